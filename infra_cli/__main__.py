@@ -1,0 +1,3 @@
+from infra_cli.cli import main
+
+main()

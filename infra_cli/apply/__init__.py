@@ -1,0 +1,1 @@
+"""Ordered, concurrent, retried execution of a plan; the stack lock."""

@@ -1,0 +1,142 @@
+"""The SKU catalog (validators/skus.yaml) as typed, read-only records.
+
+Lookups are case-insensitive because Azure is (`standard_nd96asr_v4` names the same size).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from infra_cli.paths import validators_dir
+
+
+@dataclass(frozen=True)
+class InfiniBand:
+    generation: str
+    links: int
+    gbps_per_link: int
+
+    @property
+    def total_gbps(self) -> int:
+        return self.links * self.gbps_per_link
+
+
+@dataclass(frozen=True)
+class HealthyBusbw:
+    """all_reduce bus bandwidth (GB/s) of a healthy VM of this size."""
+
+    single_node: float | None = None
+    multi_node: float | None = None
+    warn_below: float | None = None
+    fail_below: float | None = None
+    message_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Sku:
+    name: str
+    gpus: int
+    vcpus: int
+    memory_gib: int
+    family: str
+    rdma: bool
+    sriov: bool
+    nccl_over_ib: bool
+    source: str
+    gpu_model: str | None = None
+    accelerator: str = "nvidia"
+    infiniband: InfiniBand | None = None
+    healthy_busbw_gbs: HealthyBusbw = field(default_factory=HealthyBusbw)
+    nccl_env: dict[str, str] = field(default_factory=dict)
+    retired: bool = False
+    unconfirmed: tuple[str, ...] = ()
+    note: str | None = None
+
+    @property
+    def infiniband_eligible(self) -> bool:
+        """InfiniBand usable by MPI/NCCL inside Azure ML: RDMA exposed through SR-IOV."""
+        return self.rdma and self.sriov and self.infiniband is not None
+
+    def to_json(self) -> dict:
+        ib = self.infiniband
+        hb = self.healthy_busbw_gbs
+        return {
+            "name": self.name,
+            "gpus": self.gpus,
+            "gpu_model": self.gpu_model,
+            "accelerator": self.accelerator,
+            "vcpus": self.vcpus,
+            "memory_gib": self.memory_gib,
+            "family": self.family,
+            "rdma": self.rdma,
+            "sriov": self.sriov,
+            "infiniband_eligible": self.infiniband_eligible,
+            "nccl_over_ib": self.nccl_over_ib,
+            "infiniband": None
+            if ib is None
+            else {"generation": ib.generation, "links": ib.links, "gbps_per_link": ib.gbps_per_link,
+                  "total_gbps": ib.total_gbps},
+            "healthy_busbw_gbs": {k: v for k, v in vars(hb).items() if v is not None},
+            "nccl_env": dict(self.nccl_env),
+            "retired": self.retired,
+            "unconfirmed": list(self.unconfirmed),
+            "note": self.note,
+            "source": self.source,
+        }
+
+
+class Catalog:
+    def __init__(self, skus: dict[str, Sku]):
+        self._by_lower = {name.lower(): sku for name, sku in skus.items()}
+
+    def __iter__(self):
+        return iter(sorted(self._by_lower.values(), key=lambda s: s.name))
+
+    def get(self, size: str) -> Sku | None:
+        return self._by_lower.get(size.lower())
+
+    def names(self) -> list[str]:
+        return [s.name for s in self]
+
+
+def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
+    ib = row.get("infiniband")
+    profile = row.get("nccl_env")
+    if profile is not None and profile not in env_profiles:
+        raise ValueError(f"skus.yaml: {name}: unknown nccl_env profile {profile!r}")
+    return Sku(
+        name=name,
+        gpus=int(row["gpus"]),
+        vcpus=int(row["vcpus"]),
+        memory_gib=int(row["memory_gib"]),
+        family=row["family"],
+        rdma=bool(row["rdma"]),
+        sriov=bool(row["sriov"]),
+        nccl_over_ib=bool(row["nccl_over_ib"]),
+        source=row["source"],
+        gpu_model=row.get("gpu_model"),
+        accelerator=row.get("accelerator", "nvidia"),
+        infiniband=InfiniBand(**ib) if ib else None,
+        healthy_busbw_gbs=HealthyBusbw(**(row.get("healthy_busbw_gbs") or {})),
+        nccl_env={k: str(v) for k, v in (env_profiles.get(profile) or {}).items()},
+        retired=bool(row.get("retired", False)),
+        unconfirmed=tuple(row.get("unconfirmed") or ()),
+        note=row.get("note"),
+    )
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    path = path or validators_dir() / "skus.yaml"
+    return _load_catalog_cached(str(path))
+
+
+@lru_cache(maxsize=4)
+def _load_catalog_cached(path: str) -> Catalog:
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    profiles = data.get("nccl_env_profiles") or {}
+    return Catalog({name: _sku_from_row(name, row, profiles) for name, row in data["sizes"].items()})

@@ -1,0 +1,144 @@
+"""The command line: parse, call one engine function, render, map to an exit code.
+
+Imports stay lazy: commands that do not touch Azure (--help, validate, schema, skus, image check) must
+not import azure.*, torch, jinja2 or the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
+
+app = typer.Typer(
+    name="infra",
+    help="Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+
+
+def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
+    stream = stream or sys.stderr
+    colour = stream.isatty()
+    codes = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
+    for d in diagnostics:
+        text = d.format()
+        if colour:
+            text = text.replace(f"{d.severity}[", f"{codes.get(d.severity, '')}{d.severity}\033[0m[", 1)
+        print(text, file=stream)
+
+
+def fail(diagnostics: list[Diagnostic], as_json: bool = False) -> "typer.Exit":
+    if as_json:
+        print(json.dumps([d.to_json() for d in diagnostics], indent=2))
+    else:
+        print_diagnostics(diagnostics)
+    return typer.Exit(EXIT_ERROR)
+
+
+@app.command()
+def validate(
+    stacks: List[Path] = typer.Argument(..., help="stack files", metavar="STACK..."),
+    as_json: bool = typer.Option(False, "--json", help="print diagnostics as a JSON list"),
+) -> None:
+    """Check stack files offline: schema, references, InfiniBand eligibility, GPUs, MPI, launchers."""
+    from infra_cli.validate.engine import validate_files
+
+    diagnostics = validate_files(stacks)
+    if as_json:
+        print(json.dumps([d.to_json() for d in diagnostics], indent=2))
+    else:
+        print_diagnostics(diagnostics)
+        errors = sum(d.severity == "error" for d in diagnostics)
+        warnings = sum(d.severity == "warning" for d in diagnostics)
+        verdict = "invalid" if errors else "valid"
+        print(f"{len(stacks)} stack file(s) {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
+    raise typer.Exit(EXIT_ERROR if has_errors(diagnostics) else EXIT_OK)
+
+
+@app.command()
+def skus(
+    location: Optional[str] = typer.Option(None, "--location", help="region (live availability needs --local or Azure)"),
+    infiniband: bool = typer.Option(False, "--infiniband", help="only sizes whose InfiniBand NCCL/MPI can use"),
+    as_json: bool = typer.Option(False, "--json"),
+    local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
+) -> None:
+    """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""
+    from infra_cli.catalog import load_catalog
+    from infra_cli.render_text import skus_table
+
+    rows = [s for s in load_catalog() if not infiniband or s.infiniband_eligible]
+    available: dict[str, str] | None = None
+    if location and local:
+        from infra_cli.azure.preflight import sku_availability
+
+        available = sku_availability(location, [s.name for s in rows], local=True)
+    if as_json:
+        out = []
+        for s in rows:
+            row = s.to_json()
+            if available is not None:
+                row["availability"] = available.get(s.name.lower(), "not offered")
+            out.append(row)
+        print(json.dumps(out, indent=2))
+    else:
+        print(skus_table(rows, available))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of stack files (for editors' YAML language servers)."""
+    from infra_cli.stack.schema import stack_json_schema
+
+    print(json.dumps(stack_json_schema(), indent=2))
+
+
+@app.command()
+def render(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    out: Path = typer.Option(..., "--out", help="directory to write Azure ML CLI v2 YAML and scripts into"),
+) -> None:
+    """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job."""
+    from infra_cli.render_files import render_stack
+
+    try:
+        written, diagnostics = render_stack(stack, out)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    print_diagnostics(diagnostics)
+    for path in written:
+        print(path)
+
+
+def _register_subcommands() -> None:
+    # Each sub-application lives beside its engine and imports only typer at module level.
+    from infra_cli.emulator.command import emulator_app
+    from infra_cli.image.command import image_app
+    from infra_cli.lifecycle_commands import register as register_lifecycle
+    from infra_cli.smoke.command import register as register_smoke
+
+    app.add_typer(image_app, name="image")
+    app.add_typer(emulator_app, name="emulator")
+    register_lifecycle(app)
+    register_smoke(app)
+
+
+_register_subcommands()
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,1 @@
+"""Reading container images without a daemon and judging what they carry (MPI, verbs, NCCL)."""

@@ -1,0 +1,1 @@
+"""desired -> refresh -> diff -> plan; plan files and rendering."""

@@ -1,0 +1,1 @@
+"""Smoke-test jobs: rendered from templates/, submitted, waited on, judged."""

@@ -1,0 +1,122 @@
+"""load: stack file -> Stack model, or diagnostics pointing at file:line:column."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ValidationError
+
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.stack.model import Stack
+from infra_cli.stack.source import SourceMap, load_yaml
+
+
+@dataclass(frozen=True)
+class LoadedStack:
+    stack: Stack
+    path: Path
+    source: SourceMap
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+def _owner_model(loc: tuple) -> type[BaseModel] | None:
+    """Walk a pydantic error location, skipping user-chosen map keys, to the owning model class."""
+    from typing import get_args, get_origin
+
+    model: Any = Stack
+    i = 0
+    while i < len(loc):
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = model.model_fields.get(loc[i])
+        if field is None:
+            return model if i == len(loc) - 1 else None
+        ann = field.annotation
+        args = [a for a in get_args(ann) if a is not type(None)]
+        if get_origin(ann) is not dict and len(args) == 1 and get_origin(ann) is not list:
+            ann = args[0]
+        if get_origin(ann) is dict:
+            ann = get_args(ann)[1]
+            i += 1  # skip the user's key
+        model = ann
+        i += 1
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:
+    out = []
+    for err in exc.errors(include_url=False, include_context=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        kind = err["type"]
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        if kind == "extra_forbidden":
+            key = loc[-1]
+            owner = _owner_model(loc)
+            known = list(owner.model_fields) if owner else []
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else (
+                f"allowed here: {', '.join(known)}" if known else "remove it")
+            out.append(source.diagnostic(loc, "stack.unknown-key", f"unknown key {key!r} in {'.'.join(map(str, loc[:-1])) or 'the stack'}",
+                                         hint, key=True))
+        elif kind == "missing":
+            out.append(source.diagnostic(loc[:-1], "stack.missing-key", f"{where} is required",
+                                         f"add `{loc[-1]}:` here", key=True))
+        else:
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) or got is None or _is_secret_path(loc) else f" (got {got!r})"
+            out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", _type_hint(kind, loc)))
+    return out
+
+
+def _is_secret_path(loc: tuple) -> bool:
+    return any(p in ("admin_password", "ssh_key_value") for p in loc)
+
+
+def _type_hint(kind: str, loc: tuple) -> str:
+    if kind.startswith("int"):
+        return "write a whole number"
+    if kind.startswith("bool"):
+        return "write true or false"
+    if kind == "literal_error":
+        return "use one of the values listed"
+    if kind in ("dict_type", "model_type"):
+        return "this must be a mapping of key: value lines"
+    if kind == "list_type":
+        return "this must be a list (- item lines or [a, b])"
+    if kind.startswith("string"):
+        return "write text (quote it if YAML reads it as something else)"
+    return "fix the value here (see `infra schema`)"
+
+
+def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Stack, SourceMap]:
+    data, source = load_yaml(text, file, environ)
+    if not isinstance(data, dict):
+        raise DiagnosticError([Diagnostic("error", "stack.invalid", "a stack file must be a mapping at the top level",
+                                          file, 1, 1, "start with `stack: NAME`")])
+    try:
+        return Stack.model_validate(data), source
+    except ValidationError as exc:
+        raise DiagnosticError(_pydantic_diagnostics(exc, source)) from None
+
+
+def load_stack(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedStack:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DiagnosticError([Diagnostic("error", "stack.not-found", f"no such file: {p}", str(p), None, None,
+                                          "pass the path of a stack YAML file, e.g. stacks/ib-a100.yaml")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DiagnosticError([Diagnostic("error", "stack.unreadable", f"cannot read {p}: {exc}", str(p), None, None,
+                                          "the stack file must be readable UTF-8 text")]) from None
+    stack, source = parse_stack(text, str(path), environ)
+    return LoadedStack(stack, p.resolve(), source)

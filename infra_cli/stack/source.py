@@ -1,0 +1,136 @@
+"""YAML to plain data, remembering where every key and value came from (line, column; 1-based).
+
+PyYAML's node tree carries marks; we walk it once, build the values ourselves (so duplicate keys and
+`${VAR}` interpolation are reported at their exact position), and keep a path -> position map that
+later stages use to point a diagnostic at the right place.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import yaml
+
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_INTERPOLATION = re.compile(r"\$\$|\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Path = tuple  # a path into the document: keys (str) and list indices (int)
+
+
+@dataclass
+class SourceMap:
+    file: str
+    values: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+
+    def position(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
+        """The position of `path`, or of its nearest ancestor that has one."""
+        table = self.keys if key else self.values
+        p = tuple(path)
+        while p:
+            if p in table:
+                return table[p]
+            if p in self.values:
+                return self.values[p]
+            p = p[:-1]
+        return self.values.get((), (1, 1))
+
+    def diagnostic(self, path: Path, rule: str, message: str, hint: str | None = None,
+                   severity: str = "error", *, key: bool = False) -> Diagnostic:
+        line, column = self.position(path, key=key)
+        return Diagnostic(severity, rule, message, self.file, line, column, hint)
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+class _Builder:
+    def __init__(self, file: str, environ: Mapping[str, str]):
+        self.source = SourceMap(file)
+        self.environ = environ
+        self.errors: list[Diagnostic] = []
+        self._scalars = yaml.constructor.SafeConstructor()
+
+    def build(self, node: yaml.Node, path: Path) -> Any:
+        self.source.values[path] = _mark(node)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    self._error(key_node, "stack.syntax", "a mapping key must be a plain scalar",
+                                "write keys as simple names")
+                    continue
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    self._error(key_node, "stack.syntax", "YAML merge keys (<<) are not supported",
+                                "repeat the fields instead of merging")
+                    continue
+                key = self._scalars.construct_object(key_node)
+                key = str(key) if not isinstance(key, str) else key
+                if key in out:
+                    first = self.source.keys[path + (key,)]
+                    self._error(key_node, "stack.duplicate-key",
+                                f"duplicate key {key!r} (first defined at line {first[0]})",
+                                "remove one of the two definitions")
+                    continue
+                self.source.keys[path + (key,)] = _mark(key_node)
+                out[key] = self.build(value_node, path + (key,))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        value = self._scalars.construct_object(node)
+        if isinstance(value, str) and "$" in value:
+            value = self._interpolate(value, node)
+        return value
+
+    def _interpolate(self, text: str, node: yaml.Node) -> str:
+        def replace(m: re.Match) -> str:
+            if m.group(0) == "$$":
+                return "$"
+            name = m.group(1)
+            if not _ENV_NAME.match(name):
+                self._error(node, "stack.interpolation", f"${{{name}}} is not a valid variable reference",
+                            "write ${NAME} with letters, digits and underscores; $$ escapes a dollar sign")
+                return m.group(0)
+            if name not in self.environ:
+                self._error(node, "stack.interpolation", f"environment variable {name} is not set",
+                            f"export {name}=... before running, or write $${{{name}}} for a literal")
+                return m.group(0)
+            return self.environ[name]
+
+        return _INTERPOLATION.sub(replace, text)
+
+    def _error(self, node: yaml.Node, rule: str, message: str, hint: str) -> None:
+        line, column = _mark(node)
+        self.errors.append(Diagnostic("error", rule, message, self.source.file, line, column, hint))
+
+
+def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Any, SourceMap]:
+    """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation."""
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        problem = exc.problem or str(exc)
+        if exc.context:
+            problem = f"{problem} ({exc.context})"
+        raise DiagnosticError([Diagnostic("error", "stack.syntax", f"YAML syntax error: {problem}", file,
+                                          line, column, "check indentation, colons and quoting here")])
+    except yaml.YAMLError as exc:
+        raise DiagnosticError([Diagnostic("error", "stack.syntax", f"YAML error: {exc}", file, 1, 1,
+                                          "the file must be one YAML document")])
+    if node is None:
+        raise DiagnosticError([Diagnostic("error", "stack.empty", "the stack file is empty", file, 1, 1,
+                                          "start with `stack: NAME` and a `workspace:` section")])
+    builder = _Builder(file, os.environ if environ is None else environ)
+    data = builder.build(node, ())
+    if builder.errors:
+        raise DiagnosticError(builder.errors)
+    return data, builder.source

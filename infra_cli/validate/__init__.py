@@ -1,0 +1,1 @@
+"""Offline rules (validate) and live checks (preflight), reported as diagnostics."""

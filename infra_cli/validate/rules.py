@@ -1,0 +1,394 @@
+"""Offline rules: pure functions from a loaded stack (and the knowledge in validators/) to diagnostics.
+
+Each rule has an id (its `rule` field), a message naming the offending value and a hint saying how to fix
+it. They never touch the network; live checks (quota, region) belong to the plan's preflight.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import yaml
+
+from infra_cli.catalog import Catalog, Sku
+from infra_cli.diagnostics import Diagnostic
+from infra_cli.image.spec import SpecError, parse_requirement
+from infra_cli.paths import templates_dir
+from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.model import Distribution, Environment
+from infra_cli.validate import knowledge
+
+_COMPUTE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
+_ASSET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+
+
+@dataclass(frozen=True)
+class Context:
+    loaded: LoadedStack
+    catalog: Catalog
+
+    @property
+    def stack(self):
+        return self.loaded.stack
+
+    def at(self, path: tuple, rule: str, message: str, hint: str, severity: str = "error",
+           key: bool = False) -> Diagnostic:
+        return self.loaded.source.diagnostic(path, rule, message, hint, severity, key=key)
+
+    def sku(self, cluster_name: str) -> Sku | None:
+        cluster = self.stack.clusters.get(cluster_name)
+        return self.catalog.get(cluster.size) if cluster else None
+
+
+Rule = Callable[[Context], Iterator[Diagnostic]]
+RULES: list[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+def _ib_reason(sku: Sku) -> str:
+    if sku.rdma and not sku.sriov:
+        return f"{sku.name} has RDMA but no SR-IOV, so NCCL and MPI inside Azure ML cannot use its InfiniBand"
+    return f"{sku.name} has no InfiniBand" + (f" ({sku.note})" if sku.note else "")
+
+
+def _ib_sizes(catalog: Catalog) -> str:
+    return ", ".join(s.name for s in catalog if s.infiniband_eligible and s.gpus and not s.retired)
+
+
+# ---- clusters -------------------------------------------------------------------------------------------
+
+@rule
+def cluster_name(ctx: Context) -> Iterator[Diagnostic]:
+    for name in ctx.stack.clusters:
+        if not _COMPUTE_NAME.match(name):
+            yield ctx.at(("clusters", name), "cluster.name",
+                         f"cluster name {name!r} is not a valid Azure ML compute name",
+                         "use 3-24 characters: a letter first, then letters, digits or hyphens, not ending in a hyphen",
+                         key=True)
+
+
+@rule
+def cluster_size(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        path = ("clusters", name, "size")
+        sku = ctx.catalog.get(cluster.size)
+        if sku is None:
+            close = difflib.get_close_matches(cluster.size, ctx.catalog.names(), n=1, cutoff=0.75)
+            hint = (f"did you mean {close[0]!r}? " if close else "") + \
+                "add the size to validators/skus.yaml (with its source) so its InfiniBand can be checked"
+            severity = "error" if cluster.infiniband == "required" else "warning"
+            yield ctx.at(path, "cluster.size-unknown",
+                         f"size {cluster.size!r} is not in the SKU catalog; its InfiniBand cannot be verified",
+                         hint, severity)
+        elif sku.retired:
+            yield ctx.at(path, "cluster.size-retired", f"{sku.name} is retired by Azure",
+                         f"choose a current size, e.g. {_ib_sizes(ctx.catalog).split(', ')[0]}", "warning")
+
+
+@rule
+def cluster_infiniband(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        sku = ctx.catalog.get(cluster.size)
+        if cluster.infiniband == "required" and sku is not None and not sku.infiniband_eligible:
+            yield ctx.at(("clusters", name, "size"), "cluster.infiniband-ineligible",
+                         f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
+                         f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+
+
+@rule
+def cluster_ssh(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        ssh = cluster.ssh_settings
+        if cluster.ssh_public_access_enabled and not (ssh and ssh.admin_username and (ssh.ssh_key_value or ssh.admin_password)):
+            yield ctx.at(("clusters", name, "ssh_public_access_enabled"), "cluster.ssh-settings",
+                         f"cluster {name!r} enables SSH access without an admin user and key",
+                         "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}")
+
+
+@rule
+def cluster_location(ctx: Context) -> Iterator[Diagnostic]:
+    ws = ctx.stack.workspace.location
+    for name, cluster in ctx.stack.clusters.items():
+        if cluster.location and cluster.location.replace(" ", "").lower() != ws:
+            yield ctx.at(("clusters", name, "location"), "cluster.location",
+                         f"cluster {name!r} is in {cluster.location} but the workspace is in {ws}",
+                         "remove `location` (clusters default to the workspace's region) unless cross-region compute is intended",
+                         "warning")
+
+
+# ---- environments ---------------------------------------------------------------------------------------
+
+def _build_template_dir(name: str) -> Path:
+    return templates_dir() / "docker" / name
+
+
+def build_template_provides(name: str) -> dict[str, str | None] | None:
+    """What an image built from templates/docker/NAME provides (its template.yaml), or None if unknown."""
+    meta = _build_template_dir(name) / "template.yaml"
+    if not meta.is_file():
+        return None
+    with open(meta, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    provides: dict[str, str | None] = {}
+    for spec in data.get("provides") or []:
+        req = parse_requirement(spec)
+        provides[req.name] = req.version
+    return provides
+
+
+@rule
+def environment_name(ctx: Context) -> Iterator[Diagnostic]:
+    for name in ctx.stack.environments:
+        if not _ASSET_NAME.match(name):
+            yield ctx.at(("environments", name), "environment.name",
+                         f"environment name {name!r} is not a valid Azure ML asset name",
+                         "start with a letter or digit; then letters, digits, '-', '_' or '.'", key=True)
+
+
+@rule
+def environment_requires(ctx: Context) -> Iterator[Diagnostic]:
+    for name, env in ctx.stack.environments.items():
+        for i, spec in enumerate(env.requires):
+            try:
+                parse_requirement(spec)
+            except SpecError as exc:
+                yield ctx.at(("environments", name, "requires", i), "environment.requires-spec", str(exc),
+                             "write a spec such as openmpi>=4.1, mpi, ibverbs, nccl>=2.18")
+
+
+@rule
+def environment_files(ctx: Context) -> Iterator[Diagnostic]:
+    base = ctx.loaded.base_dir
+    for name, env in ctx.stack.environments.items():
+        if env.conda_file and not (base / env.conda_file).is_file():
+            yield ctx.at(("environments", name, "conda_file"), "environment.file-missing",
+                         f"conda file {env.conda_file!r} does not exist (looked in {base})",
+                         "conda_file is relative to the stack file")
+        if env.build and env.build.path and not (base / env.build.path).is_dir():
+            yield ctx.at(("environments", name, "build", "path"), "environment.file-missing",
+                         f"build context {env.build.path!r} is not a directory (looked in {base})",
+                         "build.path is relative to the stack file")
+        if env.build and env.build.template and build_template_provides(env.build.template) is None:
+            known = sorted(p.name for p in (templates_dir() / "docker").glob("*") if (p / "template.yaml").is_file()) \
+                if (templates_dir() / "docker").is_dir() else []
+            yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
+                         f"no Dockerfile template named {env.build.template!r} in templates/docker/",
+                         f"known templates: {', '.join(known) or '(none)'}")
+
+
+# ---- distributions --------------------------------------------------------------------------------------
+
+@rule
+def distribution_references(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        for section, ref in (("clusters", dist.cluster), ("environments", dist.environment)):
+            known = list(getattr(ctx.stack, section))
+            if ref not in known:
+                close = difflib.get_close_matches(ref, known, n=1)
+                field = section[:-1]
+                yield ctx.at(("distributions", name, field), "distribution.dangling-reference",
+                             f"distribution {name!r} names {field} {ref!r}, which the stack does not declare",
+                             (f"did you mean {close[0]!r}? " if close else "") +
+                             (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
+
+
+@rule
+def distribution_infiniband(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        cluster = ctx.stack.clusters.get(dist.cluster)
+        sku = ctx.sku(dist.cluster)
+        if cluster is None or sku is None or dist.instance_count < 2 or sku.infiniband_eligible:
+            continue
+        path = ("distributions", name, "instance_count")
+        message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, "
+                   f"but {_ib_reason(sku)}: inter-node traffic falls back to TCP sockets")
+        if cluster.infiniband == "optional":
+            yield ctx.at(path, "distribution.multinode-without-infiniband", message,
+                         "expect a fraction of InfiniBand bandwidth", "warning")
+        else:
+            yield ctx.at(path, "distribution.multinode-without-infiniband", message,
+                         f"use an InfiniBand size ({_ib_sizes(ctx.catalog)}), run on one node, "
+                         f"or set `infiniband: optional` on cluster {dist.cluster!r} to accept sockets")
+
+
+@rule
+def distribution_gpus(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        sku = ctx.sku(dist.cluster)
+        if sku is None or dist.type == "tensorflow":
+            continue
+        per_node = dist.processes_per_instance
+        path = ("distributions", name, "process_count_per_instance")
+        if dist.launcher == "per-node":
+            continue  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
+        if sku.gpus == 0:
+            yield ctx.at(("distributions", name, "cluster"), "distribution.no-gpus",
+                         f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
+                         "use a GPU size for GPU training (CPU MPI jobs on HB/HC sizes are fine)", "warning")
+        elif per_node > sku.gpus:
+            yield ctx.at(path, "distribution.gpus-exceeded",
+                         f"process_count_per_instance {per_node} exceeds the {sku.gpus} GPU(s) of {sku.name}",
+                         f"set process_count_per_instance: {sku.gpus} (one process per GPU)")
+        elif per_node < sku.gpus:
+            yield ctx.at(path, "distribution.gpus-underused",
+                         f"process_count_per_instance {per_node} uses {per_node} of the {sku.gpus} GPUs of {sku.name}",
+                         f"set process_count_per_instance: {sku.gpus} to use every GPU you pay for", "warning")
+
+
+@rule
+def distribution_instances(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        cluster = ctx.stack.clusters.get(dist.cluster)
+        if cluster is not None and dist.instance_count > cluster.max_instances:
+            yield ctx.at(("distributions", name, "instance_count"), "distribution.instance-count",
+                         f"instance_count {dist.instance_count} exceeds max_instances {cluster.max_instances} "
+                         f"of cluster {dist.cluster!r}: the job would queue forever",
+                         f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
+
+
+def _environment_mpi(env: Environment) -> tuple[bool | None, str]:
+    """Whether the environment carries Open MPI: True, False, or None (cannot tell); with the evidence."""
+    if env.curated:
+        info = knowledge.curated_info(env.curated)
+        if info is None:
+            return None, f"curated environment {env.curated!r} is not in validators/curated_environments.yaml"
+        return "openmpi" in info.provides, info.source
+    declared = {parse_requirement(s).name for s in env.requires if _parses(s)}
+    if declared & {"openmpi", "hpcx"}:
+        return True, "declared in requires"
+    if env.build and env.build.template:
+        provides = build_template_provides(env.build.template) or {}
+        if "openmpi" in provides or "hpcx" in provides:
+            return True, f"templates/docker/{env.build.template} installs it"
+    if "mpi" in declared:
+        return None, "requires `mpi` (any MPI); Azure ML launches mpi jobs with Open MPI's mpirun"
+    return False, "a custom image carries only what it declares"
+
+
+def _parses(spec: str) -> bool:
+    try:
+        parse_requirement(spec)
+        return True
+    except SpecError:
+        return False
+
+
+@rule
+def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    mpi_types = knowledge.types_needing_mpi()
+    for name, dist in ctx.stack.distributions.items():
+        env = ctx.stack.environments.get(dist.environment)
+        fw = fws.get(dist.framework) if dist.framework else None
+        needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
+        if env is None or not needs:
+            continue
+        has_mpi, evidence = _environment_mpi(env)
+        why = f"distribution {name!r} ({dist.framework + ' under ' if dist.framework else ''}type {dist.type}) " \
+              f"is launched by Azure ML with mpirun"
+        if has_mpi is False:
+            yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
+                         f"{why}, but environment {dist.environment!r} is not known to carry Open MPI ({evidence})",
+                         f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
+                         "`infra image check`), use a curated GPU environment, or build from templates/docker/openmpi-rdma")
+        elif has_mpi is None:
+            yield ctx.at(("distributions", name, "environment"), "distribution.mpi-unverified",
+                         f"{why}; whether environment {dist.environment!r} carries Open MPI is unknown: {evidence}",
+                         "declare `requires: [openmpi]` on the environment so `infra image check` can prove it",
+                         "warning")
+
+
+@rule
+def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        fw = fws.get(dist.framework) if dist.framework else None
+        if fw is None:
+            continue
+        if dist.type not in fw.types:
+            yield ctx.at(("distributions", name, "type"), "distribution.framework-type",
+                         f"framework {fw.name} does not run under distribution type {dist.type}",
+                         f"use type: {' or '.join(fw.types)} ({fw.source})")
+        if dist.launcher not in fw.launchers:
+            yield ctx.at(("distributions", name, "launcher"), "distribution.framework-launcher",
+                         f"framework {fw.name} is not launched {dist.launcher}",
+                         f"use launcher: {' or '.join(fw.launchers)}")
+
+
+@rule
+def distribution_launcher(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        if dist.launcher == "per-node" and dist.processes_per_instance > 1:
+            yield ctx.at(("distributions", name, "process_count_per_instance"), "distribution.per-node-launcher",
+                         f"distribution {name!r} uses a per-node launcher (torchrun, Lightning) that starts one process "
+                         f"per GPU itself; process_count_per_instance {dist.processes_per_instance} would start "
+                         f"{dist.processes_per_instance} launchers per node",
+                         "remove process_count_per_instance (or set it to 1) with launcher: per-node")
+
+
+@rule
+def distribution_tensorflow(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        base = ("distributions", name)
+        if dist.type != "tensorflow":
+            for field in ("worker_count", "parameter_server_count"):
+                if getattr(dist, field) is not None:
+                    yield ctx.at(base + (field,), "distribution.tensorflow-counts",
+                                 f"{field} applies only to type tensorflow (this is {dist.type})",
+                                 f"remove {field}, or set type: tensorflow")
+            continue
+        workers = dist.worker_count or dist.instance_count
+        ps = dist.parameter_server_count or 0
+        slots = dist.instance_count * dist.processes_per_instance
+        if workers + ps > slots:
+            yield ctx.at(base + ("worker_count",), "distribution.tensorflow-counts",
+                         f"{workers} worker(s) + {ps} parameter server(s) need {workers + ps} processes, but "
+                         f"instance_count x process_count_per_instance gives {slots}",
+                         "raise instance_count or lower worker_count/parameter_server_count")
+        if ps and ps >= workers:
+            yield ctx.at(base + ("parameter_server_count",), "distribution.tensorflow-counts",
+                         f"{ps} parameter server(s) for {workers} worker(s) is unusual and wastes nodes",
+                         "use fewer parameter servers than workers (or none with MultiWorkerMirroredStrategy)",
+                         "warning")
+
+
+@rule
+def distribution_transformers_local_rank(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        fw = fws.get(dist.framework) if dist.framework else None
+        needle = fw.per_process_command_must_contain if fw else None
+        if needle and dist.launcher == "per-process" and dist.command and needle not in dist.command:
+            yield ctx.at(("distributions", name, "command"), "distribution.transformers-local-rank",
+                         f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only the "
+                         "LOCAL_RANK variable",
+                         f"append `{needle} $LOCAL_RANK` to the command")
+
+
+@rule
+def distribution_ib_disabled(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        sku = ctx.sku(dist.cluster)
+        env = dist.environment_variables
+        if sku and sku.infiniband_eligible and dist.instance_count > 1 and (
+                env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"):
+            yield ctx.at(("distributions", name, "environment_variables"), "distribution.infiniband-disabled",
+                         f"distribution {name!r} disables NCCL's InfiniBand on {sku.name}, which you pay for",
+                         "remove NCCL_IB_DISABLE / NCCL_NET=Socket (keep them only as a deliberate negative control)",
+                         "warning")
+
+
+def run_rules(loaded: LoadedStack, catalog: Catalog) -> list[Diagnostic]:
+    ctx = Context(loaded, catalog)
+    out: list[Diagnostic] = []
+    for fn in RULES:
+        out.extend(fn(ctx))
+    return out
