@@ -39,11 +39,14 @@ def _owner_model(loc: tuple) -> type[BaseModel] | None:
             return model if i == len(loc) - 1 else None
         ann = field.annotation
         args = [a for a in get_args(ann) if a is not type(None)]
-        if get_origin(ann) is not dict and len(args) == 1 and get_origin(ann) is not list:
-            ann = args[0]
+        if get_origin(ann) not in (dict, list) and len(args) == 1:
+            ann = args[0]  # X | None -> X
         if get_origin(ann) is dict:
             ann = get_args(ann)[1]
             i += 1  # skip the user's key
+        elif get_origin(ann) is list:
+            ann = get_args(ann)[0]
+            i += 1  # skip the list index
         model = ann
         i += 1
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None

@@ -17,7 +17,9 @@ import yaml
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_INTERPOLATION = re.compile(r"\$\$|\$\{([^}]*)\}")
+# `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error.
+_INTERPOLATION = re.compile(r"\$\$|\$\{([^}]*)\}|\$\{")
+_MAX_NODES = 100_000
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Path = tuple  # a path into the document: keys (str) and list indices (int)
@@ -52,14 +54,38 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 
 
 class _Builder:
-    def __init__(self, file: str, environ: Mapping[str, str]):
+    def __init__(self, file: str, text: str, environ: Mapping[str, str]):
         self.source = SourceMap(file)
+        self.text = text
         self.environ = environ
         self.errors: list[Diagnostic] = []
         self._scalars = yaml.constructor.SafeConstructor()
+        self._open: set[int] = set()  # ids of collection nodes being built: an alias back to one is a cycle
+        self._built = 0
 
     def build(self, node: yaml.Node, path: Path) -> Any:
+        self._built += 1
+        if self._built > _MAX_NODES:  # aliases can expand a small file exponentially ("billion laughs")
+            line, column = _mark(node)
+            raise DiagnosticError([Diagnostic("error", "stack.syntax", f"the document expands to more than {_MAX_NODES} values",
+                                              self.source.file, line, column, "use fewer YAML aliases (*name)")])
         self.source.values[path] = _mark(node)
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            if id(node) in self._open:
+                self._error(node, "stack.syntax", "a YAML alias refers to a collection that contains it",
+                            "remove the recursive alias (*name inside the &name it points to)")
+                return None
+            self._open.add(id(node))
+            try:
+                return self._build_collection(node, path)
+            finally:
+                self._open.discard(id(node))
+        value = self._scalars.construct_object(node)
+        if isinstance(value, str) and "$" in value:
+            value = self._interpolate(value, node)
+        return value
+
+    def _build_collection(self, node: yaml.Node, path: Path) -> Any:
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
@@ -82,33 +108,54 @@ class _Builder:
                 self.source.keys[path + (key,)] = _mark(key_node)
                 out[key] = self.build(value_node, path + (key,))
             return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
-        value = self._scalars.construct_object(node)
-        if isinstance(value, str) and "$" in value:
-            value = self._interpolate(value, node)
-        return value
+        return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
 
     def _interpolate(self, text: str, node: yaml.Node) -> str:
+        places = self._reference_positions(node)
+        seen = 0
+
         def replace(m: re.Match) -> str:
+            nonlocal seen
             if m.group(0) == "$$":
                 return "$"
+            at = places[seen] if seen < len(places) else _mark(node)
+            seen += 1
             name = m.group(1)
+            if name is None:
+                self._error_at(at, "stack.interpolation", "`${` has no closing `}`",
+                               "write ${NAME}; $$ escapes a dollar sign")
+                return m.group(0)
             if not _ENV_NAME.match(name):
-                self._error(node, "stack.interpolation", f"${{{name}}} is not a valid variable reference",
-                            "write ${NAME} with letters, digits and underscores; $$ escapes a dollar sign")
+                self._error_at(at, "stack.interpolation", f"${{{name}}} is not a valid variable reference",
+                               "write ${NAME} with letters, digits and underscores; $$ escapes a dollar sign")
                 return m.group(0)
             if name not in self.environ:
-                self._error(node, "stack.interpolation", f"environment variable {name} is not set",
-                            f"export {name}=... before running, or write $${{{name}}} for a literal")
+                self._error_at(at, "stack.interpolation", f"environment variable {name} is not set",
+                               f"export {name}=... before running, or write $${{{name}}} for a literal")
                 return m.group(0)
             return self.environ[name]
 
         return _INTERPOLATION.sub(replace, text)
 
+    def _reference_positions(self, node: yaml.Node) -> list[tuple[int, int]]:
+        """Line and column of each `${` in the scalar's source text, so errors point at the reference itself."""
+        start, end = node.start_mark, node.end_mark
+        raw = self.text[start.index:end.index]
+        out = []
+        for m in _INTERPOLATION.finditer(raw):
+            if m.group(0) == "$$":
+                continue
+            before = raw[:m.start()]
+            newlines = before.count("\n")
+            column = (start.column + len(before) if newlines == 0 else len(before) - before.rfind("\n") - 1)
+            out.append((start.line + 1 + newlines, column + 1))
+        return out
+
     def _error(self, node: yaml.Node, rule: str, message: str, hint: str) -> None:
-        line, column = _mark(node)
-        self.errors.append(Diagnostic("error", rule, message, self.source.file, line, column, hint))
+        self._error_at(_mark(node), rule, message, hint)
+
+    def _error_at(self, at: tuple[int, int], rule: str, message: str, hint: str) -> None:
+        self.errors.append(Diagnostic("error", rule, message, self.source.file, at[0], at[1], hint))
 
 
 def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Any, SourceMap]:
@@ -129,7 +176,7 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) ->
     if node is None:
         raise DiagnosticError([Diagnostic("error", "stack.empty", "the stack file is empty", file, 1, 1,
                                           "start with `stack: NAME` and a `workspace:` section")])
-    builder = _Builder(file, os.environ if environ is None else environ)
+    builder = _Builder(file, text, os.environ if environ is None else environ)
     data = builder.build(node, ())
     if builder.errors:
         raise DiagnosticError(builder.errors)

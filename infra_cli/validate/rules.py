@@ -22,8 +22,28 @@ from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution, Environment
 from infra_cli.validate import knowledge
 
-_COMPUTE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
-_ASSET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+
+
+@dataclass(frozen=True)
+class NamePattern:
+    section: str
+    rule: str
+    pattern: re.Pattern
+    what: str
+    hint: str
+
+
+# Names Azure accepts. Distribution names become plan addresses (smoke.NAME) and part of job names.
+NAME_PATTERNS = (
+    NamePattern("clusters", "cluster.name", re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$"),
+                "an Azure ML compute name",
+                "use 3-24 characters: a letter first, then letters, digits or hyphens, not ending in a hyphen"),
+    NamePattern("environments", "environment.name", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$"),
+                "an Azure ML asset name", "start with a letter or digit; then letters, digits, '-', '_' or '.'"),
+    NamePattern("distributions", "distribution.name", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"),
+                "usable in an Azure ML job name",
+                "use up to 100 letters, digits, '-' or '_', starting with a letter or digit"),
+)
 
 
 @dataclass(frozen=True)
@@ -66,13 +86,12 @@ def _ib_sizes(catalog: Catalog) -> str:
 # ---- clusters -------------------------------------------------------------------------------------------
 
 @rule
-def cluster_name(ctx: Context) -> Iterator[Diagnostic]:
-    for name in ctx.stack.clusters:
-        if not _COMPUTE_NAME.match(name):
-            yield ctx.at(("clusters", name), "cluster.name",
-                         f"cluster name {name!r} is not a valid Azure ML compute name",
-                         "use 3-24 characters: a letter first, then letters, digits or hyphens, not ending in a hyphen",
-                         key=True)
+def resource_names(ctx: Context) -> Iterator[Diagnostic]:
+    for np in NAME_PATTERNS:
+        for name in getattr(ctx.stack, np.section):
+            if not np.pattern.match(name):
+                yield ctx.at((np.section, name), np.rule, f"{np.section[:-1]} name {name!r} is not {np.what}",
+                             np.hint, key=True)
 
 
 @rule
@@ -142,15 +161,6 @@ def build_template_provides(name: str) -> dict[str, str | None] | None:
         req = parse_requirement(spec)
         provides[req.name] = req.version
     return provides
-
-
-@rule
-def environment_name(ctx: Context) -> Iterator[Diagnostic]:
-    for name in ctx.stack.environments:
-        if not _ASSET_NAME.match(name):
-            yield ctx.at(("environments", name), "environment.name",
-                         f"environment name {name!r} is not a valid Azure ML asset name",
-                         "start with a letter or digit; then letters, digits, '-', '_' or '.'", key=True)
 
 
 @rule
@@ -345,14 +355,18 @@ def distribution_tensorflow(ctx: Context) -> Iterator[Diagnostic]:
                                  f"{field} applies only to type tensorflow (this is {dist.type})",
                                  f"remove {field}, or set type: tensorflow")
             continue
+        if dist.process_count_per_instance is not None:
+            # Azure ML's TensorFlow distribution has only worker_count and parameter_server_count.
+            yield ctx.at(base + ("process_count_per_instance",), "distribution.tensorflow-counts",
+                         "process_count_per_instance does not apply to type tensorflow",
+                         "remove it and set worker_count (one worker per node uses all its GPUs)")
         workers = dist.worker_count or dist.instance_count
         ps = dist.parameter_server_count or 0
-        slots = dist.instance_count * dist.processes_per_instance
-        if workers + ps > slots:
+        if workers + ps > dist.instance_count:
             yield ctx.at(base + ("worker_count",), "distribution.tensorflow-counts",
-                         f"{workers} worker(s) + {ps} parameter server(s) need {workers + ps} processes, but "
-                         f"instance_count x process_count_per_instance gives {slots}",
-                         "raise instance_count or lower worker_count/parameter_server_count")
+                         f"{workers} worker(s) + {ps} parameter server(s) need {workers + ps} nodes, but "
+                         f"instance_count is {dist.instance_count}",
+                         f"set instance_count: {workers + ps} or lower worker_count/parameter_server_count")
         if ps and ps >= workers:
             yield ctx.at(base + ("parameter_server_count",), "distribution.tensorflow-counts",
                          f"{ps} parameter server(s) for {workers} worker(s) is unusual and wastes nodes",
