@@ -1,0 +1,166 @@
+"""desired: a validated stack -> the resources it asks for, normalised and secret-free.
+
+The attributes here are exactly what the diff compares with live state (normalise.py brings live state to the
+same shape). Secrets never enter them: SSH credentials are represented by a salted hash, which is also written
+as a tag so a later plan can tell whether they changed (Azure never returns them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra_cli.catalog import load_catalog
+from infra_cli.paths import templates_dir
+from infra_cli.plan.model import TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_STACK, Resource, content_hash
+from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.model import Cluster, Environment, Stack, Workspace
+
+
+@dataclass(frozen=True)
+class ClusterSecrets:
+    """What a create needs but a plan must never carry."""
+
+    admin_username: str | None = None
+    admin_password: str | None = None
+    ssh_key_value: str | None = None
+
+
+def canonical_size(size: str) -> str:
+    sku = load_catalog().get(size)
+    return sku.name if sku else size
+
+
+def normalise_location(location: str | None) -> str | None:
+    return location.replace(" ", "").lower() if location else None
+
+
+def subnet_id(workspace: Workspace, vnet_name: str | None, subnet: str | None) -> str | None:
+    """Short subnet names become the full ARM id Azure reports back; compared lower-case, as ARM ids are."""
+    if not subnet:
+        return None
+    if subnet.startswith("/"):
+        return subnet.lower()
+    if not vnet_name:
+        return subnet.lower()
+    return (f"/subscriptions/{workspace.subscription_id}/resourcegroups/{workspace.resource_group}"
+            f"/providers/microsoft.network/virtualnetworks/{vnet_name}/subnets/{subnet}").lower()
+
+
+def ssh_credentials_hash(stack_name: str, cluster_name: str, secrets: ClusterSecrets) -> str | None:
+    if not (secrets.ssh_key_value or secrets.admin_password):
+        return None
+    salt = f"{stack_name}/{cluster_name}".encode()
+    digest = hashlib.sha256(salt + b"\0" + (secrets.ssh_key_value or "").encode() + b"\0"
+                            + (secrets.admin_password or "").encode())
+    return digest.hexdigest()[:16]
+
+
+def cluster_secrets(cluster: Cluster) -> ClusterSecrets:
+    ssh = cluster.ssh_settings
+    if ssh is None:
+        return ClusterSecrets()
+    return ClusterSecrets(
+        ssh.admin_username,
+        ssh.admin_password.get_secret_value() if ssh.admin_password else None,
+        ssh.ssh_key_value.get_secret_value() if ssh.ssh_key_value else None,
+    )
+
+
+def cluster_attributes(stack: Stack, name: str, cluster: Cluster) -> dict:
+    secrets = cluster_secrets(cluster)
+    net = cluster.network_settings
+    identity = cluster.identity
+    return {
+        "size": canonical_size(cluster.size),
+        "tier": cluster.tier,
+        "min_instances": cluster.min_instances,
+        "max_instances": cluster.max_instances,
+        "idle_time_before_scale_down": cluster.idle_time_before_scale_down,
+        "enable_node_public_ip": cluster.enable_node_public_ip,
+        "ssh_public_access_enabled": bool(cluster.ssh_public_access_enabled),
+        "ssh_admin_username": secrets.admin_username,
+        "ssh_credentials_hash": ssh_credentials_hash(stack.stack, name, secrets),
+        "subnet": subnet_id(stack.workspace, net.vnet_name if net else None, net.subnet if net else None),
+        "identity_type": identity.type if identity and identity.type != "none" else None,
+        "user_assigned_identities": sorted(i.resource_id.lower() for i in (identity.user_assigned_identities or []))
+        if identity else [],
+        "location": normalise_location(cluster.location) or stack.workspace.location,
+        "tags": dict(sorted(cluster.tags.items())),
+        "description": cluster.description,
+        "prevent_destroy": cluster.lifecycle.prevent_destroy,
+    }
+
+
+def live_comparable(attributes: dict) -> dict:
+    """The attributes Azure can report back (used for the drift hash): everything but tag-carried ones."""
+    return {k: v for k, v in attributes.items() if k not in ("ssh_credentials_hash", "prevent_destroy")}
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _tree_sha256(root: Path) -> str:
+    """A build context's content: relative paths and bytes of every file, in a stable order."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in root.rglob("*") if q.is_file()):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def environment_attributes(loaded: LoadedStack, env: Environment) -> dict:
+    base = loaded.base_dir
+    build = None
+    if env.build is not None:
+        if env.build.template:
+            build = {"template": env.build.template, "parameters": env.build.parameters,
+                     "template_sha256": _tree_sha256(templates_dir() / "docker" / env.build.template)}
+        else:
+            build = {"path": env.build.path, "dockerfile_path": env.build.dockerfile_path,
+                     "context_sha256": _tree_sha256(base / env.build.path)}
+    attributes = {
+        "kind": env.kind,
+        "curated": env.curated,
+        "image": env.image,
+        "conda_sha256": _file_sha256(base / env.conda_file) if env.conda_file else None,
+        "build": build,
+        "version": env.version,
+        "requires": list(env.requires),
+        "description": env.description,
+        "tags": dict(sorted(env.tags.items())),
+    }
+    attributes["content_hash"] = environment_content_hash(attributes)
+    return attributes
+
+
+def environment_content_hash(attributes: dict) -> str:
+    from infra_cli.plan.semantics import environment_content_fields
+
+    return content_hash({k: attributes.get(k) for k in environment_content_fields()})
+
+
+def desired_resources(loaded: LoadedStack) -> list[Resource]:
+    stack = loaded.stack
+    out: list[Resource] = []
+    for name, cluster in stack.clusters.items():
+        attrs = cluster_attributes(stack, name, cluster)
+        address = f"cluster.{name}"
+        tags = {TAG_STACK: stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(attrs))}
+        if attrs["ssh_credentials_hash"]:
+            tags[TAG_SECRETS] = attrs["ssh_credentials_hash"]
+        out.append(Resource(address, "cluster", name, attrs, tags))
+    for name, env in stack.environments.items():
+        attrs = environment_attributes(loaded, env)
+        address = f"environment.{name}"
+        tags = {TAG_STACK: stack.stack, TAG_ADDRESS: address, TAG_HASH: attrs["content_hash"]}
+        out.append(Resource(address, "environment", name, attrs, tags))
+    return out
+
+
+def distribution_dependencies(stack: Stack) -> dict[str, tuple[str, ...]]:
+    """smoke.DIST -> the addresses it runs on."""
+    return {f"smoke.{name}": (f"cluster.{d.cluster}", f"environment.{d.environment}")
+            for name, d in stack.distributions.items()}

@@ -1,0 +1,187 @@
+"""diff: desired resources x live resources -> changes. Pure: no I/O, no SDK.
+
+Rules (Azure ML's, from validators/update_semantics.yaml): scale settings, tags, description change in
+place; size, tier, subnet, public IP, SSH settings and location force delete + create; environment
+versions are immutable, so changed content is a NEW version. Resources are touched only when they carry
+this stack's ownership tag; a same-named resource without it is an error that says how to adopt it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infra_cli.diagnostics import Diagnostic
+from infra_cli.plan.desired import live_comparable
+from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, TAG_STACK, UPDATE, Resource,
+                                  ResourceChange, content_hash)
+from infra_cli.plan.semantics import semantics
+
+
+@dataclass
+class LiveState:
+    """Normalised live resources by Azure name. An environment's attributes describe one live version
+    (the pinned one, or the latest) plus `next_version`."""
+
+    clusters: dict[str, Resource] = field(default_factory=dict)
+    environments: dict[str, Resource] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        return content_hash({
+            "clusters": {n: [r.attributes, r.tags] for n, r in sorted(self.clusters.items())},
+            "environments": {n: [r.attributes, r.tags] for n, r in sorted(self.environments.items())},
+        })
+
+
+@dataclass
+class DiffResult:
+    changes: list[ResourceChange]
+    diagnostics: list[Diagnostic]
+    drift: list[ResourceChange] = field(default_factory=list)
+
+
+def _not_owned(address: str, name: str, kind: str, live: Resource, stack: str, stack_file: str) -> Diagnostic:
+    owner = live.owner_stack
+    if owner and owner != stack:
+        return Diagnostic("error", "plan.owned-by-other-stack",
+                          f"{kind} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
+                          stack_file, None, None,
+                          f"rename {address} in this stack, or remove it from stack {owner!r} first")
+    return Diagnostic("error", "plan.unmanaged-resource",
+                      f"{kind} {name!r} already exists in Azure without this stack's ownership tag; "
+                      "the plan will not touch it", stack_file, None, None,
+                      f"adopt it with `infra import {address} {name} {stack_file}`, or rename {address}")
+
+
+def _cluster_change(desired: Resource, live: Resource) -> ResourceChange:
+    rules = semantics("cluster")
+    before, after = live.attributes, desired.attributes
+    changed = [k for k in after if before.get(k) != after.get(k)]
+    forcing = [k for k in changed if k in rules.force_replacement]
+    if forcing:
+        reason = "; ".join(rules.force_replacement[k] for k in forcing)
+        return ResourceChange(desired.address, "cluster", desired.name, REPLACE, before, after,
+                              [[k] for k in forcing], f"replace_because_cannot_update: {reason}")
+    if changed:
+        return ResourceChange(desired.address, "cluster", desired.name, UPDATE, before, after, [],
+                              "update_in_place: " + ", ".join(changed))
+    return ResourceChange(desired.address, "cluster", desired.name, NO_OP, before, after)
+
+
+def _environment_change(desired: Resource, live: Resource | None, stack_file: str) -> tuple[ResourceChange | None, Diagnostic | None]:
+    after = dict(desired.attributes)
+    if after["kind"] == "curated":
+        return ResourceChange(desired.address, "environment", desired.name, NO_OP, None, after, [],
+                              "curated environment: resolved, never created"), None
+    pinned = after.get("version")
+    if live is None or live.attributes.get("version") is None:
+        after["version"] = pinned or (live.attributes.get("next_version") if live else None) or "1"
+        return ResourceChange(desired.address, "environment", desired.name, CREATE, None, after, [],
+                              "new environment" if live is None else "new version"), None
+    before = live.attributes
+    if before.get("content_hash") == after["content_hash"]:
+        after["version"] = before["version"]
+        return ResourceChange(desired.address, "environment", desired.name, NO_OP, before, after), None
+    if pinned and before.get("version") == pinned:
+        return None, Diagnostic(
+            "error", "plan.environment-version-immutable",
+            f"environment {desired.name!r} version {pinned} already exists with different content; "
+            "Azure ML environment versions are immutable", stack_file, None, None,
+            f"bump environments.{desired.name}.version (or remove it to let infra number versions)")
+    after["version"] = pinned or before.get("next_version") or _next(before.get("version"))
+    return ResourceChange(desired.address, "environment", desired.name, CREATE, before, after, [],
+                          f"new version {after['version']} (versions are immutable; version "
+                          f"{before.get('version')} stays for jobs that use it)"), None
+
+
+def _next(version: str | None) -> str:
+    return str(int(version) + 1) if version and version.isdigit() else "1"
+
+
+def diff(desired: list[Resource], live: LiveState, *, stack: str, stack_file: str,
+         mode: str = "normal") -> DiffResult:
+    changes: list[ResourceChange] = []
+    diagnostics: list[Diagnostic] = []
+    desired_clusters = {r.name: r for r in desired if r.type == "cluster"}
+
+    if mode != "destroy":
+        for res in desired:
+            if res.type == "cluster":
+                current = live.clusters.get(res.name)
+                if current is None:
+                    changes.append(ResourceChange(res.address, "cluster", res.name, CREATE, None, res.attributes,
+                                                  [], "new cluster"))
+                elif current.owner_stack != stack:
+                    diagnostics.append(_not_owned(res.address, res.name, "cluster", current, stack, stack_file))
+                else:
+                    change = _cluster_change(res, current)
+                    if change.actions == REPLACE and current.attributes.get("prevent_destroy"):
+                        diagnostics.append(Diagnostic(
+                            "error", "plan.prevent-destroy",
+                            f"{res.address} must be replaced ({', '.join(p[0] for p in change.replace_paths)}), "
+                            "but it has lifecycle.prevent_destroy", stack_file, None, None,
+                            "set lifecycle.prevent_destroy: false and apply that first, or keep the old value"))
+                    changes.append(change)
+            else:
+                current = live.environments.get(res.name)
+                if current is not None and current.attributes.get("version") and current.owner_stack != stack:
+                    diagnostics.append(_not_owned(res.address, res.name, "environment", current, stack, stack_file))
+                    continue
+                change, problem = _environment_change(res, current, stack_file)
+                if problem:
+                    diagnostics.append(problem)
+                if change:
+                    changes.append(change)
+
+    for name, current in sorted(live.clusters.items()):
+        if current.owner_stack != stack or (mode != "destroy" and name in desired_clusters):
+            continue
+        if current.attributes.get("prevent_destroy"):
+            diagnostics.append(Diagnostic(
+                "error", "plan.prevent-destroy",
+                f"{current.address} would be destroyed, but it was created with lifecycle.prevent_destroy",
+                stack_file, None, None,
+                f"put {current.address} back in the stack, or set prevent_destroy: false on it and apply before removing it"))
+        changes.append(ResourceChange(current.address, "cluster", name, DELETE, current.attributes, None, [],
+                                      "destroy requested" if mode == "destroy" else "no longer in the stack"))
+    return DiffResult(changes, diagnostics)
+
+
+def drift(desired: list[Resource], live: LiveState, *, stack: str) -> list[ResourceChange]:
+    """Owned clusters whose live attributes no longer hash to what the tool last wrote (changed outside it).
+
+    The tool's last write is known exactly when the stack still hashes to the same value (then `before` is the
+    stack's attributes); otherwise `before` is unknown and only the fact of drift is reported.
+    """
+    by_name = {r.name: r for r in desired if r.type == "cluster"}
+    out = []
+    for name, current in sorted(live.clusters.items()):
+        if current.owner_stack != stack:
+            continue
+        written = current.tags.get(TAG_HASH)
+        if written is None or content_hash(live_comparable(current.attributes)) == written:
+            continue
+        want = by_name.get(name)
+        before = want.attributes if want is not None and want.tags.get(TAG_HASH) == written else None
+        changed = sorted(k for k in current.attributes if before is not None and before.get(k) != current.attributes.get(k))
+        out.append(ResourceChange(current.address, "cluster", name, UPDATE, before, current.attributes, [],
+                                  "changed outside infra" + (f": {', '.join(changed)}" if changed else "")))
+    return out
+
+
+def select_targets(changes: list[ResourceChange], targets: list[str],
+                   dependencies: dict[str, tuple[str, ...]]) -> list[ResourceChange]:
+    """--target: keep the targeted addresses and what they depend on."""
+    wanted: set[str] = set()
+    for t in targets:
+        wanted.add(t)
+        wanted.update(dependencies.get(t, ()))
+    return [c for c in changes if c.address in wanted]
+
+
+def smoke_jobs(changes: list[ResourceChange], dependencies: dict[str, tuple[str, ...]]) -> list[str]:
+    """smoke.DIST for every distribution whose cluster or environment changes."""
+    changed = {c.address for c in changes if c.is_change and c.actions != DELETE}
+    return sorted(job for job, deps in dependencies.items() if changed & set(deps))
+
+
+__all__ = ["LiveState", "DiffResult", "diff", "drift", "select_targets", "smoke_jobs", "TAG_STACK"]

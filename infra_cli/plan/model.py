@@ -1,0 +1,128 @@
+"""The plan's data: resources (desired or live, normalised), changes, the plan itself.
+
+Shaped after Terraform's plan model: a change is an address, actions, before, after, the attribute paths
+that force replacement, and why. Everything here is plain data that serialises to the plan JSON of
+DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FORMAT_VERSION = "1.0"
+
+# Ownership tags written on every resource the tool creates (DESIGN: live state is the only state).
+TAG_STACK = "infra.stack"
+TAG_ADDRESS = "infra.address"
+TAG_HASH = "infra.hash"
+TAG_SECRETS = "infra.secrets-hash"
+OWNERSHIP_TAGS = (TAG_STACK, TAG_ADDRESS, TAG_HASH, TAG_SECRETS)
+
+NO_OP, CREATE, UPDATE, DELETE = ["no-op"], ["create"], ["update"], ["delete"]
+REPLACE = ["delete", "create"]
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def content_hash(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One resource, desired or live, with comparable (normalised, secret-free) attributes."""
+
+    address: str  # "cluster.a100", "environment.acpt"
+    type: str  # "cluster" | "environment"
+    name: str  # the Azure name
+    attributes: dict[str, Any]
+    tags: dict[str, str] = field(default_factory=dict)  # ownership tags only (user tags are an attribute)
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def owner_stack(self) -> str | None:
+        return self.tags.get(TAG_STACK)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Resource":
+        return cls(data["address"], data["type"], data["name"], data["attributes"], data.get("tags") or {},
+                   tuple(data.get("depends_on") or ()))
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    address: str
+    type: str
+    name: str
+    actions: list[str]
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    replace_paths: list[list[str]] = field(default_factory=list)
+    action_reason: str | None = None
+
+    @property
+    def is_change(self) -> bool:
+        return self.actions != NO_OP
+
+    def changed_paths(self) -> list[str]:
+        before, after = self.before or {}, self.after or {}
+        return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+    def to_json(self) -> dict:
+        return {
+            "address": self.address, "type": self.type, "name": self.name,
+            "change": {"actions": list(self.actions), "before": self.before, "after": self.after},
+            "replace_paths": self.replace_paths, "action_reason": self.action_reason,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ResourceChange":
+        ch = data["change"]
+        return cls(data["address"], data["type"], data["name"], list(ch["actions"]), ch.get("before"),
+                   ch.get("after"), [list(p) for p in data.get("replace_paths") or []], data.get("action_reason"))
+
+
+@dataclass
+class Plan:
+    stack: str
+    mode: str  # "normal" | "destroy" | "refresh-only"
+    resource_changes: list[ResourceChange]
+    smoke_jobs: list[str]
+    diagnostics: list[dict]
+    live_fingerprint: str
+    desired: list[Resource] = field(default_factory=list)
+    drift: list[ResourceChange] = field(default_factory=list)
+    format_version: str = FORMAT_VERSION
+
+    @property
+    def changes(self) -> list[ResourceChange]:
+        return [c for c in self.resource_changes if c.is_change]
+
+    def counts(self) -> tuple[int, int, int]:
+        add = sum("create" in c.actions for c in self.resource_changes)
+        change = sum(c.actions == UPDATE for c in self.resource_changes)
+        destroy = sum("delete" in c.actions for c in self.resource_changes)
+        return add, change, destroy
+
+    def has_errors(self) -> bool:
+        return any(d.get("severity") == "error" for d in self.diagnostics)
+
+    def to_json(self) -> dict:
+        return {
+            "format_version": self.format_version,
+            "stack": self.stack,
+            "mode": self.mode,
+            "resource_changes": [c.to_json() for c in self.resource_changes],
+            "resource_drift": [c.to_json() for c in self.drift],
+            "smoke_jobs": list(self.smoke_jobs),
+            "diagnostics": list(self.diagnostics),
+            "live_fingerprint": self.live_fingerprint,
+        }

@@ -1,0 +1,138 @@
+"""Human rendering of a plan, in the style users know from `terraform plan`.
+
+  + create   ~ update in place   -/+ replace (with "# forces replacement")   - destroy
+Colour only when the stream is a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra_cli.plan.model import CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, ResourceChange
+
+_SYMBOL = {"create": ("+", "32"), "update": ("~", "33"), "replace": ("-/+", "31"), "delete": ("-", "31")}
+
+
+def _kind(change: ResourceChange) -> str | None:
+    if change.actions == CREATE:
+        return "create"
+    if change.actions == UPDATE:
+        return "update"
+    if change.actions == REPLACE:
+        return "replace"
+    if change.actions == DELETE:
+        return "delete"
+    return None
+
+
+def _value(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True) if v else ("{}" if isinstance(v, dict) else "[]")
+    return str(v)
+
+
+class _Painter:
+    def __init__(self, colour: bool):
+        self.colour = colour
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.colour else text
+
+
+def _headline(change: ResourceChange, kind: str) -> str:
+    if change.type == "environment" and kind == "create":
+        version = (change.after or {}).get("version")
+        what = "will be created" if change.before is None else "will get a new version"
+        return f"# {change.address} {what} (version {version})"
+    return {
+        "create": f"# {change.address} will be created",
+        "update": f"# {change.address} will be updated in-place",
+        "replace": f"# {change.address} must be replaced",
+        "delete": f"# {change.address} will be destroyed",
+    }[kind]
+
+
+def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
+    kind = _kind(change)
+    if kind is None:
+        return []
+    symbol, code = _SYMBOL[kind]
+    lines = [paint(f"  {_headline(change, kind)}", "1")]
+    if change.action_reason and kind in ("replace", "delete"):
+        lines.append(f"  # ({change.action_reason})")
+    lines.append(f"  {paint(symbol, code)} resource \"{change.type}\" \"{change.name}\" {{")
+    before, after = change.before or {}, change.after or {}
+    forcing = {p[0] for p in change.replace_paths}
+    keys = sorted(set(before) | set(after))
+    width = max((len(k) for k in keys), default=0)
+    unchanged = 0
+    for key in keys:
+        b, a = before.get(key), after.get(key)
+        if kind == "create":
+            if a is None:
+                continue
+            lines.append(f"      {paint('+', '32')} {key.ljust(width)} = {_value(a)}")
+        elif kind == "delete":
+            if b is None:
+                continue
+            lines.append(f"      {paint('-', '31')} {key.ljust(width)} = {_value(b)}")
+        elif a != b:
+            marker = paint(" # forces replacement", "31") if key in forcing else ""
+            lines.append(f"      {paint('~', '33')} {key.ljust(width)} = {_value(b)} -> {_value(a)}{marker}")
+        else:
+            unchanged += 1
+    if unchanged:
+        lines.append(f"        # ({unchanged} unchanged attribute{'s' if unchanged != 1 else ''} hidden)")
+    lines.append("    }")
+    return lines
+
+
+def render_plan(plan: Plan, *, colour: bool = False) -> str:
+    paint = _Painter(colour)
+    out: list[str] = []
+    if plan.mode == "refresh-only":
+        if not plan.drift:
+            out.append("No changes. Your infrastructure still matches what infra last applied.")
+        else:
+            out.append("Objects have changed outside of infra:\n")
+            for change in plan.drift:
+                out.append(paint(f"  # {change.address} has changed", "1"))
+                out.append(f"  # ({change.action_reason})")
+                before, after = change.before or {}, change.after or {}
+                for key in sorted(after):
+                    if change.before is None:
+                        continue
+                    if before.get(key) != after.get(key):
+                        out.append(f"      {paint('~', '33')} {key} = {_value(before.get(key))} -> {_value(after.get(key))}")
+                if change.before is None:
+                    out.append("      (the stack changed since the last apply, so the previous values are unknown)")
+                out.append("")
+            out.append(f"Drift: {len(plan.drift)} object(s) changed outside of infra. "
+                       "Run `infra plan` to see what applying the stack would do.")
+        return "\n".join(out)
+
+    changes = plan.changes
+    if not changes:
+        out.append("No changes. Your infrastructure matches the stack.")
+    else:
+        out.append("infra will perform the following actions:\n")
+        order = {"delete": 0, "replace": 1, "update": 2, "create": 3}
+        for change in sorted(changes, key=lambda c: (order.get(_kind(c) or "", 9), c.address)):
+            out.extend(render_change(change, paint))
+            out.append("")
+        add, change_n, destroy = plan.counts()
+        out.append(paint(f"Plan: {add} to add, {change_n} to change, {destroy} to destroy.", "1"))
+    curated = [c for c in plan.resource_changes if c.actions == NO_OP and c.action_reason
+               and c.action_reason.startswith("curated")]
+    for c in curated:
+        out.append(f"  (reads {c.address}: {(c.after or {}).get('curated')})")
+    if plan.smoke_jobs:
+        out.append(f"Smoke jobs after apply: {', '.join(plan.smoke_jobs)}")
+    return "\n".join(out)
