@@ -1,0 +1,198 @@
+"""`infra render`: a valid stack -> the files `az ml compute create -f` / `az ml environment create -f` take.
+
+Layout under the output directory:
+    clusters/NAME.yml                       amlCompute YAML
+    environments/NAME.yml                   environment YAML (image or build)
+    environments/NAME/                      its assets: the copied conda file, the build context
+    environments/NAME.curated.txt           curated environments are referenced, not created
+    jobs/...                                smoke and training jobs (infra_cli.smoke.render)
+
+Secrets (ssh_settings.admin_password, ssh_settings.ssh_key_value) are never written: the file says how to
+pass them with `--set`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.model import Cluster, Environment
+
+COMPUTE_SCHEMA = "https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json"
+ENVIRONMENT_SCHEMA = "https://azuremlschemas.azureedge.net/latest/environment.schema.json"
+SECRET_SSH_FIELDS = ("admin_password", "ssh_key_value")
+
+
+def compute_document(name: str, cluster: Cluster) -> dict[str, Any]:
+    """The Azure ML CLI v2 amlCompute document of a cluster, without secrets or our own additions."""
+    doc: dict[str, Any] = {
+        "$schema": COMPUTE_SCHEMA,
+        "name": name,
+        "type": "amlcompute",
+        "size": cluster.size,
+        "tier": cluster.tier,
+        "min_instances": cluster.min_instances,
+        "max_instances": cluster.max_instances,
+        "idle_time_before_scale_down": cluster.idle_time_before_scale_down,
+        "enable_node_public_ip": cluster.enable_node_public_ip,
+    }
+    if cluster.location:
+        doc["location"] = cluster.location
+    if cluster.ssh_public_access_enabled is not None:
+        doc["ssh_public_access_enabled"] = cluster.ssh_public_access_enabled
+    if cluster.ssh_settings and cluster.ssh_settings.admin_username:
+        doc["ssh_settings"] = {"admin_username": cluster.ssh_settings.admin_username}
+    for section in ("network_settings", "identity"):
+        value = getattr(cluster, section)
+        if value is not None:
+            doc[section] = value.model_dump(exclude_none=True)
+    if cluster.tags:
+        doc["tags"] = dict(cluster.tags)
+    if cluster.description:
+        doc["description"] = cluster.description
+    return doc
+
+
+def _secret_note(name: str, cluster: Cluster) -> str:
+    ssh = cluster.ssh_settings
+    given = [f for f in SECRET_SSH_FIELDS if ssh is not None and getattr(ssh, f) is not None]
+    if not given:
+        return ""
+    sets = " ".join(f"--set ssh_settings.{f}=\"$VALUE\"" for f in given)
+    return (f"# Secrets left out on purpose: ssh_settings.{', ssh_settings.'.join(given)}.\n"
+            f"# Pass them when creating: az ml compute create -f clusters/{name}.yml {sets}\n")
+
+
+def _environment_base(name: str, env: Environment) -> dict[str, Any]:
+    doc: dict[str, Any] = {"$schema": ENVIRONMENT_SCHEMA, "name": name}
+    if env.version is not None:
+        doc["version"] = env.version
+    if env.description:
+        doc["description"] = env.description
+    if env.tags:
+        doc["tags"] = dict(env.tags)
+    doc["os_type"] = env.os_type
+    return doc
+
+
+def _optional(module: str, attribute: str) -> Callable | None:
+    """A function from a module other engineers are still writing; None until that module exists.
+
+    Only a missing module counts: an import error inside an existing module is a bug and propagates.
+    """
+    if importlib.util.find_spec(module) is None:
+        return None
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _render_template_context(env: Environment, context: Path) -> str | None:
+    """Write the template's Dockerfile into `context`; return why not if the renderer is not available."""
+    # TODO(issue 6): infra_cli.image.dockerfile.render_dockerfile lands with the image work.
+    render_dockerfile = _optional("infra_cli.image.dockerfile", "render_dockerfile")
+    if render_dockerfile is None:
+        return "the Dockerfile renderer (infra_cli.image.dockerfile) is not available yet"
+    context.mkdir(parents=True, exist_ok=True)
+    (context / "Dockerfile").write_text(render_dockerfile(env.build.template, dict(env.build.parameters)),
+                                        encoding="utf-8")
+    return None
+
+
+class _Writer:
+    """Writes files under one output directory and remembers what it wrote (in order)."""
+
+    def __init__(self, out_dir: Path):
+        self.out = out_dir
+        self.written: list[Path] = []
+
+    def yaml(self, relative: str, doc: dict[str, Any], header: str = "") -> None:
+        self.text(relative, header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
+
+    def text(self, relative: str, content: str) -> None:
+        path = self.out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+        self.written.append(path)
+
+    def copy_file(self, source: Path, relative: str) -> None:
+        path = self.out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, path)
+        self.written.append(path)
+
+    def copy_tree(self, source: Path, relative: str) -> None:
+        path = self.out / relative
+        if path.exists():
+            shutil.rmtree(path)
+        shutil.copytree(source, path)
+        self.written.extend(p for p in sorted(path.rglob("*")) if p.is_file())
+
+
+def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environment) -> Diagnostic | None:
+    header = f"# az ml environment create -f environments/{name}.yml\n"
+    if env.curated:
+        w.text(f"environments/{name}.curated.txt",
+               f"Environment {name!r} is the curated Azure ML environment {env.curated}.\n"
+               "Curated environments are referenced by jobs, not created: nothing to `az ml environment create`.\n")
+        return None
+    doc = _environment_base(name, env)
+    if env.image:
+        doc["image"] = env.image
+        if env.conda_file:
+            conda = f"{name}/{Path(env.conda_file).name}"
+            w.copy_file(loaded.base_dir / env.conda_file, f"environments/{conda}")
+            doc["conda_file"] = conda
+    elif env.build.path:
+        w.copy_tree(loaded.base_dir / env.build.path, f"environments/{name}/context")
+        doc["build"] = {"path": f"{name}/context", "dockerfile_path": env.build.dockerfile_path}
+    else:
+        why_not = _render_template_context(env, w.out / "environments" / name / "context")
+        if why_not:
+            return loaded.source.diagnostic(("environments", name, "build", "template"), "render.skipped",
+                                            f"environment {name!r} not rendered: {why_not}",
+                                            "render again once it is installed", "warning")
+        w.written.append(w.out / "environments" / name / "context" / "Dockerfile")
+        doc["build"] = {"path": f"{name}/context", "dockerfile_path": "Dockerfile"}
+    w.yaml(f"environments/{name}.yml", doc, header)
+    return None
+
+
+def _write_jobs(w: _Writer, loaded: LoadedStack) -> Diagnostic | None:
+    if not loaded.stack.distributions:
+        return None
+    # TODO(issue 7): infra_cli.smoke.render.render_distribution_jobs lands with the smoke jobs.
+    render_distribution_jobs = _optional("infra_cli.smoke.render", "render_distribution_jobs")
+    if render_distribution_jobs is None:
+        return loaded.source.diagnostic(("distributions",), "render.skipped",
+                                        "smoke and training jobs not rendered: infra_cli.smoke.render is not available yet",
+                                        "render again once it is installed", "warning", key=True)
+    w.written.extend(Path(p) for p in render_distribution_jobs(loaded, w.out))
+    return None
+
+
+def render_stack(stack_path: str | Path, out_dir: str | Path) -> tuple[list[Path], list[Diagnostic]]:
+    """Validate the stack and write its Azure ML CLI v2 files; returns (written paths, warnings).
+
+    Raises DiagnosticError (nothing written) when the stack has errors.
+    """
+    from infra_cli.validate.engine import load_valid_stack
+
+    loaded, warnings = load_valid_stack(Path(stack_path))
+    w = _Writer(Path(out_dir))
+    try:
+        for name, cluster in loaded.stack.clusters.items():
+            w.yaml(f"clusters/{name}.yml", compute_document(name, cluster),
+                   f"# az ml compute create -f clusters/{name}.yml\n" + _secret_note(name, cluster))
+        skipped = [_write_environment(w, loaded, name, env) for name, env in loaded.stack.environments.items()]
+        skipped.append(_write_jobs(w, loaded))
+    except OSError as exc:
+        raise DiagnosticError([Diagnostic("error", "render.write", f"cannot write {exc.filename or out_dir}: "
+                                          f"{exc.strerror or exc}", str(out_dir), None, None,
+                                          "pass an --out directory you can write to")]) from None
+    return w.written, warnings + [d for d in skipped if d is not None]
