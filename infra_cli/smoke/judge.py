@@ -1,0 +1,155 @@
+"""The judge: a smoke result (+ NCCL debug logs) and the cluster size's catalog row -> a verdict.
+
+Pure: no I/O beyond reading the rules file once. A job passes only if every check of the script held,
+the transport is InfiniBand where the size gives NCCL InfiniBand across nodes, and the all_reduce bus
+bandwidth reaches the size's healthy figure x the stack's smoke.busbw_fraction. What cannot be judged
+(CPU runs, sizes without a healthy figure) is skipped with the reason, never silently passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from infra_cli.catalog import Sku
+from infra_cli.paths import validators_dir
+from infra_cli.smoke.transport import UNKNOWN, classify_transport
+from infra_cli.stack.model import Distribution
+
+Outcome = Literal["pass", "fail", "skipped"]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    name: str
+    outcome: Outcome
+    detail: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "outcome": self.outcome, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class SmokeVerdict:
+    distribution: str
+    passed: bool
+    judgements: tuple[Judgement, ...]
+    transport: str
+    peak_busbw_gbs: float | None = None
+    threshold_gbs: float | None = None
+    job_name: str | None = None
+    result: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def failures(self) -> list[Judgement]:
+        return [j for j in self.judgements if j.outcome == "fail"]
+
+    def summary(self) -> str:
+        busbw = "n/a" if self.peak_busbw_gbs is None else f"{self.peak_busbw_gbs:.2f} GB/s"
+        need = "" if self.threshold_gbs is None else f" (needs >= {self.threshold_gbs:.1f})"
+        word = "PASSED" if self.passed else "FAILED"
+        return f"smoke.{self.distribution}: {word}  transport={self.transport}  busbw={busbw}{need}"
+
+    def to_json(self) -> dict:
+        return {
+            "distribution": self.distribution,
+            "passed": self.passed,
+            "transport": self.transport,
+            "peak_busbw_gbs": self.peak_busbw_gbs,
+            "threshold_gbs": self.threshold_gbs,
+            "job_name": self.job_name,
+            "judgements": [j.to_json() for j in self.judgements],
+        }
+
+
+def load_transport_rules(path: Path | None = None) -> dict[str, Any]:
+    return _load_rules_cached(str(path or validators_dir() / "nccl_transport.yaml"))
+
+
+@lru_cache(maxsize=4)
+def _load_rules_cached(path: str) -> dict[str, Any]:
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _script_checks(result: dict[str, Any]) -> list[Judgement]:
+    outcome = {True: "pass", False: "fail", None: "skipped"}
+    out = [Judgement(f"check.{c['name']}", outcome[c["ok"]], c.get("detail", "")) for c in result.get("checks", [])]
+    if not out:
+        out.append(Judgement("check.ran", "fail", "the result lists no checks: the smoke script did not get far"))
+    return out
+
+
+def _transport_judgement(report: dict[str, Any], result: dict[str, Any], sku: Sku | None,
+                         distribution: Distribution) -> Judgement:
+    transport = report.get("transport", UNKNOWN)
+    multi_node = distribution.instance_count > 1
+    if result.get("backend") != "nccl":
+        return Judgement("transport", "skipped",
+                         f"ran with {result.get('backend', 'no')} backend on {result.get('device', 'an unknown device')}: "
+                         "NCCL was not used, so InfiniBand cannot be judged")
+    if sku is None:
+        return Judgement("transport", "skipped", f"transport {transport}: the cluster's size is not in the catalog")
+    if not multi_node:
+        return Judgement("transport", "skipped",
+                         f"transport {transport} ({report.get('why', '')}): one node, so the network is not exercised")
+    if not (sku.infiniband_eligible and sku.nccl_over_ib):
+        return Judgement("transport", "skipped",
+                         f"transport {transport}: {sku.name} gives NCCL no InfiniBand, so none is expected")
+    if transport == "infiniband":
+        gdr = ", GPUDirect RDMA" if report.get("gdrdma") else ""
+        return Judgement("transport", "pass", f"InfiniBand{gdr}: {report.get('why', '')}")
+    evidence = "; ".join(report.get("evidence", [])[:3])
+    hint = " (is NCCL_IB_DISABLE or NCCL_NET=Socket set, or NCCL_DEBUG lowered below INFO?)"
+    return Judgement("transport", "fail",
+                     f"{sku.name} x {distribution.instance_count} nodes must use InfiniBand but NCCL used "
+                     f"{transport}: {report.get('why', '')}{hint}" + (f"; evidence: {evidence}" if evidence else ""))
+
+
+def _bandwidth_judgement(result: dict[str, Any], sku: Sku | None, distribution: Distribution
+                         ) -> tuple[Judgement, float | None]:
+    bw = result.get("bandwidth") or {}
+    peak = bw.get("peak_busbw_gbs")
+    if peak is None:
+        return Judgement("busbw", "skipped", "the result has no bandwidth sweep"), None
+    measured = f"peak all_reduce busbw {peak:.3f} GB/s at {bw.get('peak_bytes')} bytes"
+    if result.get("device") != "cuda":
+        return Judgement("busbw", "skipped", f"{measured} on {result.get('device')}: GPU figures do not apply"), None
+    if int(result.get("world", {}).get("world_size", 0)) < 2:
+        return Judgement("busbw", "skipped", f"{measured}: one rank moves no data between ranks"), None
+    if sku is None:
+        return Judgement("busbw", "skipped", f"{measured}: the cluster's size is not in the catalog"), None
+    multi_node = distribution.instance_count > 1
+    healthy = sku.healthy_busbw_gbs.multi_node if multi_node else sku.healthy_busbw_gbs.single_node
+    scope = "multi-node" if multi_node else "single-node"
+    if healthy is None:
+        return Judgement("busbw", "skipped", f"{measured}: the catalog has no {scope} healthy figure for {sku.name}"), None
+    fraction = distribution.smoke.busbw_fraction
+    threshold = healthy * fraction
+    detail = f"{measured} vs {scope} healthy {healthy:g} GB/s x {fraction:g} = {threshold:.1f} GB/s"
+    floor = sku.healthy_busbw_gbs.fail_below
+    if floor is not None and peak < floor:
+        detail += f"; below {floor:g} GB/s, which the catalog calls broken"
+    return Judgement("busbw", "pass" if peak >= threshold else "fail", detail), threshold
+
+
+def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str, distribution: Distribution,
+          nccl_logs: Iterable[str] = (), *, job_name: str | None = None,
+          rules: dict[str, Any] | None = None) -> SmokeVerdict:
+    """Judge one smoke job. `nccl_logs`: the text of every rank's NCCL debug file (may be empty)."""
+    if result is None:
+        missing = Judgement("result", "fail", "the job wrote no smoke result (see the job's logs)")
+        return SmokeVerdict(distribution_name, False, (missing,), UNKNOWN, job_name=job_name)
+    lines = [line for text in nccl_logs for line in text.splitlines()]
+    report = classify_transport(lines, rules or load_transport_rules()) if lines else (result.get("nccl") or {})
+    judgements = _script_checks(result)
+    judgements.append(_transport_judgement(report, result, sku, distribution))
+    bandwidth, threshold = _bandwidth_judgement(result, sku, distribution)
+    judgements.append(bandwidth)
+    passed = all(j.outcome != "fail" for j in judgements)
+    return SmokeVerdict(distribution_name, passed, tuple(judgements), report.get("transport", UNKNOWN),
+                        (result.get("bandwidth") or {}).get("peak_busbw_gbs"), threshold, job_name, result)

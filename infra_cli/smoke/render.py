@@ -1,0 +1,109 @@
+"""Render smoke jobs (and the user's training jobs) from templates/smoke/ into files.
+
+`render_distribution_jobs(loaded_stack, out_dir)` is what `infra render` calls: per distribution it writes
+OUT/smoke/NAME/{smoke-job.yml, <script>} and, when the distribution has its own `command`,
+OUT/smoke/NAME/train-job.yml, each ready for `az ml job create -f`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from infra_cli.catalog import load_catalog
+from infra_cli.paths import templates_dir
+from infra_cli.smoke import transport
+from infra_cli.smoke.judge import load_transport_rules
+from infra_cli.smoke.spec import CommandJobSpec, SmokeJob, safe_name, smoke_job, training_job
+from infra_cli.stack.load import LoadedStack
+
+if TYPE_CHECKING:
+    import jinja2
+
+SMOKE_JOB_FILE = "smoke-job.yml"
+TRAINING_JOB_FILE = "train-job.yml"
+
+
+@lru_cache(maxsize=2)
+def _jinja(root: str) -> "jinja2.Environment":
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(root), undefined=jinja2.StrictUndefined,
+                             autoescape=False, keep_trailing_newline=True)
+    env.filters["yamlstr"] = json.dumps  # a JSON scalar is a YAML scalar that reads back literally
+    env.filters["pyrepr"] = repr  # a Python literal of the value
+    return env
+
+
+def _template(name: str) -> "jinja2.Template":
+    return _jinja(str(templates_dir() / "smoke")).get_template(name)
+
+
+def _inlined_transport_source() -> str:
+    # The script has its own `from __future__` line at its top, where Python requires it.
+    text = Path(transport.__file__).read_text(encoding="utf-8")
+    return "\n".join(line for line in text.splitlines() if not line.startswith("from __future__"))
+
+
+def render_smoke_script(script: str, stack: str | None = None, distribution: str | None = None) -> str:
+    """The text of a smoke script (`ddp_smoke.py` or `tf_smoke.py`) for one distribution."""
+    return _template(f"{script}.j2").render(
+        stack=stack, distribution=distribution, transport_source=_inlined_transport_source(),
+        nccl_rules_json=json.dumps(load_transport_rules(), sort_keys=True))
+
+
+def render_job_yaml(spec: CommandJobSpec) -> str:
+    return _template("command_job.yaml.j2").render(spec=spec)
+
+
+def smoke_jobs(loaded: LoadedStack, names: list[str] | None = None) -> list[SmokeJob]:
+    """The smoke jobs of the named distributions (default: every one whose smoke is enabled)."""
+    stack = loaded.stack
+    chosen = names if names else [n for n, d in stack.distributions.items() if d.smoke.enabled]
+    debug_env = load_transport_rules()["debug_env"]
+    return [smoke_job(loaded, name, load_catalog(), debug_env) for name in chosen]
+
+
+def write_smoke_job(loaded: LoadedStack, job: SmokeJob, directory: Path) -> list[Path]:
+    """Write the job's script and CLI v2 YAML into `directory` (the job's code directory)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / job.script
+    script.write_text(render_smoke_script(job.script, loaded.stack.stack, job.name), encoding="utf-8")
+    yaml_path = directory / SMOKE_JOB_FILE
+    yaml_path.write_text(render_job_yaml(job.spec), encoding="utf-8")
+    return [yaml_path, script]
+
+
+def _job_dirs(names: list[str], out_dir: Path) -> dict[str, Path]:
+    dirs: dict[str, Path] = {}
+    for name in names:
+        base = candidate = safe_name(name)
+        n = 2
+        while out_dir / "smoke" / candidate in dirs.values():  # names that differ only in odd characters
+            candidate, n = f"{base}-{n}", n + 1
+        dirs[name] = out_dir / "smoke" / candidate
+    return dirs
+
+
+def render_distribution_jobs(loaded_stack: LoadedStack, out_dir: Path) -> list[Path]:
+    """Per distribution: the smoke job YAML + script, and the user's training job YAML when it has a command."""
+    written: list[Path] = []
+    names = list(loaded_stack.stack.distributions)
+    dirs = _job_dirs(names, Path(out_dir))
+    smoke_by_name = {job.name: job for job in smoke_jobs(loaded_stack)}
+    for name in names:
+        directory = dirs[name]
+        if name in smoke_by_name:
+            written += write_smoke_job(loaded_stack, smoke_by_name[name], directory)
+        dist = loaded_stack.stack.distributions[name]
+        code = os.path.relpath(loaded_stack.base_dir / dist.code, directory) if dist.code else None
+        spec = training_job(loaded_stack, name, load_catalog(), code)
+        if spec is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / TRAINING_JOB_FILE
+            path.write_text(render_job_yaml(spec), encoding="utf-8")
+            written.append(path)
+    return written

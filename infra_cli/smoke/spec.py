@@ -1,0 +1,183 @@
+"""What an Azure ML command job of a distribution is, as data: the smoke job and the user's training job.
+
+Built once per distribution from the stack and the catalog, then rendered two ways from the same spec:
+CLI v2 YAML (render.py, for `az ml job create -f`) and the SDK's `command(...)` (sdk.py). Every shell
+argument goes through shlex.quote; environment variables never pass through a shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra_cli.catalog import Catalog, Sku
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.model import Distribution
+
+DDP_SCRIPT = "ddp_smoke.py"
+TF_SCRIPT = "tf_smoke.py"
+OUTPUTS_DIR = "outputs"  # Azure ML uploads ./outputs of every node
+# Azure ML's PyTorch distribution sets these on every node; the per-node launcher reads them in the shell.
+_PER_NODE_RENDEZVOUS = ["--node_rank", "$NODE_RANK", "--master_addr", "$MASTER_ADDR", "--master_port", "$MASTER_PORT"]
+
+
+@dataclass(frozen=True)
+class CommandJobSpec:
+    """An Azure ML command job (CLI v2 field names)."""
+
+    address: str
+    command: str
+    code: str | None
+    environment: str
+    compute: str
+    instance_count: int
+    distribution: dict[str, Any]
+    environment_variables: dict[str, str]
+    experiment_name: str
+    display_name: str
+    description: str
+    timeout_s: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SmokeJob:
+    """The smoke job of one distribution: its spec and which script it runs."""
+
+    name: str
+    spec: CommandJobSpec
+    script: str
+    sku: Sku | None
+
+
+def safe_name(text: str) -> str:
+    """A name usable as a directory and as an Azure ML experiment name (letters, digits, - _ .)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "unnamed"
+    return slug[:200]
+
+
+def quote_command(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def environment_reference(loaded: LoadedStack, key: str) -> str:
+    env = loaded.stack.environments[key]
+    if env.curated:
+        return env.curated if env.curated.startswith("azureml:") else f"azureml:{env.curated}"
+    # Environments the tool registers carry the stack's key as their Azure ML name.
+    return f"azureml:{key}@latest"
+
+
+def processes_per_node(dist: Distribution, sku: Sku | None) -> int:
+    """Per-node launchers start one process per GPU unless the stack says how many."""
+    if dist.process_count_per_instance:
+        return dist.process_count_per_instance
+    if dist.launcher == "per-node" and sku is not None and sku.gpus:
+        return sku.gpus
+    return 1
+
+
+def _distribution_block(dist: Distribution, per_node: int) -> dict[str, Any]:
+    if dist.type == "tensorflow":
+        block: dict[str, Any] = {"type": "tensorflow", "worker_count": dist.worker_count or dist.instance_count}
+        if dist.parameter_server_count is not None:
+            block["parameter_server_count"] = dist.parameter_server_count
+        return block
+    # A per-node launcher is started once per node; it starts the per-node processes itself.
+    return {"type": dist.type, "process_count_per_instance": 1 if dist.launcher == "per-node" else per_node}
+
+
+def _smoke_argv(name: str, dist: Distribution, per_node: int) -> tuple[str, list[str]]:
+    if dist.type == "tensorflow":
+        return TF_SCRIPT, ["python", TF_SCRIPT, "--label", name,
+                           "--worker-count", str(dist.worker_count or dist.instance_count),
+                           "--parameter-server-count", str(dist.parameter_server_count or 0),
+                           "--outputs", OUTPUTS_DIR]
+    script_args = [DDP_SCRIPT, "--label", name, "--instance-count", str(dist.instance_count),
+                   "--processes-per-instance", str(per_node), "--steps", str(dist.smoke.steps),
+                   "--outputs", OUTPUTS_DIR, "--timeout-s", str(dist.smoke.timeout_minutes * 60)]
+    if dist.smoke.max_message_bytes:
+        script_args += ["--max-bytes", str(dist.smoke.max_message_bytes)]
+    return DDP_SCRIPT, ["python", *script_args]
+
+
+def _smoke_command(name: str, dist: Distribution, per_node: int) -> tuple[str, str]:
+    script, argv = _smoke_argv(name, dist, per_node)
+    if dist.type == "pytorch" and dist.launcher == "per-node":
+        launcher = ["torchrun", "--nnodes", str(dist.instance_count), "--nproc_per_node", str(per_node)]
+        # The rendezvous variables are ours and must reach the shell unquoted; everything else is quoted.
+        return script, " ".join([quote_command(launcher), *_PER_NODE_RENDEZVOUS, quote_command(argv[1:])])
+    return script, quote_command(argv)
+
+
+def job_environment(sku: Sku | None, dist: Distribution, debug_env: dict[str, str] | None) -> dict[str, str]:
+    """The size's recommended NCCL settings, then NCCL debug output (smoke only), then the stack's own."""
+    env = dict(sku.nccl_env) if sku else {}
+    env.update(debug_env or {})
+    env.update(dist.environment_variables)
+    return env
+
+
+def _common(loaded: LoadedStack, name: str, catalog: Catalog) -> tuple[Distribution, Sku | None]:
+    stack = loaded.stack
+    if name not in stack.distributions:
+        known = ", ".join(sorted(stack.distributions)) or "(none)"
+        raise DiagnosticError([Diagnostic("error", "smoke.unknown-distribution",
+                                          f"no distribution {name!r} in stack {stack.stack}", str(loaded.path),
+                                          None, None, f"pick one of: {known}")])
+    dist = stack.distributions[name]
+    cluster = stack.clusters.get(dist.cluster)
+    if cluster is None or dist.environment not in stack.environments:
+        raise DiagnosticError([loaded.source.diagnostic(
+            ("distributions", name), "smoke.unresolved",
+            f"distribution {name!r} names a cluster or environment the stack does not define",
+            "run `infra validate` and fix the references first")])
+    return dist, catalog.get(cluster.size)
+
+
+def smoke_job(loaded: LoadedStack, name: str, catalog: Catalog, debug_env: dict[str, str]) -> SmokeJob:
+    dist, sku = _common(loaded, name, catalog)
+    per_node = processes_per_node(dist, sku)
+    script, command = _smoke_command(name, dist, per_node)
+    stack = loaded.stack.stack
+    spec = CommandJobSpec(
+        address=f"smoke.{name}",
+        command=command,
+        code=".",
+        environment=environment_reference(loaded, dist.environment),
+        compute=f"azureml:{dist.cluster}",
+        instance_count=dist.instance_count,
+        distribution=_distribution_block(dist, per_node),
+        environment_variables=job_environment(sku, dist, debug_env),
+        experiment_name=safe_name(dist.smoke.experiment_name or f"infra-smoke-{stack}"),
+        display_name=f"smoke {stack}/{name}",
+        description=f"infra smoke test of distribution {name!r}: ranks, DDP replicas, all_reduce busbw, NCCL transport",
+        timeout_s=dist.smoke.timeout_minutes * 60,
+        tags={"infra-stack": stack, "infra-address": f"smoke.{name}"},
+    )
+    return SmokeJob(name, spec, script, sku)
+
+
+def training_job(loaded: LoadedStack, name: str, catalog: Catalog, code: str | None) -> CommandJobSpec | None:
+    """The user's own training job (when the distribution has a `command`), `code` relative to the YAML."""
+    dist, sku = _common(loaded, name, catalog)
+    if not dist.command:
+        return None
+    stack = loaded.stack.stack
+    return CommandJobSpec(
+        address=f"job.{name}",
+        command=dist.command,  # the user's own shell command, passed through as written
+        code=code,
+        environment=environment_reference(loaded, dist.environment),
+        compute=f"azureml:{dist.cluster}",
+        instance_count=dist.instance_count,
+        distribution=_distribution_block(dist, processes_per_node(dist, sku)),
+        environment_variables=job_environment(sku, dist, None),
+        experiment_name=safe_name(f"{stack}-{name}"),
+        display_name=f"{stack}/{name}",
+        description=f"training job of distribution {name!r} (stack {stack})",
+        tags={"infra-stack": stack, "infra-address": f"job.{name}"},
+    )
