@@ -76,11 +76,11 @@ def rule(fn: Rule) -> Rule:
 def _ib_reason(sku: Sku) -> str:
     if sku.rdma and not sku.sriov:
         return f"{sku.name} has RDMA but no SR-IOV, so NCCL and MPI inside Azure ML cannot use its InfiniBand"
-    return f"{sku.name} has no InfiniBand" + (f" ({sku.note})" if sku.note else "")
+    return f"{sku.name} has no InfiniBand" + (f" ({sku.note.rstrip('.')})" if sku.note else "")
 
 
 def _ib_sizes(catalog: Catalog) -> str:
-    return ", ".join(s.name for s in catalog if s.infiniband_eligible and s.gpus and not s.retired)
+    return ", ".join(s.name for s in catalog if s.infiniband_eligible and s.nccl_over_ib and not s.retired)
 
 
 # ---- clusters -------------------------------------------------------------------------------------------
