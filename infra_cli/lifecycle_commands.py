@@ -1,9 +1,246 @@
-"""plan / apply / destroy / import / force-unlock commands."""
+"""plan / apply / destroy / import / force-unlock: parse, call the engine, render, exit code."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+
+EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+
+
+def _fail(exc) -> typer.Exit:
+    from infra_cli.cli import print_diagnostics
+
+    print_diagnostics(exc.diagnostics)
+    return typer.Exit(EXIT_ERROR)
+
+
+def _azure_failure(exc: Exception) -> typer.Exit:
+    from infra_cli.azure.provider import azure_error_code, azure_error_message
+
+    print(f"error: Azure refused: {azure_error_code(exc)}: {azure_error_message(exc)}", file=sys.stderr)
+    return typer.Exit(EXIT_ERROR)
+
+
+def _print_plan_diagnostics(plan) -> None:
+    from infra_cli.cli import print_diagnostics
+    from infra_cli.diagnostics import Diagnostic
+
+    print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+
+
+def _confirm(question: str, auto_approve: bool) -> bool:
+    if auto_approve:
+        return True
+    if not sys.stdin.isatty():
+        print("error: refusing to apply without a terminal to confirm on; pass --auto-approve "
+              "(or apply a saved plan file)", file=sys.stderr)
+        raise typer.Exit(EXIT_ERROR)
+    answer = input(f"\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+    return answer.strip() == "yes"
+
+
+class _Progress:
+    """Live lines per resource on a terminal (rich); one plain line per event otherwise."""
+
+    def __init__(self):
+        self.tty = sys.stdout.isatty()
+        self.rows: dict[str, tuple[str, str, float]] = {}
+        self.live = None
+
+    def __enter__(self):
+        if self.tty:
+            from rich.live import Live
+
+            self.live = Live(self._table(), refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.update(self._table())
+            self.live.__exit__(*exc)
+
+    def _table(self):
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        for address, (phase, text, elapsed) in self.rows.items():
+            mark = {"done": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[yellow]-[/]"}.get(phase, "[cyan]…[/]")
+            table.add_row(mark, address, text, f"{elapsed:5.1f}s")
+        return table
+
+    def __call__(self, event) -> None:
+        if self.live is not None:
+            self.rows[event.address] = (event.phase, event.text, event.elapsed_s)
+            self.live.update(self._table())
+        else:
+            tail = f" [{event.elapsed_s:.1f}s]" if event.phase in ("done", "failed") else ""
+            print(f"{event.address}: {event.text}{tail}", flush=True)
+
+
+def _summary(result, verb: str = "Apply") -> int:
+    status = "complete" if result.ok else ("interrupted" if result.interrupted else "failed")
+    print(f"\n{verb} {status}! Resources: {result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
+    for f in result.failures:
+        print(f"  failed: {f.address}: {f.code}: {f.message}", file=sys.stderr)
+    for address in result.not_started:
+        print(f"  not started: {address}", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_ERROR
+
+
+def _run_smoke(outcome, jobs: list[str]) -> int:
+    try:
+        from infra_cli.smoke.run import run_smoke
+    except ImportError:
+        print(f"Smoke jobs to run: {', '.join(jobs)} (run `infra smoke` when the smoke runner is installed)")
+        return EXIT_OK
+    names = [j.split(".", 1)[1] for j in jobs]
+    verdicts = run_smoke(outcome.loaded, outcome.clients, names)
+    return EXIT_OK if all(getattr(v, "passed", False) for v in verdicts) else EXIT_ERROR
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command()
+    def plan(
+        stack: Path = typer.Argument(..., metavar="STACK"),
+        out: Optional[Path] = typer.Option(None, "--out", help="save the plan for `infra apply FILE`"),
+        as_json: bool = typer.Option(False, "--json", help="print the plan as JSON (shape of terraform show -json)"),
+        detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode", help="exit 2 when there are changes"),
+        target: List[str] = typer.Option([], "--target", help="only this address (and what it depends on)"),
+        refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
+        destroy: bool = typer.Option(False, "--destroy", help="plan to destroy everything the stack owns"),
+        local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    ) -> None:
+        """Show what apply would change, and whether it can succeed (size, region, quota)."""
+        from infra_cli.diagnostics import DiagnosticError
+        from infra_cli.plan.engine import plan_file
+        from infra_cli.plan.planfile import write_plan_file
+        from infra_cli.plan.render import render_plan
+
+        mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
+        try:
+            outcome = plan_file(stack, local=local, mode=mode, targets=list(target))
+        except DiagnosticError as exc:
+            raise _fail(exc)
+        except Exception as exc:
+            raise _azure_failure(exc)
+        p = outcome.plan
+        if as_json:
+            print(json.dumps(p.to_json(), indent=2))
+        else:
+            _print_plan_diagnostics(p)
+            print(render_plan(p, colour=sys.stdout.isatty()))
+        if p.has_errors():
+            raise typer.Exit(EXIT_ERROR)
+        if out is not None:
+            write_plan_file(out, p, outcome.loaded.path, list(target))
+            if not as_json:
+                print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}")
+        has_changes = bool(p.changes or p.drift)
+        raise typer.Exit(EXIT_CHANGES if detailed_exitcode and has_changes else EXIT_OK)
+
+    @app.command()
+    def apply(
+        source: Path = typer.Argument(..., metavar="STACK|PLANFILE"),
+        auto_approve: bool = typer.Option(False, "--auto-approve", help="apply without asking"),
+        parallelism: int = typer.Option(8, "--parallelism", min=1, max=64, help="changes in flight at once"),
+        no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
+        local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    ) -> None:
+        """Make Azure match the stack (or exactly a saved plan), then prove it with smoke jobs."""
+        _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False)
+
+    @app.command()
+    def destroy(
+        stack: Path = typer.Argument(..., metavar="STACK"),
+        auto_approve: bool = typer.Option(False, "--auto-approve"),
+        parallelism: int = typer.Option(8, "--parallelism", min=1, max=64),
+        local: bool = typer.Option(False, "--local"),
+    ) -> None:
+        """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
+        _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True)
+
+    @app.command("import")
+    def import_(
+        address: str = typer.Argument(..., metavar="ADDR"),
+        azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
+        stack: Path = typer.Argument(..., metavar="STACK"),
+        local: bool = typer.Option(False, "--local"),
+    ) -> None:
+        """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
+        from infra_cli.apply.engine import import_resource
+        from infra_cli.diagnostics import DiagnosticError
+
+        try:
+            print(import_resource(address, azure_name, stack, local=local))
+        except DiagnosticError as exc:
+            raise _fail(exc)
+        except Exception as exc:
+            raise _azure_failure(exc)
+
+    @app.command("force-unlock")
+    def force_unlock(
+        stack: Path = typer.Argument(..., metavar="STACK"),
+        local: bool = typer.Option(False, "--local"),
+    ) -> None:
+        """Clear a stale stack lock (left by a killed apply)."""
+        from infra_cli.apply.engine import force_unlock_stack
+        from infra_cli.diagnostics import DiagnosticError
+
+        try:
+            info = force_unlock_stack(stack, local=local)
+        except DiagnosticError as exc:
+            raise _fail(exc)
+        print(f"Cleared the lock held by {info.holder} since {info.since}." if info.held else "The stack was not locked.")
+
+
+def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
+                      *, destroy: bool) -> None:
+    from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
+    from infra_cli.apply.lock import LockHeld
+    from infra_cli.diagnostics import DiagnosticError
+    from infra_cli.plan.engine import plan_file
+    from infra_cli.plan.planfile import is_plan_file
+    from infra_cli.plan.render import render_plan
+
+    try:
+        if not destroy and is_plan_file(source):
+            outcome = prepare_from_plan_file(source, local=local)
+            approved = True
+        else:
+            outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")
+            _print_plan_diagnostics(outcome.plan)
+            print(render_plan(outcome.plan, colour=sys.stdout.isatty()))
+            if outcome.plan.has_errors():
+                raise typer.Exit(EXIT_ERROR)
+            if not outcome.plan.changes:
+                raise typer.Exit(EXIT_OK)
+            verb = "destroy all resources of" if destroy else "perform these actions on"
+            approved = _confirm(f"Do you want infra to {verb} stack {outcome.plan.stack!r}?", auto_approve)
+        if not approved:
+            print("Apply cancelled.")
+            raise typer.Exit(EXIT_ERROR)
+        with _Progress() as progress:
+            result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
+                                   operation="destroy" if destroy else "apply")
+    except LockHeld as exc:
+        info = exc.info
+        print(f"error: stack {outcome.plan.stack!r} is locked by {info.holder} since {info.since} ({info.operation}).\n"
+              f"  hint: wait for it to finish; if that process is gone, run `infra force-unlock STACK`",
+              file=sys.stderr)
+        raise typer.Exit(EXIT_ERROR)
+    except DiagnosticError as exc:
+        raise _fail(exc)
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        raise _azure_failure(exc)
+    code = _summary(result, "Destroy" if destroy else "Apply")
+    if code == EXIT_OK and not no_smoke and outcome.plan.smoke_jobs:
+        code = _run_smoke(outcome, outcome.plan.smoke_jobs)
+    raise typer.Exit(code)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from infra_cli.catalog import load_catalog
 from infra_cli.paths import templates_dir
-from infra_cli.plan.model import TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_STACK, Resource, content_hash
+from infra_cli.plan.model import (TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK, Resource,
+                                  content_hash)
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment, Stack, Workspace
 
@@ -151,6 +152,8 @@ def desired_resources(loaded: LoadedStack) -> list[Resource]:
         tags = {TAG_STACK: stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(attrs))}
         if attrs["ssh_credentials_hash"]:
             tags[TAG_SECRETS] = attrs["ssh_credentials_hash"]
+        if attrs["prevent_destroy"]:
+            tags[TAG_PREVENT_DESTROY] = "true"
         out.append(Resource(address, "cluster", name, attrs, tags))
     for name, env in stack.environments.items():
         attrs = environment_attributes(loaded, env)

@@ -19,7 +19,8 @@ TAG_STACK = "infra.stack"
 TAG_ADDRESS = "infra.address"
 TAG_HASH = "infra.hash"
 TAG_SECRETS = "infra.secrets-hash"
-OWNERSHIP_TAGS = (TAG_STACK, TAG_ADDRESS, TAG_HASH, TAG_SECRETS)
+TAG_PREVENT_DESTROY = "infra.prevent-destroy"
+OWNERSHIP_TAGS = (TAG_STACK, TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_PREVENT_DESTROY)
 
 NO_OP, CREATE, UPDATE, DELETE = ["no-op"], ["create"], ["update"], ["delete"]
 REPLACE = ["delete", "create"]

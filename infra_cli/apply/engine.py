@@ -1,0 +1,115 @@
+"""apply / destroy / import / force-unlock: the engine functions the CLI calls.
+
+A no-op apply makes no write request: the lock (a write) is taken only when there is something to change,
+and then the live state is read again under the lock and must still match what the plan saw.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
+from infra_cli.apply.lock import StackLock
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.engine import PlanOutcome, plan_stack
+from infra_cli.plan.model import Plan, canonical_json
+from infra_cli.plan.planfile import read_plan_file
+from infra_cli.validate.engine import load_valid_stack
+
+
+class StalePlan(DiagnosticError):
+    pass
+
+
+def _stale(message: str, file: str) -> StalePlan:
+    return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None,
+                                 "run `infra plan` again and apply the new plan")])
+
+
+@dataclass
+class ApplyOutcome:
+    plan: Plan
+    result: ApplyResult | None
+    smoke: list[Any] = field(default_factory=list)
+
+
+def prepare_from_plan_file(path: Path, *, local: bool) -> PlanOutcome:
+    """Load a saved plan and the stack it came from; refuse if the stack's desired state changed."""
+    from infra_cli.azure.clients import build_clients
+
+    saved = read_plan_file(path)
+    loaded, _ = load_valid_stack(saved.stack_path)
+    now = [r.to_json() for r in desired_resources(loaded)]
+    if canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired]):
+        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
+    clients = build_clients(loaded.stack.workspace, local=local)
+    return PlanOutcome(saved.plan, loaded, clients, live=None)  # type: ignore[arg-type]
+
+
+def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
+                  emit: Callable[[Event], None] = lambda e: None, operation: str = "apply",
+                  stop: threading.Event | None = None) -> ApplyResult:
+    """Lock, check the live state still matches the plan, execute, unlock."""
+    from infra_cli.azure.provider import Provider
+
+    plan, loaded, clients = outcome.plan, outcome.loaded, outcome.clients
+    provider = Provider(clients)
+    with StackLock(clients.ml, plan.stack, operation):
+        live = provider.refresh(plan.desired)
+        if live.fingerprint() != plan.live_fingerprint:
+            raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
+                         str(loaded.path))
+        return execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
+
+
+def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:
+    from infra_cli.apply.lock import force_unlock
+    from infra_cli.azure.clients import build_clients
+
+    loaded, _ = load_valid_stack(stack_path)
+    clients = build_clients(loaded.stack.workspace, local=local)
+    return force_unlock(clients.ml, loaded.stack.stack)
+
+
+def import_resource(address: str, azure_name: str, stack_path: Path, *, local: bool) -> str:
+    """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
+    from infra_cli.azure.clients import build_clients
+    from infra_cli.plan.desired import live_comparable
+    from infra_cli.plan.model import TAG_ADDRESS, TAG_HASH, TAG_STACK, content_hash
+
+    loaded, _ = load_valid_stack(stack_path)
+    file = str(loaded.path)
+    kind, _, name = address.partition(".")
+
+    def error(message: str, hint: str) -> DiagnosticError:
+        return DiagnosticError([Diagnostic("error", "import.invalid", message, file, None, None, hint)])
+
+    if kind != "cluster":
+        raise error(f"{address}: only clusters can be imported",
+                    "environments need no import: infra registers new versions next to existing ones under another name")
+    if name not in loaded.stack.clusters:
+        raise error(f"{address} is not declared in the stack", f"add clusters.{name} to {file} first")
+    if azure_name != name:
+        raise error(f"the stack names this cluster {name!r} but the Azure cluster is {azure_name!r}",
+                    f"rename clusters.{name} to {azure_name} (Azure ML cannot rename a cluster)")
+    clients = build_clients(loaded.stack.workspace, local=local)
+    entity = clients.ml.compute.get(azure_name)
+    from infra_cli.azure.provider import _cluster_values
+    from infra_cli.plan.normalise import cluster_resource
+
+    live = cluster_resource(_cluster_values(entity))
+    if live.owner_stack and live.owner_stack != loaded.stack.stack:
+        raise error(f"cluster {azure_name!r} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
+    entity.tags = {**(entity.tags or {}), TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address,
+                   TAG_HASH: content_hash(live_comparable(live.attributes))}
+    clients.ml.compute.begin_create_or_update(entity).result()
+    return f"Imported {azure_name} as {address}. Run `infra plan {stack_path}` to see how it differs from the stack."
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(plan.to_json(), indent=2)

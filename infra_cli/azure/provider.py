@@ -1,0 +1,244 @@
+"""The provider: the only code that calls the Azure SDKs for plan and apply.
+
+Reads are concurrent (bounded) and use list calls where one serves; writes are single resources, with
+azure-core's retry policy (set up in clients.py) handling 429/5xx. The same code runs against Azure and
+against the local emulator: only clients.py knows which.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from infra_cli.plan.desired import ClusterSecrets
+from infra_cli.plan.diff import LiveState
+from infra_cli.plan.model import Resource
+from infra_cli.plan.normalise import cluster_resource, environment_resource
+
+if TYPE_CHECKING:
+    from infra_cli.validate.preflight import LiveFacts
+
+MAX_READ_CONCURRENCY = 16
+
+
+def _is_not_found(exc: Exception) -> bool:
+    from azure.core.exceptions import ResourceNotFoundError
+
+    return isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404
+
+
+def azure_error_code(exc: BaseException) -> str:
+    """The ARM error code of an SDK exception (QuotaExceeded, Conflict, ...), else the exception's type."""
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None)
+    if code:
+        return str(code)
+    response = getattr(exc, "response", None)
+    try:
+        body = response.json() if response is not None else None
+        if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("code"):
+            return str(body["error"]["code"])
+    except Exception:  # a body that is not JSON says nothing more
+        pass
+    status = getattr(exc, "status_code", None)
+    return f"HTTP{status}" if status else type(exc).__name__
+
+
+def azure_error_message(exc: BaseException) -> str:
+    error = getattr(exc, "error", None)
+    message = getattr(error, "message", None) or getattr(exc, "message", None) or str(exc)
+    return str(message).strip().splitlines()[0] if message else type(exc).__name__
+
+
+def _cluster_values(entity: Any) -> dict[str, Any]:
+    """Plain values off an AmlCompute entity (field names of CLI v2 YAML)."""
+    ssh = getattr(entity, "ssh_settings", None)
+    net = getattr(entity, "network_settings", None)
+    identity = getattr(entity, "identity", None)
+    uais = getattr(identity, "user_assigned_identities", None) or []
+    return {
+        "name": entity.name,
+        "size": entity.size,
+        "tier": entity.tier,
+        "min_instances": entity.min_instances,
+        "max_instances": entity.max_instances,
+        "idle_time_before_scale_down": entity.idle_time_before_scale_down,
+        "enable_node_public_ip": entity.enable_node_public_ip,
+        "ssh_public_access_enabled": entity.ssh_public_access_enabled,
+        "ssh_admin_username": getattr(ssh, "admin_username", None),
+        "subnet": getattr(net, "subnet", None),
+        "identity_type": getattr(identity, "type", None),
+        "user_assigned_identities": [getattr(u, "resource_id", None) for u in uais if getattr(u, "resource_id", None)],
+        "location": entity.location,
+        "tags": dict(entity.tags or {}),
+        "description": entity.description,
+    }
+
+
+@dataclass
+class Provider:
+    clients: Any  # infra_cli.azure.clients.AzureClients
+
+    # ---- reads ------------------------------------------------------------------------------------------
+
+    def refresh(self, desired: list[Resource]) -> LiveState:
+        """Live state of every cluster in the workspace (one list call) and of each declared environment."""
+        envs = [r for r in desired if r.type == "environment" and r.attributes.get("kind") != "curated"]
+        live = LiveState()
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, len(envs) + 1))) as pool:
+            clusters_f = pool.submit(self.list_clusters)
+            env_fs = {r.name: pool.submit(self.read_environment, r.name, r.attributes.get("version")) for r in envs}
+            for res in clusters_f.result():
+                live.clusters[res.name] = res
+            for name, fut in env_fs.items():
+                res = fut.result()
+                if res is not None:
+                    live.environments[name] = res
+        return live
+
+    def list_clusters(self) -> list[Resource]:
+        out = []
+        for entity in self.clients.ml.compute.list():
+            if str(getattr(entity, "type", "")).lower() != "amlcompute":
+                # another kind of compute holding the name: report it as an unowned cluster
+                out.append(Resource(f"cluster.{entity.name}", "cluster", entity.name, {"type": str(entity.type)}, {}))
+                continue
+            out.append(cluster_resource(_cluster_values(entity)))
+        return out
+
+    def read_cluster(self, name: str) -> Resource | None:
+        try:
+            return cluster_resource(_cluster_values(self.clients.ml.compute.get(name)))
+        except Exception as exc:
+            if _is_not_found(exc):
+                return None
+            raise
+
+    def read_environment(self, name: str, pinned: str | None) -> Resource | None:
+        """The pinned version (if the stack pins one) or the latest, plus the next free version number."""
+        envs = self.clients.ml.environments
+        try:
+            latest = envs.get(name, label="latest")
+        except Exception as exc:
+            if _is_not_found(exc):
+                return None
+            raise
+        next_version = str(int(latest.version) + 1) if str(latest.version).isdigit() else None
+        entity = latest
+        if pinned and pinned != latest.version:
+            try:
+                entity = envs.get(name, version=pinned)
+            except Exception as exc:
+                if not _is_not_found(exc):
+                    raise
+                return environment_resource(name, None, latest.tags, next_version)
+        return environment_resource(name, entity.version, entity.tags, next_version)
+
+    def live_facts(self, location: str) -> "LiveFacts":
+        """Workspace location, size offers and restrictions, vCPU quota: three reads, concurrently."""
+        from infra_cli.validate.preflight import LiveFacts
+
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            ws_f = pool.submit(self._workspace_location)
+            skus_f = pool.submit(self._live_skus, location)
+            quota_f = pool.submit(self._live_quota, location)
+            return LiveFacts(location, ws_f.result(), skus_f.result(), quota_f.result())
+
+    def _workspace_location(self) -> str | None:
+        try:
+            ws = self.clients.ml.workspaces.get(self.clients.workspace_name)
+        except Exception as exc:
+            if _is_not_found(exc):
+                return None
+            raise
+        return (ws.location or "").replace(" ", "").lower() or None
+
+    def _live_skus(self, location: str) -> dict:
+        from infra_cli.validate.preflight import LiveSku
+
+        out = {}
+        for sku in self.clients.compute.resource_skus.list(filter=f"location eq '{location}'"):
+            if sku.resource_type != "virtualMachines":
+                continue
+            caps = {c.name: c.value for c in (sku.capabilities or [])}
+            # a Location restriction takes the whole region away; a Zone one only some zones
+            reasons = tuple(r.reason_code or "Restricted" for r in (sku.restrictions or [])
+                            if str(r.type).lower().endswith("location")
+                            and (not r.values or location in [v.lower() for v in r.values]))
+            rdma = caps.get("RdmaEnabled")
+            out[sku.name.lower()] = LiveSku(sku.name, sku.family or "", int(caps.get("vCPUs", 0) or 0),
+                                            None if rdma is None else rdma == "True", reasons)
+        return out
+
+    def _live_quota(self, location: str) -> dict:
+        from infra_cli.validate.preflight import LiveQuota
+
+        out = {}
+        for usage in self.clients.compute.usage.list(location):
+            family = usage.name.value if usage.name else None
+            if family:
+                out[family] = LiveQuota(family, int(usage.current_value or 0), int(usage.limit or 0))
+        return out
+
+    # ---- writes -----------------------------------------------------------------------------------------
+
+    def put_cluster(self, resource: Resource, secrets: ClusterSecrets, subnet: str | None,
+                    vnet_name: str | None) -> Any:
+        """Create, or update in place, through a full PUT (the SDK's begin_update sends a broken subnet)."""
+        from azure.ai.ml.entities import (AmlCompute, AmlComputeSshSettings, IdentityConfiguration,
+                                          ManagedIdentityConfiguration, NetworkSettings)
+
+        a = resource.attributes
+        ssh = None
+        if secrets.admin_username:
+            ssh = AmlComputeSshSettings(admin_username=secrets.admin_username,
+                                        admin_password=secrets.admin_password, ssh_key_value=secrets.ssh_key_value)
+        identity = None
+        if a["identity_type"]:
+            identity = IdentityConfiguration(type=a["identity_type"], user_assigned_identities=[
+                ManagedIdentityConfiguration(resource_id=i) for i in a["user_assigned_identities"]] or None)
+        entity = AmlCompute(
+            name=resource.name, size=a["size"], tier=a["tier"], min_instances=a["min_instances"],
+            max_instances=a["max_instances"], idle_time_before_scale_down=a["idle_time_before_scale_down"],
+            enable_node_public_ip=a["enable_node_public_ip"],
+            ssh_public_access_enabled=a["ssh_public_access_enabled"] if ssh else None,
+            ssh_settings=ssh,
+            network_settings=NetworkSettings(vnet_name=vnet_name, subnet=subnet) if subnet else None,
+            identity=identity, location=a["location"], description=a["description"],
+            tags={**a["tags"], **resource.tags},
+        )
+        return self.clients.ml.compute.begin_create_or_update(entity).result()
+
+    def delete_cluster(self, name: str, *, wait_gone_s: float = 600.0, poll_s: float = 0.5) -> None:
+        """Delete and wait until a GET says 404: a same-name recreate that races the delete comes back with
+        the OLD size (azure-rest-api-specs #18889)."""
+        try:
+            self.clients.ml.compute.begin_delete(name).result()
+        except Exception as exc:
+            if not _is_not_found(exc):
+                raise
+        deadline = time.monotonic() + wait_gone_s
+        while self.read_cluster(name) is not None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cluster {name} still exists {wait_gone_s:.0f}s after its delete finished")
+            time.sleep(poll_s)
+
+    def create_environment_version(self, resource: Resource, base_dir: Path, conda_file: str | None,
+                                   build_files: Callable[[Path], Path] | None) -> Any:
+        """Register a new, immutable version (never rewrite one)."""
+        from azure.ai.ml.entities import BuildContext, Environment
+
+        a = resource.attributes
+        common = dict(name=resource.name, version=a["version"], description=a.get("description"),
+                      tags={**a.get("tags", {}), **resource.tags})
+        if a["kind"] == "image":
+            env = Environment(image=a["image"], conda_file=str(base_dir / conda_file) if conda_file else None, **common)
+            return self.clients.ml.environments.create_or_update(env)
+        with tempfile.TemporaryDirectory(prefix="infra-build-") as tmp:
+            context = build_files(Path(tmp)) if build_files else base_dir
+            env = Environment(build=BuildContext(path=str(context)), **common)
+            return self.clients.ml.environments.create_or_update(env)
