@@ -1,0 +1,163 @@
+"""The offline commands through the real CLI: --help, validate, skus, schema; and what they import."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra_cli.catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "stacks").glob("*.yaml"))
+# Heavy or remote-facing modules an offline command must not load (DESIGN.md: they start in well under 0.5 s).
+FORBIDDEN = re.compile(r"^(azure|torch|jinja2|markupsafe|infra_cli\.emulator\.(?!command$))")
+
+
+def run_cli(*args: str, importtime: bool = False) -> subprocess.CompletedProcess:
+    flags = ["-X", "importtime"] if importtime else []
+    return subprocess.run([sys.executable, *flags, "-m", "infra_cli", *args], capture_output=True, text=True,
+                          cwd=ROOT)
+
+
+def imported_modules(importtime_stderr: str) -> set[str]:
+    return {m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", importtime_stderr, re.M)}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["validate", "stacks/ib-a100.yaml"], ["schema"], ["skus", "--json"],
+                                  ["render", "--help"]], ids=" ".join)
+def test_offline_commands_import_no_heavy_module(args):
+    r = run_cli(*args, importtime=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    modules = imported_modules(r.stderr)
+    assert "infra_cli.cli" in modules  # the parse works: a broken regex must not pass this test
+    heavy = sorted(m for m in modules if FORBIDDEN.match(m))
+    assert not heavy, f"`infra {' '.join(args)}` imports {heavy[:10]}"
+
+
+def test_help_lists_the_commands():
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for command in ("validate", "skus", "schema", "render"):
+        assert re.search(rf"^\s+{command}\s", r.stdout, re.M), command
+
+
+def test_no_arguments_shows_help_not_a_traceback():
+    r = run_cli()
+    assert "Usage" in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+# ---- validate -------------------------------------------------------------------------------------------
+
+def test_example_stacks_validate_clean_in_text_and_json():
+    r = run_cli("validate", *map(str, EXAMPLES))
+    assert r.returncode == 0, r.stderr
+    assert f"{len(EXAMPLES)} stack file(s) valid: 0 error(s), 0 warning(s)" in r.stderr
+    r = run_cli("validate", "--json", *map(str, EXAMPLES))
+    assert r.returncode == 0 and json.loads(r.stdout) == []
+
+
+def test_warnings_alone_exit_0(tmp_path):
+    stack = tmp_path / "warn.yaml"
+    stack.write_text((ROOT / "stacks" / "ib-a100.yaml").read_text().replace("process_count_per_instance: 8",
+                                                                             "process_count_per_instance: 4"))
+    r = run_cli("validate", "--json", str(stack))
+    assert r.returncode == 0, r.stderr
+    (d,) = json.loads(r.stdout)
+    assert d == {"severity": "warning", "rule": "distribution.gpus-underused", "message": d["message"],
+                 "file": str(stack), "line": 32, "column": 33, "hint": d["hint"]}
+
+
+# ---- skus -----------------------------------------------------------------------------------------------
+
+def test_skus_json_is_the_whole_catalog():
+    r = run_cli("skus", "--json")
+    assert r.returncode == 0
+    rows = json.loads(r.stdout)
+    assert [row["name"] for row in rows] == load_catalog().names()
+    nd = next(row for row in rows if row["name"] == "Standard_ND96asr_v4")
+    assert (nd["gpus"], nd["infiniband"]["total_gbps"], nd["sriov"], nd["nccl_over_ib"]) == (8, 1600, True, True)
+    assert nd["healthy_busbw_gbs"]["single_node"] == 228 and nd["source"]
+    assert nd["nccl_env"]["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv4-topo.xml"
+
+
+def test_skus_infiniband_keeps_only_eligible_sizes():
+    rows = json.loads(run_cli("skus", "--infiniband", "--json").stdout)
+    names = {row["name"] for row in rows}
+    assert {"Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_HB120rs_v3"} <= names
+    assert not names & {"Standard_NC24r", "Standard_H16r", "Standard_NC96ads_A100_v4", "Standard_NC80adis_H100_v5"}
+    assert all(row["infiniband_eligible"] for row in rows)
+
+
+def test_skus_table_shows_the_facts():
+    r = run_cli("skus")
+    assert r.returncode == 0
+    lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("Standard_")}
+    assert len(lines) == len(load_catalog().names())
+    h100 = lines["Standard_ND96isr_H100_v5"]
+    assert "H100 80GB" in h100 and "NDR 8x 400 = 3.2 Tb/s" in h100 and ">= 460" in h100
+    assert "RETIRED" in lines["Standard_NC24r"] and "without SR-IOV" in lines["Standard_NC24r"]
+    assert "unconfirmed: family" in lines["Standard_ND96isr_H200_v5"]
+    header = r.stdout.splitlines()[0]
+    for column in ("size", "GPUs", "GPU model", "vCPUs", "InfiniBand", "SR-IOV", "NCCL/IB", "healthy busbw"):
+        assert column in header
+
+
+def test_skus_table_marks_live_availability():
+    from infra_cli.render_text import skus_table
+
+    catalog = load_catalog()
+    text = skus_table([catalog.get("Standard_ND96asr_v4"), catalog.get("Standard_NC24r")],
+                      {"standard_nd96asr_v4": "available"})
+    assert "available" in text.splitlines()[2] and "not offered" in text.splitlines()[3]
+    assert skus_table([]) == "no sizes match"
+
+
+# ---- schema ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stack_schema() -> dict:
+    r = run_cli("schema")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _objects(schema: dict):
+    yield "Stack", schema
+    yield from schema["$defs"].items()
+
+
+def test_schema_is_strict_and_described(stack_schema):
+    assert stack_schema["$schema"].startswith("https://json-schema.org/")
+    for name, obj in _objects(stack_schema):
+        assert obj["additionalProperties"] is False, name
+        assert obj.get("title") and obj.get("description"), name
+        for field, prop in obj["properties"].items():
+            # a field typed by another model refers to it ($ref); that model carries title and description
+            assert (prop.get("title") and prop.get("description")) or "$ref" in json.dumps(prop), (name, field)
+    assert stack_schema["$defs"]["Cluster"]["properties"]["tier"]["enum"] == ["dedicated", "low_priority"]
+
+
+def _load_yaml(path: Path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("stack", EXAMPLES + [ROOT / "tests" / "fixtures" / "render" / "full.yaml"],
+                         ids=lambda p: p.name)
+def test_example_stacks_satisfy_the_schema(stack_schema, stack):
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(stack_schema).validate(_load_yaml(stack))
+
+
+@pytest.mark.parametrize("name", ["unknown_key.yaml", "wrong_type.yaml", "missing_key.yaml"])
+def test_bad_stacks_fail_the_schema(stack_schema, name):
+    jsonschema = pytest.importorskip("jsonschema")
+    errors = list(jsonschema.Draft202012Validator(stack_schema).iter_errors(
+        _load_yaml(ROOT / "tests" / "fixtures" / "bad_stacks" / name)))
+    assert errors
