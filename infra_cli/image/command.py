@@ -2,13 +2,51 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import List
+
 import typer
+
+EXIT_MET, EXIT_NOT_MET, EXIT_UNREADABLE = 0, 1, 2
 
 image_app = typer.Typer(help="Inspect container images without a Docker daemon.", no_args_is_help=True)
 
 
 @image_app.command("check")
-def check(image: str = typer.Argument(..., metavar="IMAGE")) -> None:
-    """Check that IMAGE carries what MPI/IB jobs need (not built yet)."""
-    print("infra image check: not implemented yet")
-    raise typer.Exit(2)
+def check(
+    image: str = typer.Argument(..., metavar="IMAGE",
+                                help="host[:port]/repo[:tag|@digest], docker-archive:PATH or oci:DIR[:TAG]"),
+    require: List[str] = typer.Option([], "--require", "-r", metavar="SPEC",
+                                      help="e.g. openmpi>=4.1, mpi, ibverbs, mofed, hpcx, ucx, nccl>=2.18 (default: openmpi)"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    platform: str = typer.Option("linux/amd64", "--platform", metavar="OS/ARCH", help="which image of a multi-arch index"),
+    insecure: bool = typer.Option(False, "--insecure", help="allow plain http and unverified TLS for this registry"),
+) -> None:
+    """Check that IMAGE carries what MPI/InfiniBand jobs need, from its layers, with no Docker daemon.
+
+    Exit 0: every requirement met; 1: some not met; 2: the image could not be read.
+    """
+    from infra_cli.cli import print_diagnostics
+    from infra_cli.diagnostics import Diagnostic, DiagnosticError
+    from infra_cli.image.check import check_image
+    from infra_cli.image.spec import SpecError, parse_requirement
+
+    try:
+        requirements = [parse_requirement(spec) for spec in require or ["openmpi"]]
+        result = check_image(image, requirements, platform=platform, insecure=insecure)
+    except (SpecError, DiagnosticError) as exc:
+        diagnostics = getattr(exc, "diagnostics", None) or [
+            Diagnostic("error", "image.require", str(exc), hint="--require NAME or NAME>=VERSION")]
+        if as_json:
+            print(json.dumps({"reference": image, "ok": False, "errors": [d.to_json() for d in diagnostics]}, indent=2))
+        else:
+            print_diagnostics(diagnostics)
+        raise typer.Exit(EXIT_UNREADABLE)
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        from infra_cli.image.report import format_result
+
+        print(format_result(result), file=sys.stdout)
+    raise typer.Exit(EXIT_MET if result.ok else EXIT_NOT_MET)

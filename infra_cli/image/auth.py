@@ -1,0 +1,109 @@
+"""Registry credentials: Docker/containers config files, the bearer-token challenge, and ACR's AAD exchange.
+
+Secrets stay in memory: nothing here logs or returns a token in a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ACR_SUFFIXES = (".azurecr.io", ".azurecr.cn", ".azurecr.us")
+ARM_SCOPE = "https://management.azure.com/.default"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str | None = None
+    password: str | None = None
+    identity_token: str | None = None   # an OAuth2 refresh token (e.g. from `az acr login`)
+
+    def basic(self) -> str | None:
+        if self.username is None or self.password is None:
+            return None
+        return "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+
+
+def config_files() -> list[Path]:
+    """Where docker, podman and skopeo keep logins, in the order they are consulted."""
+    out = []
+    if os.environ.get("REGISTRY_AUTH_FILE"):
+        out.append(Path(os.environ["REGISTRY_AUTH_FILE"]))
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        out.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
+    docker_dir = Path(os.environ["DOCKER_CONFIG"]) if os.environ.get("DOCKER_CONFIG") else Path.home() / ".docker"
+    out.append(docker_dir / "config.json")
+    return out
+
+
+def _host_of(key: str) -> str:
+    key = re.sub(r"^https?://", "", key)
+    return key.split("/", 1)[0]
+
+
+def _helper(name: str, host: str) -> Credentials | None:
+    try:
+        proc = subprocess.run([f"docker-credential-{name}", "get"], input=host.encode(), capture_output=True, timeout=30)
+        if proc.returncode != 0:
+            return None
+        data = json.loads(proc.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    if data.get("Username") == "<token>":
+        return Credentials(identity_token=data.get("Secret"))
+    return Credentials(data.get("Username"), data.get("Secret"))
+
+
+def lookup_credentials(host: str) -> Credentials | None:
+    hub_keys = {"registry-1.docker.io", "index.docker.io", "docker.io"}
+    for path in config_files():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        helper = (data.get("credHelpers") or {}).get(host)
+        if helper:
+            return _helper(helper, host)
+        for key, entry in (data.get("auths") or {}).items():
+            key_host = _host_of(key)
+            if key_host != host and not (key_host in hub_keys and host in hub_keys):
+                continue
+            if entry.get("identitytoken"):
+                return Credentials(identity_token=entry["identitytoken"])
+            if entry.get("auth"):
+                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+                return Credentials(user, password)
+            if entry.get("username"):
+                return Credentials(entry["username"], entry.get("password"))
+        if data.get("credsStore"):
+            found = _helper(data["credsStore"], host)
+            if found:
+                return found
+    return None
+
+
+def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
+    """'Bearer realm="https://x/token",service="x",scope="repository:a:pull"' -> ('bearer', {...})."""
+    scheme, _, rest = header.strip().partition(" ")
+    params = {k.lower(): v for k, v in re.findall(r'(\w+)="([^"]*)"', rest)}
+    return scheme.lower(), params
+
+
+def is_acr(hostname: str) -> bool:
+    return hostname.endswith(ACR_SUFFIXES)
+
+
+def aad_access_token(credential=None) -> tuple[str, str | None]:
+    """An Azure AD token for ACR's /oauth2/exchange, and its tenant if known. azure-identity is imported
+    only here, only for ACR, so `infra image check` stays light everywhere else."""
+    if credential is None:
+        from azure.identity import DefaultAzureCredential
+
+        credential = DefaultAzureCredential(exclude_interactive_browser_credential=True)
+    token = credential.get_token(ARM_SCOPE)
+    return token.token, os.environ.get("AZURE_TENANT_ID")

@@ -1,0 +1,162 @@
+"""Blobs: descriptors, sha256 verification while streaming, and decompression sniffed from magic bytes.
+
+Every byte a layer walker sees has gone through `VerifyingReader`, so a blob is trusted only once its
+whole stream matched its digest (`finish()` raises otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterator
+
+from infra_cli.image.errors import ImageReadError
+
+RAW_CHUNK = 1 << 20          # compressed bytes read per call
+OUT_CHUNK = 4 << 20          # most decompressed bytes produced per step: memory stays bounded
+GZIP_MAGIC, ZSTD_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    media_type: str
+    digest: str
+    size: int
+    platform: dict = field(default_factory=dict, compare=False)
+    annotations: dict = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Descriptor":
+        try:
+            return cls(str(data.get("mediaType", "")), str(data["digest"]), int(data.get("size", -1)),
+                       dict(data.get("platform") or {}), dict(data.get("annotations") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ImageReadError(f"malformed descriptor {data!r}: {exc}",
+                                 "the manifest is not valid OCI/Docker JSON; rebuild or re-push the image") from None
+
+
+def check_digest_syntax(digest: str) -> str:
+    algo, _, hexpart = digest.partition(":")
+    if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+        raise ImageReadError(f"unsupported or malformed digest {digest!r}",
+                             "digests look like sha256:<64 lowercase hex digits>")
+    return hexpart
+
+
+def verify_bytes(data: bytes, digest: str, what: str) -> bytes:
+    """Check a small blob (manifest, config) read whole against its digest."""
+    want = check_digest_syntax(digest)
+    got = hashlib.sha256(data).hexdigest()
+    if got != want:
+        raise ImageReadError(f"{what} {digest} does not match its content (got sha256:{got}, {len(data)} bytes)",
+                             "the blob is corrupt or truncated in the registry/archive; push or save the image again")
+    return data
+
+
+class Stopped(Exception):
+    """The walk was told to stop (every requirement already decided)."""
+
+
+class VerifyingReader:
+    """Reads a raw blob stream in chunks, hashing and counting as it goes."""
+
+    def __init__(self, stream: BinaryIO, digest: str, size: int, what: str,
+                 stop: threading.Event | None = None):
+        self._want = check_digest_syntax(digest)
+        self._stream, self.digest, self.size, self.what = stream, digest, size, what
+        self._hash = hashlib.sha256()
+        self.bytes_read = 0
+        self._stop = stop
+
+    def read(self, n: int = RAW_CHUNK) -> bytes:
+        if self._stop is not None and self._stop.is_set():
+            raise Stopped()
+        data = self._stream.read(n)
+        if data:
+            self._hash.update(data)
+            self.bytes_read += len(data)
+        return data
+
+    def finish(self) -> None:
+        """Drain what is left and raise unless the whole stream matched the digest and size."""
+        while self.read(RAW_CHUNK):
+            pass
+        got = self._hash.hexdigest()
+        if got != self._want or (self.size >= 0 and self.bytes_read != self.size):
+            raise ImageReadError(
+                f"{self.what} {self.digest} does not match its digest: read {self.bytes_read} bytes"
+                f"{'' if self.size < 0 else f' of {self.size} declared'}, sha256:{got}",
+                "the blob is corrupt or truncated in the registry/archive; push or save the image again")
+
+
+def _gzip_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
+    from isal.igzip_lib import DECOMP_GZIP, IgzipDecompressor
+
+    pending = first
+    while True:
+        d = IgzipDecompressor(flag=DECOMP_GZIP)
+        while not d.eof:
+            if d.needs_input:
+                if not pending:
+                    pending = reader.read()
+                    if not pending:
+                        raise ImageReadError(f"{reader.what} {reader.digest} ends in the middle of its gzip stream",
+                                             "the blob is truncated; push or save the image again")
+                out = d.decompress(pending, OUT_CHUNK)
+                pending = b""
+            else:
+                out = d.decompress(b"", OUT_CHUNK)
+            if out:
+                yield out
+        # a gzip file may hold several members back to back
+        pending = d.unused_data or reader.read()
+        if not pending:
+            return
+
+
+def _zstd_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
+    import zstandard
+
+    class _Prefixed:  # the sniffed bytes, then the rest of the stream
+        def __init__(self):
+            self.head = first
+
+        def read(self, n: int = RAW_CHUNK) -> bytes:
+            if self.head:
+                head, self.head = self.head, b""
+                return head
+            return reader.read(n)
+
+    stream = zstandard.ZstdDecompressor().stream_reader(_Prefixed(), read_size=RAW_CHUNK, read_across_frames=True)
+    while True:
+        out = stream.read(OUT_CHUNK)
+        if not out:
+            return
+        yield out
+
+
+def _plain_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
+    if first:
+        yield first
+    while True:
+        data = reader.read()
+        if not data:
+            return
+        yield data
+
+
+def sniff_compression(head: bytes) -> str:
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    return "none"
+
+
+def decompressed_chunks(reader: VerifyingReader) -> tuple[str, Iterator[bytes]]:
+    """(compression, chunks of the uncompressed tar stream); compression recognised by magic bytes."""
+    first = reader.read()
+    kind = sniff_compression(first)
+    make = {"gzip": _gzip_chunks, "zstd": _zstd_chunks, "none": _plain_chunks}[kind]
+    return kind, make(first, reader)

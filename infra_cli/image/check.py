@@ -1,0 +1,207 @@
+"""check_image: read an image's layers top-down, judge the requirements, stop once every one is decided.
+
+Why top-down: an upper layer can hide anything below it (whiteouts, opaque directories, replaced files),
+never the reverse. So what the layers read so far show is final, and once every requirement's verdict
+(and version) is final the lower layers cannot change it and are not read. Layers are fetched and walked
+concurrently; results are consumed in top-down order.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+import threading
+
+from infra_cli.image.blob import Descriptor, Stopped, VerifyingReader, decompressed_chunks
+from infra_cli.image.errors import ImageReadError
+from infra_cli.image.evidence import (ImageEnv, Profile, VariantFinding, build_matcher, judge_profile,
+                                      load_profiles)
+from infra_cli.image.layers import LayerIndex, Matcher, index_layer
+from infra_cli.image.manifest import DEFAULT_PLATFORM, ImageStore, ResolvedImage, resolve
+from infra_cli.image.merged import MergedView, State
+from infra_cli.image.spec import Requirement, parse_requirement
+
+DEFAULT_REQUIREMENTS = ("openmpi",)
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"   # docker's default
+DEFAULT_LIBRARY_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
+                        "/usr/lib/x86_64-linux-gnu", "/usr/local/lib")
+MAX_WORKERS = 3
+
+
+@dataclass
+class RequirementResult:
+    requirement: str
+    met: bool
+    reason: str
+    variant: str | None = None
+    version: str | None = None
+    evidence: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"requirement": self.requirement, "met": self.met, "reason": self.reason, "variant": self.variant,
+                "version": self.version, "evidence": self.evidence}
+
+
+@dataclass
+class CheckResult:
+    reference: str
+    digest: str | None
+    platform: str
+    requirements: list[RequirementResult]
+    findings: list[VariantFinding]
+    env: dict[str, str]
+    layers_total: int
+    layers_read: int
+    bytes_total: int
+    bytes_read: int
+    seconds: float
+    stopped_early: bool
+
+    @property
+    def ok(self) -> bool:
+        return all(r.met for r in self.requirements)
+
+    def to_json(self) -> dict:
+        return {"reference": self.reference, "digest": self.digest, "platform": self.platform, "ok": self.ok,
+                "requirements": [r.to_json() for r in self.requirements],
+                "findings": [f.to_json() for f in self.findings if f.state is not State.ABSENT],
+                "env": self.env, "layers_total": self.layers_total, "layers_read": self.layers_read,
+                "bytes_total": self.bytes_total, "bytes_read": self.bytes_read,
+                "seconds": round(self.seconds, 3), "stopped_early": self.stopped_early}
+
+
+def open_store(reference: str, *, insecure: bool = False, credential=None) -> ImageStore:
+    from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference
+
+    ref = parse_reference(reference)
+    if isinstance(ref, ArchiveReference):
+        from infra_cli.image.archive import DockerArchiveStore
+
+        return DockerArchiveStore(ref.path)
+    if isinstance(ref, LayoutReference):
+        from infra_cli.image.archive import OciLayoutStore
+
+        return OciLayoutStore(ref.path, ref.tag)
+    from infra_cli.image.registry import RegistryStore
+
+    return RegistryStore(ref, insecure=insecure, credential=credential)
+
+
+def image_env(image: ResolvedImage) -> ImageEnv:
+    env = image.env
+    path = tuple(p for p in env.get("PATH", DEFAULT_PATH).split(":") if p)
+    libs = tuple(p.rstrip("/") for p in env.get("LD_LIBRARY_PATH", "").split(":") if p)
+    return ImageEnv(path, libs + DEFAULT_LIBRARY_DIRS)
+
+
+def _walk_layer(store: ImageStore, desc: Descriptor, position: int, total: int, matcher: Matcher,
+                stop: threading.Event, readers: list[VerifyingReader]) -> LayerIndex:
+    what = f"layer {position + 1} of {total}"
+    stream = store.open_blob(desc)
+    reader = VerifyingReader(stream, desc.digest, desc.size, what, stop)
+    readers.append(reader)
+    try:
+        kind, chunks = decompressed_chunks(reader)
+        index = index_layer(chunks, position, desc.digest, matcher, f"{what} ({desc.digest})")
+        reader.finish()        # trailing bytes count: the whole blob must match its digest
+    except Stopped:
+        raise
+    except Exception as exc:   # a digest mismatch explains a corrupt or truncated stream best
+        try:
+            reader.finish()
+        except ImageReadError as bad:
+            raise bad from None
+        except Exception:
+            pass
+        if isinstance(exc, ImageReadError):
+            raise
+        raise ImageReadError(f"{what} ({desc.digest}) could not be read: {exc}",
+                             "the layer is corrupt or the connection dropped; retry, or push/save the image again") from None
+    finally:
+        stream.close()
+    index.compression, index.compressed_bytes = kind, reader.bytes_read
+    return index
+
+
+def _requirement_result(req: Requirement, findings: list[VariantFinding]) -> RequirementResult:
+    present = [f for f in findings if f.state is State.FOUND]
+    for f in present:
+        if req.met_by(f.version):
+            source = f" (version from {f.version_source['source']})" if f.version_source else ""
+            return RequirementResult(str(req), True, f"{f.variant}{' ' + f.version if f.version else ''} found{source}",
+                                     f.variant, f.version, [e for r in f.rules for e in r.evidence])
+    if present:
+        f = present[0]
+        why = f"version unknown" if f.version is None else f"version {f.version} does not satisfy {req.op}{req.version}"
+        return RequirementResult(str(req), False, f"{f.variant} found but {why}", f.variant, f.version,
+                                 [e for r in f.rules for e in r.evidence])
+    missing = sorted({r.rule for f in findings for r in f.rules if r.state is not State.FOUND})
+    return RequirementResult(str(req), False, "not found: " + "; ".join(missing))
+
+
+def _decided(findings: list[VariantFinding], req: Requirement) -> bool:
+    if any(f.state is State.FOUND and f.decided and req.met_by(f.version) for f in findings):
+        return True
+    return all(f.decided for f in findings)
+
+
+def check_store(store: ImageStore, requirements: list[Requirement], *, platform: str = DEFAULT_PLATFORM,
+                profiles: dict[str, Profile] | None = None, early_exit: bool = True) -> CheckResult:
+    started = time.perf_counter()
+    profiles = profiles or load_profiles()
+    image = resolve(store, platform)
+    env = image_env(image)
+    wanted = {r.name for r in requirements}
+    extra = [name for r in requirements for name in profiles[r.name].see_also if name not in wanted]
+    judged = [profiles[n] for n in dict.fromkeys([*wanted, *extra])]
+    matcher = build_matcher(judged)
+
+    layers = list(image.layers)
+    total = len(layers)
+    stop = threading.Event()
+    read: list[LayerIndex] = []
+    readers: list[VerifyingReader] = []
+    stopped_early = False
+    view = MergedView(read, complete=(total == 0))
+    futures: list[Future] = []
+    pool = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, total or 1), thread_name_prefix="layer")
+    try:
+        futures = [pool.submit(_walk_layer, store, layers[pos], pos, total, matcher, stop, readers)
+                                 for pos in reversed(range(total))]
+        for i, future in enumerate(futures):
+            read.append(future.result())
+            view = MergedView(read, complete=(i == total - 1))
+            if early_exit and not view.complete and all(
+                    _decided(judge_profile(view, profiles[r.name], env), r) for r in requirements):
+                stopped_early = True
+                break
+    finally:
+        stop.set()
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True)
+        store.close()
+    bytes_read = sum(r.bytes_read for r in readers)   # layers walked concurrently but not needed count too
+
+    findings = {name: judge_profile(view, profiles[name], env) for name in dict.fromkeys([*wanted, *extra])}
+    results = [_requirement_result(r, findings[r.name]) for r in requirements]
+    return CheckResult(
+        reference=store.description, digest=image.digest, platform=image.platform, requirements=results,
+        findings=[f for fs in findings.values() for f in fs], env={k: v for k, v in image.env.items()
+                                                                   if k in ("PATH", "LD_LIBRARY_PATH")},
+        layers_total=total, layers_read=len(read), bytes_total=sum(max(d.size, 0) for d in layers),
+        bytes_read=bytes_read, seconds=time.perf_counter() - started, stopped_early=stopped_early)
+
+
+def check_image(reference: str, requirements: list[Requirement] | list[str] | None = None, *,
+                platform: str = DEFAULT_PLATFORM, insecure: bool = False, credential=None,
+                early_exit: bool = True) -> CheckResult:
+    """Check that the image at `reference` meets `requirements` (specs or strings, default openmpi).
+
+    Raises ImageReadError (a DiagnosticError) when the image cannot be read or a blob does not verify,
+    and SpecError for a malformed requirement.
+    """
+    reqs = [parse_requirement(r) if isinstance(r, str) else r for r in (requirements or DEFAULT_REQUIREMENTS)]
+    store = open_store(reference, insecure=insecure, credential=credential)
+    return check_store(store, reqs, platform=platform, early_exit=early_exit)

@@ -1,0 +1,349 @@
+"""Evidence profiles (validators/image_evidence.yaml) compiled and judged against a merged view.
+
+A profile (openmpi, mpi, ibverbs, ...) is met when one of its variants is: every `all` rule FOUND, no
+`none` rule FOUND. Versions come from ranked sources; a version is final once every higher-ranked source is
+closed (its fixed path decided, or every layer read), so early exit never reports a version a lower layer
+would have overruled.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable
+
+import yaml
+
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.image.layers import Candidate, LayerIndex, Matcher
+from infra_cli.image.merged import MergedView, State
+from infra_cli.paths import validators_dir
+
+EVIDENCE_FILE = "image_evidence.yaml"
+DEFAULT_MAX_BYTES = 1 << 20
+
+
+def glob_regex(glob: str) -> str:
+    """'**/libmpi.so.*' -> a regex over absolute paths; '**' spans directories, '*' and '?' do not."""
+    if glob.startswith("**/"):
+        prefix, rest = "(?:/.*)?/", glob[3:]
+    elif glob.startswith("/"):
+        prefix, rest = "/", glob[1:]
+    else:
+        raise ValueError(f"glob {glob!r} must start with '/' or '**/'")
+    out, i = [], 0
+    while i < len(rest):
+        if rest.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif rest[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif rest[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(rest[i]))
+            i += 1
+    return prefix + "".join(out)
+
+
+@dataclass(frozen=True)
+class Extractor:
+    id: str
+    pattern: "re.Pattern[bytes]"
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class Rule:
+    label: str
+    globs: tuple[str, ...] = ()          # file rule: an entry matching one of these
+    on_path: tuple[str, ...] = ()        # executable rule: one of these names reachable on PATH
+    on_library_path: bool = False        # report whether the file's directory is on LD_LIBRARY_PATH
+
+    @property
+    def regex(self) -> "re.Pattern[str]":
+        return _compiled("|".join(f"(?:{glob_regex(g)})" for g in self.globs))
+
+
+@dataclass(frozen=True)
+class VersionSource:
+    id: str
+    glob: str
+    fixed_path: str | None               # a single known path: the source is closed once that path is decided
+    extractor: Extractor | None = None   # version from the file's content
+    path_pattern: "re.Pattern[str] | None" = None   # version from the path (or link target)
+    mapping: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def regex(self) -> "re.Pattern[str]":
+        return _compiled(glob_regex(self.glob))
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    all: tuple[Rule, ...]
+    none: tuple[Rule, ...] = ()
+    optional: tuple[Rule, ...] = ()
+    versions: tuple[VersionSource, ...] = ()
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    variants: tuple[Variant, ...]
+    see_also: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+
+@lru_cache(maxsize=None)
+def _compiled(pattern: str) -> "re.Pattern[str]":
+    return re.compile(f"^(?:{pattern})$")
+
+
+def _bad(where: str, message: str) -> DiagnosticError:
+    path = str(validators_dir() / EVIDENCE_FILE)
+    return DiagnosticError([Diagnostic("error", "image.evidence", f"{where}: {message}", file=path,
+                                       hint="see the comment at the top of image_evidence.yaml for the rule shapes")])
+
+
+def _rule(where: str, data: dict) -> Rule:
+    if not isinstance(data, dict) or not (("file" in data) ^ ("on_path" in data)):
+        raise _bad(where, "a rule needs exactly one of `file: [GLOB...]` or `on_path: [NAME...]`")
+    globs = tuple(data.get("file") or ())
+    for g in globs:
+        try:
+            glob_regex(g)
+        except ValueError as exc:
+            raise _bad(where, str(exc)) from None
+    names = tuple(data.get("on_path") or ())
+    label = data.get("label") or (f"{' or '.join(names)} on PATH" if names else " or ".join(globs))
+    return Rule(label, globs, names, bool(data.get("on_library_path")))
+
+
+def _dpkg_pattern(packages: Iterable[str]) -> str:
+    names = "|".join(re.escape(p) for p in packages)
+    return rf"(?m)^Package: (?:{names})\nStatus: install ok installed\n(?:[^\n]+\n)*?Version: (?:\d+:)?(\S+)"
+
+
+def _version_source(where: str, data: dict) -> VersionSource:
+    """`where` doubles as the extractor's key: ids like `dpkg` repeat across profiles."""
+    try:
+        vid, glob = str(data["id"]), str(data["file"])
+        glob_regex(glob)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _bad(where, f"a version source needs `id` and `file` ({exc})") from None
+    fixed = glob if not any(c in glob for c in "*?") else None
+    text = _dpkg_pattern(data["dpkg"]) if "dpkg" in data else data.get("regex")
+    extractor = path_pattern = None
+    try:
+        if text:
+            extractor = Extractor(f"{where}.{vid}", re.compile(text.encode()), int(data.get("max_bytes", DEFAULT_MAX_BYTES)))
+        if data.get("path_regex"):
+            path_pattern = re.compile(data["path_regex"])
+    except re.error as exc:
+        raise _bad(where, f"bad regex: {exc}") from None
+    if (extractor is None) == (path_pattern is None):
+        raise _bad(where, "a version source needs exactly one of `regex`, `dpkg` or `path_regex`")
+    mapping = tuple((str(k), str(v)) for k, v in (data.get("map") or {}).items())
+    return VersionSource(vid, glob, fixed, extractor, path_pattern, mapping)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> dict[str, Profile]:
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    profiles = {}
+    for name, row in (data.get("profiles") or {}).items():
+        variants = []
+        for i, v in enumerate(row.get("variants") or ()):
+            where = f"profiles.{name}.variants[{i}]"
+            variants.append(Variant(
+                str(v.get("name") or name),
+                tuple(_rule(f"{where}.all", r) for r in v.get("all") or ()),
+                tuple(_rule(f"{where}.none", r) for r in v.get("none") or ()),
+                tuple(_rule(f"{where}.optional", r) for r in v.get("optional") or ()),
+                tuple(_version_source(f"{where}.versions", s) for s in v.get("versions") or ()),
+            ))
+            if not variants[-1].all:
+                raise _bad(where, "a variant needs at least one `all` rule")
+        if not variants:
+            raise _bad(f"profiles.{name}", "a profile needs at least one variant")
+        profiles[name] = Profile(name, str(row.get("description", "")), tuple(variants),
+                                 tuple(row.get("see_also") or ()), tuple(row.get("sources") or ()))
+    return profiles
+
+
+def load_profiles() -> dict[str, Profile]:
+    return _load(str(validators_dir() / EVIDENCE_FILE))
+
+
+def build_matcher(profiles: Iterable[Profile]) -> Matcher:
+    """One function the layer walker calls per entry: which extractors (if any) apply to a path."""
+    plain: list[re.Pattern] = []
+    content: list[tuple[re.Pattern, Extractor]] = []
+    for p in profiles:
+        for v in p.variants:
+            plain.extend(r.regex for r in (*v.all, *v.none, *v.optional) if r.globs)
+            for s in v.versions:
+                (content.append((s.regex, s.extractor)) if s.extractor else plain.append(s.regex))
+    # paths the rules name are few: one combined regex rejects the rest in a single call
+    combined = re.compile("|".join(f"(?:{r.pattern})" for r in [*plain, *(c[0] for c in content)]) or "(?!)")
+
+    def match(path: str):
+        if not combined.match(path):
+            return None
+        return tuple({e.id: e for rx, e in content if rx.match(path)}.values())
+
+    return match
+
+
+# ---- judging -------------------------------------------------------------------------------------------
+
+@dataclass
+class RuleFinding:
+    rule: str
+    state: State
+    evidence: list[dict] = field(default_factory=list)   # {path, layer, kind, via}
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "state": self.state.value, "evidence": self.evidence}
+
+
+@dataclass
+class VariantFinding:
+    profile: str
+    variant: str
+    state: State
+    rules: list[RuleFinding]
+    version: str | None = None
+    version_source: dict | None = None
+    version_decided: bool = True
+    optional: list[RuleFinding] = field(default_factory=list)
+
+    @property
+    def decided(self) -> bool:
+        return self.state is State.ABSENT or (self.state is State.FOUND and self.version_decided)
+
+    def to_json(self) -> dict:
+        return {"profile": self.profile, "variant": self.variant, "state": self.state.value,
+                "version": self.version, "version_source": self.version_source,
+                "rules": [r.to_json() for r in self.rules], "optional": [r.to_json() for r in self.optional]}
+
+
+@dataclass(frozen=True)
+class ImageEnv:
+    path: tuple[str, ...]
+    library_path: tuple[str, ...]
+
+
+def _candidates(view: MergedView, regex: "re.Pattern[str]") -> Iterable[tuple[LayerIndex, Candidate]]:
+    for layer in view.layers:
+        for path, cand in layer.candidates.items():
+            if regex.match(path):
+                yield layer, cand
+
+
+def _judge_files(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
+    found, unknown = [], False
+    for layer, cand in _candidates(view, rule.regex):
+        if view.visible(layer, cand.path) is not State.FOUND:
+            continue
+        via = None
+        if cand.kind == "symlink":               # a dangling link proves nothing
+            hit, chain = view.resolve(cand.path)
+            if hit.state is State.UNKNOWN:
+                unknown = True
+            if hit.state is not State.FOUND or hit.kind == "dir":
+                continue
+            via = chain
+        item = {"rule": rule.label, "path": cand.path, "layer": layer.position, "kind": cand.kind}
+        if via:
+            item["via"] = via
+        if rule.on_library_path:
+            item["on_library_path"] = cand.path.rpartition("/")[0] in env.library_path
+        found.append(item)
+    state = State.FOUND if found else State.UNKNOWN if (unknown or not view.complete) else State.ABSENT
+    # real files before the links to them, upper layers first
+    return RuleFinding(rule.label, state, sorted(found, key=lambda e: (e["kind"] == "symlink", -e["layer"], e["path"]))[:8])
+
+
+def _judge_on_path(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
+    unknown = False
+    for name in rule.on_path:
+        for directory in env.path:
+            hit, chain = view.resolve(f"{directory.rstrip('/')}/{name}")
+            if hit.state is State.FOUND and hit.kind != "dir":
+                item = {"rule": rule.label, "path": chain[0], "layer": hit.layer.position if hit.layer else None, "kind": hit.kind}
+                if len(chain) > 1:
+                    item["via"] = chain
+                return RuleFinding(rule.label, State.FOUND, [item])
+            unknown |= hit.state is State.UNKNOWN
+    return RuleFinding(rule.label, State.UNKNOWN if unknown else State.ABSENT)
+
+
+def judge_rule(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
+    return (_judge_on_path if rule.on_path else _judge_files)(view, rule, env)
+
+
+def _version_from(view: MergedView, source: VersionSource) -> tuple[str, str] | None:
+    for layer, cand in sorted(_candidates(view, source.regex), key=lambda lc: lc[1].path):
+        if view.visible(layer, cand.path) is not State.FOUND:
+            continue
+        text = None
+        if source.extractor is not None:
+            text = cand.captures.get(source.extractor.id)
+        else:
+            for subject in (cand.path, cand.link or ""):
+                m = source.path_pattern.search(subject)
+                if m:
+                    text = ".".join(g for g in m.groups() if g)
+                    break
+            if text is not None and source.mapping:
+                text = dict(source.mapping).get(text)
+        if text:
+            return text, cand.path
+    return None
+
+
+def _closed(view: MergedView, source: VersionSource) -> bool:
+    if view.complete:
+        return True
+    return source.fixed_path is not None and view.entry(source.fixed_path).state is not State.UNKNOWN
+
+
+def judge_version(view: MergedView, variant: Variant) -> tuple[str | None, dict | None, bool]:
+    """(version, {source, path}, decided)."""
+    all_closed_above = True
+    for source in variant.versions:
+        got = _version_from(view, source)
+        if got:
+            return got[0], {"source": source.id, "path": got[1]}, all_closed_above
+        all_closed_above = all_closed_above and _closed(view, source)
+    return None, None, all_closed_above
+
+
+def _combine_all(states: list[State]) -> State:
+    if any(s is State.ABSENT for s in states):
+        return State.ABSENT
+    return State.UNKNOWN if any(s is State.UNKNOWN for s in states) else State.FOUND
+
+
+def judge_variant(view: MergedView, profile: Profile, variant: Variant, env: ImageEnv) -> VariantFinding:
+    rules = [judge_rule(view, r, env) for r in variant.all]
+    excluded = [judge_rule(view, r, env) for r in variant.none]
+    negated = [{State.FOUND: State.ABSENT, State.ABSENT: State.FOUND}.get(r.state, State.UNKNOWN) for r in excluded]
+    state = _combine_all([r.state for r in rules] + negated)
+    finding = VariantFinding(profile.name, variant.name, state, rules + [r for r in excluded if r.state is State.FOUND])
+    if state is not State.ABSENT:
+        finding.version, finding.version_source, finding.version_decided = judge_version(view, variant)
+        finding.optional = [judge_rule(view, r, env) for r in variant.optional]
+    return finding
+
+
+def judge_profile(view: MergedView, profile: Profile, env: ImageEnv) -> list[VariantFinding]:
+    return [judge_variant(view, profile, v, env) for v in profile.variants]
