@@ -1,0 +1,234 @@
+"""The emulator's own blob endpoint (path-style, like Azurite: /devstoreaccount1/CONTAINER/BLOB).
+
+Serves what azure-storage-blob needs for code upload and for job logs and outputs: container create and
+list, blob PUT (whole, or blocks plus a block list), HEAD, ranged GET, metadata and DELETE. Bytes live in
+files under STATE/blobs/, metadata in SQLite. Any SAS signature or bearer token is accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import time
+import uuid
+from email.utils import formatdate
+from pathlib import Path
+from urllib.parse import quote
+from xml.etree import ElementTree
+from xml.sax.saxutils import escape
+
+from infra_cli.emulator.state import Store
+from infra_cli.emulator.wire import Request, Response
+
+ACCOUNT = "devstoreaccount1"
+_STORAGE_VERSION = "2021-08-06"
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+
+
+class BlobError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+    def response(self, method: str) -> Response:
+        body = b"" if method == "HEAD" else (
+            f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{self.code}</Code>'
+            f"<Message>{escape(self.message)}</Message></Error>").encode()
+        return Response(self.status, body, {"Content-Type": "application/xml", "x-ms-error-code": self.code,
+                                            **_common_headers()})
+
+
+class BlobStore:
+    def __init__(self, store: Store, root: Path):
+        self._store = store
+        self.root = root
+
+    def path(self, container: str, name: str) -> Path:
+        parts = name.split("/")
+        if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise BlobError(400, "InvalidResourceName", f"The blob name {name!r} is not valid.")
+        return self.root / container / Path(*parts)
+
+    def write(self, container: str, name: str, data: bytes, metadata: dict[str, str] | None = None,
+              content_type: str | None = None) -> str:
+        path = self.path(container, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return self.register(container, name, metadata or {}, content_type)
+
+    def register(self, container: str, name: str, metadata: dict[str, str] | None = None,
+                 content_type: str | None = None) -> str:
+        """Record a blob whose file is (or will be) written in place, e.g. a log a job appends to."""
+        self.path(container, name).parent.mkdir(parents=True, exist_ok=True)
+        etag = f'"0x{uuid.uuid4().hex[:16].upper()}"'
+        self._store.put_blob(container, name, metadata or {}, content_type, etag)
+        return etag
+
+    def read(self, container: str, name: str) -> bytes | None:
+        if self._store.blob(container, name) is None:
+            return None
+        path = self.path(container, name)
+        return path.read_bytes() if path.exists() else b""
+
+    def names(self, container: str, prefix: str = "") -> list[str]:
+        return self._store.blob_names(container, prefix)
+
+    # the HTTP side
+    def handle(self, req: Request, container: str, blob: str | None) -> Response:
+        try:
+            if blob is None:
+                return self._container(req, container)
+            return self._blob(req, container, blob)
+        except BlobError as exc:
+            return exc.response(req.method)
+
+    def _container(self, req: Request, container: str) -> Response:
+        comp = req.query.get("comp")
+        if req.method == "PUT" and comp is None:
+            (self.root / container).mkdir(parents=True, exist_ok=True)
+            return Response(201, b"", {"ETag": '"0x1"', **_common_headers()})
+        if req.method == "GET" and comp == "list":
+            return self._list(req, container)
+        if req.method in ("GET", "HEAD") and comp is None:
+            if not (self.root / container).exists() and not self.names(container):
+                raise BlobError(404, "ContainerNotFound", "The specified container does not exist.")
+            return Response(200, b"", {"ETag": '"0x1"', "Last-Modified": formatdate(usegmt=True),
+                                       **_common_headers()})
+        raise BlobError(400, "UnsupportedHttpVerb", f"{req.method} with comp={comp} is not emulated.")
+
+    def _list(self, req: Request, container: str) -> Response:
+        prefix = req.query.get("prefix", "")
+        delimiter = req.query.get("delimiter")
+        names = self.names(container, prefix)
+        marker = req.query.get("marker")
+        if marker:
+            names = [n for n in names if n >= marker]
+        max_results = int(req.query.get("maxresults") or 5000)
+        page, rest = names[:max_results], names[max_results:]
+        items, prefixes = [], []
+        for name in page:
+            if delimiter and delimiter in name[len(prefix):]:
+                sub = name[: len(prefix) + name[len(prefix):].index(delimiter) + len(delimiter)]
+                if sub not in prefixes:
+                    prefixes.append(sub)
+                continue
+            meta = self._store.blob(container, name) or {}
+            size = _size(self.path(container, name))
+            metadata = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in (meta.get("metadata") or {}).items())
+            items.append(
+                f"<Blob><Name>{escape(name)}</Name><Properties>"
+                f"<Last-Modified>{formatdate(meta.get('modified', time.time()), usegmt=True)}</Last-Modified>"
+                f"<Etag>{meta.get('etag', '')}</Etag><Content-Length>{size}</Content-Length>"
+                f"<Content-Type>{escape(meta.get('content_type') or 'application/octet-stream')}</Content-Type>"
+                f"<BlobType>BlockBlob</BlobType><LeaseStatus>unlocked</LeaseStatus><LeaseState>available</LeaseState>"
+                f"</Properties>" + (f"<Metadata>{metadata}</Metadata>" if "metadata" in req.query.get("include", "")
+                                    else "") + "</Blob>")
+        items += [f"<BlobPrefix><Name>{escape(p)}</Name></BlobPrefix>" for p in prefixes]
+        xml = (f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint="/{ACCOUNT}" '
+               f'ContainerName="{escape(container)}"><Prefix>{escape(prefix)}</Prefix>'
+               f"<MaxResults>{max_results}</MaxResults><Blobs>{''.join(items)}</Blobs>"
+               f"<NextMarker>{escape(rest[0]) if rest else ''}</NextMarker></EnumerationResults>")
+        return Response(200, xml.encode(), {"Content-Type": "application/xml", **_common_headers()})
+
+    def _blob(self, req: Request, container: str, name: str) -> Response:
+        comp = req.query.get("comp")
+        if req.method == "PUT":
+            if comp == "block":
+                return self._put_block(req, container, name)
+            if comp == "blocklist":
+                return self._put_block_list(req, container, name)
+            if comp == "metadata":
+                return self._put_metadata(req, container, name)
+            if comp is None:
+                etag = self.write(container, name, req.body, _metadata(req), req.headers.get("x-ms-blob-content-type"))
+                return _written(etag, req.body)
+        if req.method in ("GET", "HEAD") and comp is None:
+            return self._get(req, container, name)
+        if req.method == "DELETE":
+            self._existing(container, name)
+            self._store.delete_blob(container, name)
+            self.path(container, name).unlink(missing_ok=True)
+            return Response(202, b"", _common_headers())
+        raise BlobError(400, "UnsupportedHttpVerb", f"{req.method} with comp={comp} is not emulated.")
+
+    def _existing(self, container: str, name: str) -> dict:
+        meta = self._store.blob(container, name)
+        if meta is None:
+            raise BlobError(404, "BlobNotFound", "The specified blob does not exist.")
+        return meta
+
+    def _get(self, req: Request, container: str, name: str) -> Response:
+        meta = self._existing(container, name)
+        path = self.path(container, name)
+        data = path.read_bytes() if path.exists() else b""
+        headers = {"ETag": meta["etag"], "Last-Modified": formatdate(meta["modified"], usegmt=True),
+                   "x-ms-blob-type": "BlockBlob", "Accept-Ranges": "bytes",
+                   "Content-Type": meta.get("content_type") or "application/octet-stream",
+                   **{f"x-ms-meta-{k}": v for k, v in meta["metadata"].items()}, **_common_headers()}
+        wanted = req.headers.get("x-ms-range") or req.headers.get("range")
+        match = _RANGE.fullmatch(wanted or "")
+        if match:
+            start = int(match.group(1))
+            if start >= len(data):
+                raise BlobError(416, "InvalidRange", "The range specified is invalid for the current size of the resource.")
+            end = min(int(match.group(2)) if match.group(2) else len(data) - 1, len(data) - 1)
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+            return Response(206, data[start:end + 1], headers)
+        return Response(200, data, headers)
+
+    def _put_metadata(self, req: Request, container: str, name: str) -> Response:
+        meta = self._existing(container, name)
+        self._store.put_blob(container, name, _metadata(req), meta.get("content_type"), meta["etag"])
+        return Response(200, b"", {"ETag": meta["etag"], **_common_headers()})
+
+    def _blocks_dir(self, container: str, name: str) -> Path:
+        return self.root / ".blocks" / container / hashlib.sha256(name.encode()).hexdigest()
+
+    def _put_block(self, req: Request, container: str, name: str) -> Response:
+        block_id = req.query.get("blockid", "")
+        directory = self._blocks_dir(container, name)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / hashlib.sha256(block_id.encode()).hexdigest()).write_bytes(req.body)
+        return Response(201, b"", _common_headers())
+
+    def _put_block_list(self, req: Request, container: str, name: str) -> Response:
+        directory = self._blocks_dir(container, name)
+        try:
+            ids = [el.text or "" for el in ElementTree.fromstring(req.body)]
+        except ElementTree.ParseError as exc:
+            raise BlobError(400, "InvalidXmlDocument", f"The block list is not valid XML: {exc}")
+        chunks = []
+        for block_id in ids:
+            part = directory / hashlib.sha256(block_id.encode()).hexdigest()
+            if not part.exists():
+                raise BlobError(400, "InvalidBlockList", "The specified block list is invalid.")
+            chunks.append(part.read_bytes())
+        data = b"".join(chunks)
+        etag = self.write(container, name, data, _metadata(req), req.headers.get("x-ms-blob-content-type"))
+        shutil.rmtree(directory, ignore_errors=True)
+        return _written(etag, data)
+
+
+def blob_url(base_url: str, container: str, name: str = "") -> str:
+    return f"{base_url}{ACCOUNT}/{quote(container)}" + (f"/{quote(name)}" if name else "")
+
+
+def _metadata(req: Request) -> dict[str, str]:
+    return {k[len("x-ms-meta-"):]: v for k, v in req.headers.items() if k.startswith("x-ms-meta-")}
+
+
+def _written(etag: str, data: bytes) -> Response:
+    import base64
+
+    return Response(201, b"", {"ETag": etag, "Last-Modified": formatdate(usegmt=True),
+                               "Content-MD5": base64.b64encode(hashlib.md5(data).digest()).decode(),
+                               "x-ms-request-server-encrypted": "true", **_common_headers()})
+
+
+def _common_headers() -> dict[str, str]:
+    return {"x-ms-version": _STORAGE_VERSION, "x-ms-request-id": str(uuid.uuid4())}
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0

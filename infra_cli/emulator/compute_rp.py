@@ -1,0 +1,94 @@
+"""Region facts: Microsoft.Compute resource SKUs and usages, Azure ML vmSizes and usages, and the status of
+long-running operations. SKUs come from the catalog (validators/skus.yaml); offers, restrictions and quota
+from the emulator's world (world.yaml)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from infra_cli.catalog import Sku
+from infra_cli.emulator.backend import Backend
+from infra_cli.emulator.ml_computes import compute_usage
+from infra_cli.emulator.wire import ArmError, Request, Response, json_response
+
+_LOCATION_FILTER = re.compile(r"location\s+eq\s+'([^']+)'", re.IGNORECASE)
+
+
+def _capabilities(sku: Sku) -> list[dict]:
+    values = {"vCPUs": sku.vcpus, "vCPUsAvailable": sku.vcpus, "GPUs": sku.gpus, "MemoryGB": sku.memory_gib,
+              "RdmaEnabled": "True" if sku.rdma else "False", "LowPriorityCapable": "True",
+              "HyperVGenerations": "V1,V2", "AcceleratedNetworkingEnabled": "True"}
+    return [{"name": k, "value": str(v)} for k, v in values.items()]
+
+
+def _location(location: str) -> str:
+    return location.replace(" ", "").lower()
+
+
+def resource_skus(backend: Backend, req: Request, subscription: str) -> Response:
+    match = _LOCATION_FILTER.search(req.query.get("$filter", ""))
+    regions = [_location(match.group(1))] if match else backend.world.regions
+    entries = []
+    for region in regions:
+        for offer in backend.world.offers(region):
+            sku = offer.sku
+            restrictions = [] if offer.restriction is None else [{
+                "type": "Location", "values": [region], "restrictionInfo": {"locations": [region], "zones": []},
+                "reasonCode": offer.restriction}]
+            entries.append({
+                "resourceType": "virtualMachines", "name": sku.name, "tier": "Standard",
+                "size": sku.name.removeprefix("Standard_"), "family": sku.family, "locations": [region],
+                "locationInfo": [{"location": region, "zones": [], "zoneDetails": []}],
+                "capabilities": _capabilities(sku), "restrictions": restrictions})
+    return json_response(200, {"value": entries})
+
+
+def _usages(backend: Backend, subscription: str, location: str) -> list[dict]:
+    region = _location(location)
+    rows = []
+    for family in backend.world.families(region):
+        used = compute_usage(backend, subscription, region, family)
+        rows.append({"unit": "Count", "currentValue": used, "limit": backend.world.family_limit(region, family),
+                     "name": {"value": family, "localizedValue": f"{family} vCPUs"}})
+    return rows
+
+
+def compute_usages(backend: Backend, req: Request, subscription: str, location: str) -> Response:
+    rows = _usages(backend, subscription, location)
+    total = {"unit": "Count", "currentValue": sum(r["currentValue"] for r in rows),
+             "limit": sum(r["limit"] for r in rows), "name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}}
+    return json_response(200, {"value": [total, *rows]})
+
+
+def ml_usages(backend: Backend, req: Request, subscription: str, location: str) -> Response:
+    region = _location(location)
+    rows = [{"id": f"/subscriptions/{subscription}/providers/Microsoft.MachineLearningServices/locations/{region}"
+                   f"/usages/{r['name']['value']}",
+             "amlWorkspaceLocation": region, "type": "Microsoft.MachineLearningServices/vmFamily/usages",
+             "unit": "Count", "currentValue": r["currentValue"], "limit": r["limit"],
+             "name": {"value": r["name"]["value"], "localizedValue": f"Dedicated {r['name']['value']} Cores"}}
+            for r in _usages(backend, subscription, region)]
+    return json_response(200, {"value": rows})
+
+
+def ml_vm_sizes(backend: Backend, req: Request, subscription: str, location: str) -> Response:
+    # Azure ML lists only the sizes this subscription can use in the region.
+    sizes = [{"name": o.sku.name, "family": o.sku.family, "vCPUs": o.sku.vcpus, "gpus": o.sku.gpus,
+              "memoryGB": float(o.sku.memory_gib), "lowPriorityCapable": True, "premiumIO": True,
+              "supportedComputeTypes": ["AmlCompute", "ComputeInstance"]}
+             for o in backend.world.offers(_location(location)) if o.restriction is None]
+    return json_response(200, {"value": sizes})
+
+
+def operation_status(backend: Backend, req: Request, subscription: str, location: str, op_id: str) -> Response:
+    op = backend.store.operation(op_id)
+    if op is None or not op.scope.startswith(subscription.lower() + "/"):
+        raise ArmError(404, "ResourceNotFound", f"The operation '{op_id}' was not found.")
+    body = {"id": req.path, "name": op_id, "status": op.status}
+    if op.error:
+        body["error"] = op.error
+    # ARM's Retry-After is whole seconds; below one second the client's own polling interval applies.
+    remaining = int(op.due - time.time())
+    headers = {"Retry-After": str(remaining)} if op.status == "InProgress" and remaining >= 1 else {}
+    return json_response(200, body, headers)

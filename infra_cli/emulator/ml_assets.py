@@ -1,0 +1,155 @@
+"""Versioned assets: environments (containers, versions, label latest, nextVersion) and code snapshots
+(hash lookup, startPendingUpload to the emulator's blob endpoint, version PUT).
+
+Environment versions are immutable as in Azure: a PUT with different content for an existing version is
+refused; the same content is idempotent, and only description and tags may change.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.blobs import blob_url
+from infra_cli.emulator.wire import ArmError, Request, Response, json_response, not_found, system_data, utc_now_iso
+
+# Metadata a registered version may change; everything else in properties is its content.
+_MUTABLE = {"description", "tags", "properties", "isArchived", "stage", "autoDeleteSetting", "provisioningState"}
+_KINDS = {"environments": ("environment", "Environment"), "codes": ("code", "Code")}
+
+
+def _container_type(kind: str) -> str:
+    return _KINDS[kind][0]
+
+
+def _version_type(kind: str) -> str:
+    return _KINDS[kind][0] + "_version"
+
+
+def _versions(backend: Backend, scope: Scope, kind: str, name: str) -> list[dict]:
+    return [r.body for r in backend.store.rows(_version_type(kind), scope.key, name)]
+
+
+def _next_version(versions: list[dict]) -> str:
+    numeric = [int(v["name"]) for v in versions if v["name"].isdigit()]
+    return str(max(numeric) + 1) if numeric else "1"
+
+
+def _container_body(backend: Backend, scope: Scope, kind: str, name: str) -> dict | None:
+    versions = _versions(backend, scope, kind, name)
+    stored = backend.store.get(_container_type(kind), scope.key, name)
+    if stored is None and not versions:
+        return None
+    stored = stored or {}
+    latest = versions[-1]["name"] if versions else None
+    props = {**(stored.get("properties") or {}), "latestVersion": latest, "nextVersion": _next_version(versions),
+             "isArchived": False}
+    return {"id": f"{scope.arm_id}/{kind}/{stored.get('name', name)}", "name": stored.get("name", name),
+            "type": f"Microsoft.MachineLearningServices/workspaces/{kind}",
+            "systemData": stored.get("systemData") or (versions[0].get("systemData") if versions else None),
+            "properties": props}
+
+
+def list_containers(backend: Backend, req: Request, scope: Scope, kind: str) -> Response:
+    backend.workspace(scope)
+    names = []
+    for row in backend.store.rows(_version_type(kind), scope.key):
+        if row.name not in names:
+            names.append(row.name)
+    bodies = [_container_body(backend, scope, kind, n) for n in names]
+    return json_response(200, backend.page(req, [b for b in bodies if b is not None]))
+
+
+def get_container(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
+    backend.workspace(scope)
+    body = _container_body(backend, scope, kind, name)
+    if body is None:
+        raise not_found(_KINDS[kind][1].lower(), name, scope.workspace)
+    return json_response(200, body)
+
+
+def put_container(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
+    backend.workspace(scope)
+    backend.check_name(_container_type(kind), name)
+    request = req.json()
+    body = {"name": name, "systemData": system_data(utc_now_iso()),
+            "properties": {k: v for k, v in (request.get("properties") or {}).items() if k in ("description", "tags")}}
+    backend.store.put(_container_type(kind), scope.key, name, body)
+    return json_response(200, _container_body(backend, scope, kind, name))
+
+
+def list_versions(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
+    backend.workspace(scope)
+    versions = _versions(backend, scope, kind, name)
+    if req.query.get("hash"):
+        versions = [v for v in versions if _hash_of(v) == req.query["hash"]]
+    if "desc" in req.query.get("$orderby", "").lower():
+        versions = list(reversed(versions))
+    top = req.query.get("$top")
+    if top:
+        versions = versions[: int(top)]
+    return json_response(200, backend.page(req, versions))
+
+
+def get_version(backend: Backend, req: Request, scope: Scope, kind: str, name: str, version: str) -> Response:
+    backend.workspace(scope)
+    body = backend.store.get(_version_type(kind), scope.key, name, version)
+    if body is None:
+        raise not_found(f"{_KINDS[kind][1].lower()} version", f"{name}:{version}", scope.workspace)
+    return json_response(200, body)
+
+
+def put_version(backend: Backend, req: Request, scope: Scope, kind: str, name: str, version: str) -> Response:
+    backend.workspace(scope)
+    backend.check_name(_container_type(kind), name)
+    backend.check_name("version", version)
+    request = req.json()
+    props = dict(request.get("properties") or {})
+    if kind == "environments" and not (props.get("image") or props.get("build")):
+        raise ArmError(400, "UserError", "An environment version needs an image or a build context.",
+                       target="properties.image")
+    if kind == "codes" and not props.get("codeUri"):
+        raise ArmError(400, "UserError", "A code version needs a codeUri.", target="properties.codeUri")
+    with backend.store.lock:
+        existing = backend.store.get(_version_type(kind), scope.key, name, version)
+        if existing is not None:
+            if _content(existing["properties"]) != _content(props):
+                raise ArmError(409, "UserError", f"{_KINDS[kind][1]} {name} with version {version} is already "
+                               "registered and cannot be changed. Register the new content as a new version.")
+            body = {**existing, "properties": {**existing["properties"],
+                                               **{k: v for k, v in props.items() if k in _MUTABLE}}}
+            status = 200
+        else:
+            now = utc_now_iso()
+            defaults = {"environmentType": "UserCreated", "osType": "Linux"} if kind == "environments" else {}
+            body = {"id": f"{scope.arm_id}/{kind}/{name}/versions/{version}", "name": version,
+                    "type": f"Microsoft.MachineLearningServices/workspaces/{kind}/versions",
+                    "systemData": system_data(now),
+                    "properties": {**defaults, **props, "provisioningState": "Succeeded", "isArchived": False}}
+            status = 201
+        backend.store.put(_version_type(kind), scope.key, name, body, version)
+    return json_response(status, body)
+
+
+def _content(props: dict) -> dict:
+    defaults = {"environmentType": "UserCreated", "osType": "Linux"}
+    return {k: v for k, v in {**defaults, **props}.items() if k not in _MUTABLE and v not in (None, "", {}, [])}
+
+
+def _hash_of(version_body: dict) -> str | None:
+    # The SDK names an anonymous code snapshot after its content hash; it may also send the hash as a property.
+    props = version_body.get("properties") or {}
+    return (props.get("properties") or {}).get("hash_sha256") or props.get("contentHash") \
+        or version_body["id"].split("/codes/")[-1].split("/")[0]
+
+
+def start_pending_upload(backend: Backend, req: Request, scope: Scope, kind: str, name: str,
+                         version: str) -> Response:
+    backend.workspace(scope)
+    container = f"upload-{uuid.uuid4().hex[:20]}"
+    url = blob_url(backend.base_url, container)
+    return json_response(200, {
+        "pendingUploadId": uuid.uuid4().hex, "pendingUploadType": "TemporaryBlobReference",
+        "blobReferenceForConsumption": {
+            "blobUri": url, "storageAccountArmId": None,
+            "credential": {"credentialType": "SAS", "sasUri": f"{url}?sv=2021-08-06&sr=c&sp=rcwl&sig=emulated"}}})

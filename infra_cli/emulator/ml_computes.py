@@ -1,0 +1,276 @@
+"""Azure ML computes (AmlCompute clusters): GET, list, PUT, PATCH of scale settings, DELETE.
+
+Azure's refusals are modelled: a PUT that changes a field fixed at creation, a size not offered to the
+subscription in the region, a cluster whose maximum would exceed the family's vCPU quota, an invalid name.
+Creates, updates and deletes are long-running (Azure-AsyncOperation) and last provisioning_delay_s.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.wire import (ArmError, Request, Response, json_response, not_found, public, system_data,
+                                    utc_now_iso)
+
+TYPE = "compute"
+_BUSY = {"Creating", "Updating", "Deleting"}
+
+# Fields fixed when a cluster is created: (label for the message, path under properties.properties, default).
+_IMMUTABLE = (
+    ("vmSize", ("vmSize",), None),
+    ("vmPriority", ("vmPriority",), "Dedicated"),
+    ("subnet", ("subnet", "id"), None),
+    ("enableNodePublicIp", ("enableNodePublicIp",), True),
+    ("userAccountCredentials", ("userAccountCredentials",), None),
+    ("osType", ("osType",), "Linux"),
+)
+
+
+def _inner(body: dict) -> dict:
+    return (body.get("properties") or {}).get("properties") or {}
+
+
+def _field(inner: dict, path: tuple[str, ...], default):
+    value = inner
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    if isinstance(value, str) and path == ("vmSize",):
+        value = value.lower()
+    return default if value in (None, "", {}) else value
+
+
+def _credentials_fingerprint(creds: dict | None) -> str | None:
+    # SSH keys and passwords are never stored or echoed: only a digest, to notice a change.
+    if not creds:
+        return None
+    return hashlib.sha256(json.dumps(creds, sort_keys=True).encode()).hexdigest()
+
+
+def compute_usage(backend: Backend, subscription: str, location: str, family: str, *,
+                  excluding: tuple[str, str] | None = None) -> int:
+    """vCPUs committed in a family and region: every live cluster's maximum nodes x the size's vCPUs.
+
+    Azure counts only allocated nodes; the emulator counts each cluster's maximum, so a create that could
+    never scale to its maximum is refused up front, where plan and apply can report it."""
+    used = 0
+    for row in backend.store.rows(TYPE):
+        if not row.scope.startswith(subscription.lower() + "/") or excluding == (row.scope, row.name):
+            continue
+        body = row.body
+        if body.get("location", "").lower() != location.lower():
+            continue
+        if body["properties"].get("provisioningState") == "Failed":
+            continue
+        inner = _inner(body)
+        sku = backend.world.catalog.get(inner.get("vmSize", ""))
+        if sku is not None and sku.family.lower() == family.lower():
+            used += int((inner.get("scaleSettings") or {}).get("maxNodeCount", 0)) * sku.vcpus
+    return used
+
+
+def get_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    backend.workspace(scope)
+    body = backend.store.get(TYPE, scope.key, name)
+    if body is None:
+        raise not_found("compute", name, scope.workspace)
+    return json_response(200, public(body))
+
+
+def list_computes(backend: Backend, req: Request, scope: Scope) -> Response:
+    backend.workspace(scope)
+    return json_response(200, backend.page(req, [public(r.body) for r in backend.store.rows(TYPE, scope.key)]))
+
+
+def put_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    workspace = backend.workspace(scope)
+    backend.check_name("compute", name)
+    request = req.json()
+    props = request.get("properties") or {}
+    if props.get("computeType") != "AmlCompute":
+        raise ArmError(400, "BadRequest", f"computeType {props.get('computeType')!r} is not supported by the "
+                       "emulator: only AmlCompute clusters are.", target="properties.computeType")
+    inner = dict(props.get("properties") or {})
+    if not inner.get("vmSize"):
+        raise ArmError(400, "BadRequest", "properties.properties.vmSize is required.", target="vmSize")
+    location = (request.get("location") or props.get("computeLocation") or workspace["location"]).replace(" ", "").lower()
+    with backend.store.lock:
+        existing = backend.store.get(TYPE, scope.key, name)
+        if existing is not None:
+            return _update(backend, req, scope, name, existing, request, inner, location)
+        _check_size(backend, inner["vmSize"], location)
+        _check_quota(backend, scope, name, inner, location)
+        body = _new_body(scope, name, request, inner, location)
+        op = backend.start_operation(TYPE, scope, name, "create",
+                                     on_success=_state(body, "Succeeded"), on_failure=_failed(body))
+        backend.store.put(TYPE, scope.key, name, _state(body, "Creating"))
+    return json_response(201, public(_state(body, "Creating")), _async_headers(backend, req, op, location))
+
+
+def _update(backend: Backend, req: Request, scope: Scope, name: str, existing: dict, request: dict,
+            inner: dict, location: str) -> Response:
+    state = existing["properties"].get("provisioningState")
+    if state in _BUSY:
+        raise ArmError(409, "Conflict", f"Compute '{name}' is {state.lower()}; wait for that operation to finish "
+                       "before changing it.")
+    old_inner = _inner(existing)
+    new_inner = {**inner, "userAccountCredentials": _credentials_fingerprint(inner.get("userAccountCredentials"))}
+    for label, path, default in _IMMUTABLE:
+        before = (existing.get("_private") or {}).get("credentialsDigest") if label == "userAccountCredentials" \
+            else _field(old_inner, path, default)
+        after = _field(new_inner, path, default)
+        if before != after:
+            raise ArmError(409, "PropertyChangeNotAllowed",
+                           f"Changing property '{label}' of existing compute '{name}' is not allowed"
+                           + ("" if label == "userAccountCredentials" else f" ({before} -> {after})")
+                           + ": delete the compute and create it again.", target=label)
+    if location != existing["location"].lower():
+        raise ArmError(409, "PropertyChangeNotAllowed", f"Changing property 'location' of existing compute "
+                       f"'{name}' is not allowed ({existing['location']} -> {location}).", target="location")
+    access = inner.get("remoteLoginPortPublicAccess", "NotSpecified")
+    if access != "NotSpecified" and access != old_inner.get("remoteLoginPortPublicAccess", "NotSpecified"):
+        raise ArmError(409, "PropertyChangeNotAllowed", f"Changing property 'remoteLoginPortPublicAccess' of "
+                       f"existing compute '{name}' is not allowed.", target="remoteLoginPortPublicAccess")
+    updated = copy.deepcopy(existing)
+    updated["tags"] = request.get("tags", existing.get("tags") or {})
+    if "identity" in request:
+        updated["identity"] = request["identity"]
+    if "description" in request.get("properties", {}):
+        updated["properties"]["description"] = request["properties"]["description"]
+    return _rescale(backend, req, scope, name, existing, updated, inner.get("scaleSettings"), location)
+
+
+def patch_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    backend.workspace(scope)
+    request = req.json()
+    scale = ((request.get("properties") or {}).get("scaleSettings"))
+    with backend.store.lock:
+        existing = backend.store.get(TYPE, scope.key, name)
+        if existing is None:
+            raise not_found("compute", name, scope.workspace)
+        state = existing["properties"].get("provisioningState")
+        if state in _BUSY:
+            raise ArmError(409, "Conflict", f"Compute '{name}' is {state.lower()}; wait for that operation to finish.")
+        return _rescale(backend, req, scope, name, existing, copy.deepcopy(existing), scale, existing["location"])
+
+
+def _rescale(backend: Backend, req: Request, scope: Scope, name: str, existing: dict, updated: dict,
+             scale: dict | None, location: str) -> Response:
+    inner = updated["properties"]["properties"]
+    if scale:
+        merged = {**inner.get("scaleSettings", {}), **scale}
+        if int(merged.get("minNodeCount", 0)) > int(merged.get("maxNodeCount", 0)):
+            raise ArmError(400, "BadRequest", f"minNodeCount ({merged.get('minNodeCount')}) cannot exceed "
+                           f"maxNodeCount ({merged.get('maxNodeCount')}).", target="scaleSettings")
+        inner["scaleSettings"] = merged
+    _check_quota(backend, scope, name, inner, location)
+    updated["properties"]["modifiedOn"] = utc_now_iso()
+    op = backend.start_operation(TYPE, scope, name, "update",
+                                 on_success=_state(updated, "Succeeded"), on_failure=existing)
+    backend.store.put(TYPE, scope.key, name, _state(existing, "Updating"))
+    return json_response(200, public(_state(updated, "Updating")), _async_headers(backend, req, op, location))
+
+
+def delete_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    backend.workspace(scope)
+    with backend.store.lock:
+        existing = backend.store.get(TYPE, scope.key, name)
+        if existing is None:
+            return Response(204)
+        if existing["properties"].get("provisioningState") == "Deleting":
+            raise ArmError(409, "Conflict", f"Compute '{name}' is already being deleted.")
+        op = backend.start_operation(TYPE, scope, name, "delete", on_success=None,
+                                     on_failure=_state(existing, "Succeeded"))
+        backend.store.put(TYPE, scope.key, name, _state(existing, "Deleting"))
+    headers = _async_headers(backend, req, op, existing["location"])
+    headers["Location"] = headers["Azure-AsyncOperation"]
+    return Response(202, b"", headers)
+
+
+def _check_size(backend: Backend, size: str, location: str) -> None:
+    offer = backend.world.offer(location, size)
+    if offer is None:
+        raise ArmError(400, "SkuNotAvailable", f"The requested VM size {size} is not offered in location "
+                       f"'{location}'. List the sizes offered there with GET .../locations/{location}/vmSizes.",
+                       target="vmSize")
+    if offer.restriction:
+        raise ArmError(400, "SkuNotAvailable", f"The requested VM size {offer.sku.name} is currently not available "
+                       f"in location '{location}' for this subscription ({offer.restriction}). Choose another "
+                       "size or region, or request access.", target="vmSize")
+
+
+def _check_quota(backend: Backend, scope: Scope, name: str, inner: dict, location: str) -> None:
+    sku = backend.world.catalog.get(inner["vmSize"])
+    if sku is None:
+        return
+    needed = int((inner.get("scaleSettings") or {}).get("maxNodeCount", 0)) * sku.vcpus
+    used = compute_usage(backend, scope.subscription, location, sku.family,
+                         excluding=(scope.key, name.lower()))
+    limit = backend.world.family_limit(location, sku.family)
+    if used + needed > limit:
+        raise ArmError(400, "QuotaExceeded",
+                       f"Operation could not be completed as it results in exceeding approved {sku.family} Cores "
+                       f"quota. Location: {location}, Current Limit: {limit}, Current Usage: {used}, Additional "
+                       f"Required: {needed}, (Minimum) New Limit Required: {used + needed}. Lower max_instances "
+                       f"or request a quota increase for {sku.family} in {location}.", target="maxNodeCount")
+
+
+def _new_body(scope: Scope, name: str, request: dict, inner: dict, location: str) -> dict:
+    now = utc_now_iso()
+    props = request.get("properties") or {}
+    creds = inner.pop("userAccountCredentials", None)
+    shown = {
+        "vmSize": inner["vmSize"], "vmPriority": inner.get("vmPriority", "Dedicated"),
+        "osType": inner.get("osType", "Linux"),
+        "scaleSettings": {"minNodeCount": 0, "maxNodeCount": 1, "nodeIdleTimeBeforeScaleDown": "PT120S",
+                          **(inner.get("scaleSettings") or {})},
+        "enableNodePublicIp": inner.get("enableNodePublicIp", True),
+        "remoteLoginPortPublicAccess": _ssh_access(inner),
+        "isolatedNetwork": inner.get("isolatedNetwork", False),
+        "allocationState": "Steady", "allocationStateTransitionTime": now,
+        "currentNodeCount": 0, "targetNodeCount": 0,
+        "nodeStateCounts": {"idleNodeCount": 0, "runningNodeCount": 0, "preparingNodeCount": 0,
+                            "unusableNodeCount": 0, "leavingNodeCount": 0, "preemptedNodeCount": 0},
+    }
+    if _field(inner, ("subnet", "id"), None):
+        shown["subnet"] = {"id": inner["subnet"]["id"]}
+    if creds:
+        shown["userAccountCredentials"] = {"adminUserName": creds.get("adminUserName")}
+    return {
+        "_private": {"credentialsDigest": _credentials_fingerprint(creds)},
+        "id": f"{scope.arm_id}/computes/{name}", "name": name,
+        "type": "Microsoft.MachineLearningServices/workspaces/computes", "location": location,
+        "tags": request.get("tags") or {}, "identity": request.get("identity"), "systemData": system_data(now),
+        "properties": {"computeType": "AmlCompute", "computeLocation": location,
+                       "description": props.get("description"), "createdOn": now, "modifiedOn": now,
+                       "isAttachedCompute": False, "disableLocalAuth": props.get("disableLocalAuth", True),
+                       "provisioningErrors": None, "properties": shown},
+    }
+
+
+def _ssh_access(inner: dict) -> str:
+    # Azure resolves NotSpecified at creation: the public SSH port is closed behind a VNet, open otherwise.
+    access = inner.get("remoteLoginPortPublicAccess") or "NotSpecified"
+    if access != "NotSpecified":
+        return access
+    return "Disabled" if _field(inner, ("subnet", "id"), None) else "Enabled"
+
+
+def _state(body: dict, state: str) -> dict:
+    out = copy.deepcopy(body)
+    out["properties"]["provisioningState"] = state
+    return out
+
+
+def _failed(body: dict) -> dict:
+    out = _state(body, "Failed")
+    out["properties"]["provisioningErrors"] = [{"error": {
+        "code": "InternalServerError", "message": "Provisioning failed (injected by the emulator)."}}]
+    return out
+
+
+def _async_headers(backend: Backend, req: Request, op, location: str) -> dict[str, str]:
+    api_version = req.query.get("api-version", "2023-08-01-preview")
+    return {"Azure-AsyncOperation": backend.operation_url(op, location, api_version)}

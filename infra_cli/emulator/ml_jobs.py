@@ -1,0 +1,158 @@
+"""Command jobs (PUT, GET, list, cancel) and the run-history calls `jobs.stream` and `jobs.download` make
+(run details with log URLs, run data). Jobs run on this machine: see runner.py."""
+
+from __future__ import annotations
+
+import copy
+import time
+from urllib.parse import quote
+
+from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.blobs import blob_url
+from infra_cli.emulator.ml_workspace import artifact_container
+from infra_cli.emulator.runner import TERMINAL, job_prefix
+from infra_cli.emulator.wire import (ArmError, Request, Response, json_response, not_found, public, system_data,
+                                    utc_now_iso)
+
+TYPE = "job"
+
+
+def _job(backend: Backend, scope: Scope, name: str) -> dict:
+    backend.workspace(scope)
+    body = backend.store.get(TYPE, scope.key, name)
+    if body is None:
+        raise not_found("job", name, scope.workspace)
+    return body
+
+
+def get_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    return json_response(200, public(_job(backend, scope, name)))
+
+
+def list_jobs(backend: Backend, req: Request, scope: Scope) -> Response:
+    backend.workspace(scope)
+    jobs = [public(r.body) for r in reversed(backend.store.rows(TYPE, scope.key))]
+    return json_response(200, backend.page(req, jobs))
+
+
+def put_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    backend.workspace(scope)
+    backend.check_name("job", name)
+    request = req.json()
+    props = dict(request.get("properties") or {})
+    with backend.store.lock:
+        existing = backend.store.get(TYPE, scope.key, name)
+        if existing is not None:
+            # A submitted job cannot be submitted again; only its description and tags change.
+            updated = copy.deepcopy(existing)
+            for key in ("description", "tags"):
+                if key in props:
+                    updated["properties"][key] = props[key]
+            backend.store.put(TYPE, scope.key, name, updated)
+            return json_response(200, public(updated))
+        _check_job(backend, scope, props)
+        props.update({
+            "status": "NotStarted", "experimentName": props.get("experimentName") or "Default",
+            "displayName": props.get("displayName") or name, "isArchived": False,
+            "services": {"Studio": {"jobServiceType": "Studio",
+                                    "endpoint": f"{backend.base_url}studio/runs/{quote(name)}"},
+                         "Tracking": {"jobServiceType": "Tracking", "endpoint": backend.base_url}},
+        })
+        body = {"id": f"{scope.arm_id}/jobs/{name}", "name": name,
+                "type": "Microsoft.MachineLearningServices/workspaces/jobs", "systemData": system_data(utc_now_iso()),
+                "properties": props, "_private": {"submittedAt": time.time()}}
+        backend.store.put(TYPE, scope.key, name, body)
+    backend.runner.submit(scope, name)
+    return json_response(201, public(body))
+
+
+def _check_job(backend: Backend, scope: Scope, props: dict) -> None:
+    if props.get("jobType") != "Command":
+        raise ArmError(400, "UserError", f"jobType {props.get('jobType')!r} is not supported by the emulator: "
+                       "only Command jobs run locally.", target="jobType")
+    if not props.get("command"):
+        raise ArmError(400, "UserError", "A command job needs a command.", target="command")
+    compute_id = props.get("computeId")
+    if not compute_id:
+        raise ArmError(400, "UserError", "A command job needs a compute (computeId).", target="computeId")
+    compute_name = compute_id.rstrip("/").split("/")[-1]
+    compute = backend.store.get("compute", scope.key, compute_name)
+    if compute is None or compute["properties"].get("provisioningState") not in ("Succeeded", "Updating"):
+        state = "does not exist" if compute is None else f"is {compute['properties'].get('provisioningState')}"
+        raise ArmError(400, "UserError", f"Compute '{compute_name}' {state} in workspace '{scope.workspace}'.",
+                       target="computeId")
+    max_nodes = int(compute["properties"]["properties"].get("scaleSettings", {}).get("maxNodeCount", 0))
+    wanted = int((props.get("resources") or {}).get("instanceCount") or 1)
+    if wanted > max_nodes:
+        raise ArmError(400, "UserError", f"The job asks for {wanted} instances but compute '{compute_name}' has at "
+                       f"most {max_nodes} nodes.", target="resources.instanceCount")
+    code_id = props.get("codeId")
+    if code_id:
+        parts = code_id.rstrip("/").split("/")
+        if len(parts) < 4 or backend.store.get("code_version", scope.key, parts[-3], parts[-1]) is None:
+            raise ArmError(400, "UserError", f"Code asset {code_id} was not found.", target="codeId")
+    env_id = props.get("environmentId") or ""
+    if "/workspaces/" in env_id and "/environments/" in env_id:
+        parts = env_id.rstrip("/").split("/")
+        if backend.store.get("environment_version", scope.key, parts[-3], parts[-1]) is None:
+            raise ArmError(400, "UserError", f"Environment {parts[-3]}:{parts[-1]} was not found.",
+                           target="environmentId")
+
+
+def cancel_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    body = _job(backend, scope, name)
+    if body["properties"].get("status") not in TERMINAL:
+        backend.runner.cancel(scope, name)
+        with backend.store.lock:
+            current = backend.store.get(TYPE, scope.key, name)
+            if current["properties"].get("status") not in TERMINAL:
+                current["properties"]["status"] = "CancelRequested"
+                backend.store.put(TYPE, scope.key, name, current)
+    # The cancel is accepted at once; the job reaches Canceled when its processes are gone.
+    location = f"{backend.base_url.rstrip('/')}{req.path.rsplit('/cancel', 1)[0]}/cancelStatus"
+    return Response(202, b"", {"Location": location})
+
+
+def cancel_status(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
+    status = _job(backend, scope, name)["properties"].get("status")
+    return Response(200 if status in TERMINAL else 202, b"", {} if status in TERMINAL else {"Retry-After": "1"})
+
+
+# run history (the workspace's "api" service from the discovery document)
+def _run_details(backend: Backend, scope: Scope, name: str) -> dict:
+    body = _job(backend, scope, name)
+    private = body.get("_private") or {}
+    container = artifact_container(backend.workspace(scope))
+    prefix = job_prefix(body["name"])
+    logs = {n[len(prefix):]: blob_url(backend.base_url, container, n) + "?sv=2021-08-06&sr=b&sp=r&sig=emulated"
+            for n in backend.blobs.names(container, prefix)
+            if n[len(prefix):].startswith(("user_logs/", "system_logs/"))}
+    props = body["properties"]
+    details = {"runId": body["name"], "runUuid": None, "target": (props.get("computeId") or "").split("/")[-1],
+               "status": props.get("status"), "startTimeUtc": private.get("startTimeUtc"),
+               "endTimeUtc": private.get("endTimeUtc"), "logFiles": logs, "warnings": [],
+               "properties": props.get("properties") or {}, "tags": props.get("tags") or {},
+               "inputDatasets": [], "outputDatasets": [], "runDefinition": None}
+    if private.get("error"):
+        details["error"] = {"error": private["error"]}
+    return details
+
+
+def run_details(backend: Backend, req: Request, scope: Scope, run_id: str, experiment: str | None = None) -> Response:
+    return json_response(200, _run_details(backend, scope, run_id))
+
+
+def get_run(backend: Backend, req: Request, scope: Scope, run_id: str, experiment: str | None = None) -> Response:
+    details = _run_details(backend, scope, run_id)
+    body = _job(backend, scope, run_id)
+    return json_response(200, {**{k: details[k] for k in ("runId", "status", "startTimeUtc", "endTimeUtc",
+                                                          "target", "properties", "tags")},
+                               "experimentId": body["properties"].get("experimentName"),
+                               "runType": "azureml.scriptrun", "outputs": {}, "inputs": {}})
+
+
+def run_data(backend: Backend, req: Request, scope: Scope) -> Response:
+    run_id = req.json().get("runId") or ""
+    details = _run_details(backend, scope, run_id)
+    metadata = {k: details[k] for k in ("runId", "status", "startTimeUtc", "endTimeUtc", "target", "properties", "tags")}
+    return json_response(200, {"runMetadata": {**metadata, "outputs": {}, "inputs": {}}})

@@ -1,0 +1,233 @@
+"""Runs submitted command jobs on this machine, as Azure ML would run them on a cluster.
+
+A job's code comes from the blob its code version points at; each emulated node gets a fresh working
+directory with a copy of it. Processes are launched as launch.py plans them, with `python` meaning the
+emulator's interpreter. Their logs are written straight into the workspace's artifact store
+(ExperimentRun/dcid.JOB/user_logs/...), so run history and `jobs.stream` read them while the job runs;
+each node's outputs/ folder is collected there when the job ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.blobs import ACCOUNT
+from infra_cli.emulator.launch import JobSpec, Launch, find_mpirun, node_dir, plan_launches
+from infra_cli.emulator.ml_workspace import artifact_container
+from infra_cli.emulator.wire import utc_now_iso
+
+TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
+_STRIPPED_ENV = ("AZUREML_CURRENT_CLOUD",)     # set by MLClient in the parent; crashes azure.ai.ml in children
+
+
+def job_prefix(name: str) -> str:
+    return f"ExperimentRun/dcid.{name}/"
+
+
+class JobRunner:
+    def __init__(self, backend: Backend):
+        self._backend = backend
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, str], list[subprocess.Popen]] = {}
+        self._canceled: set[tuple[str, str]] = set()
+        self._threads: list[threading.Thread] = []
+        self._shim = self._python_shim()
+
+    def recover(self) -> None:
+        """Jobs left unfinished by a previous emulator process cannot be resumed: mark them Failed."""
+        for row in self._backend.store.rows("job"):
+            if row.body["properties"].get("status") not in TERMINAL:
+                scope = Scope(*row.scope.split("/"))
+                self._set_status(scope, row.name, "Failed", error={
+                    "code": "ServiceError", "message": "The emulator stopped while this job ran; submit it again."})
+
+    def submit(self, scope: Scope, name: str) -> None:
+        thread = threading.Thread(target=self._run, args=(scope, name), name=f"job-{name}", daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def cancel(self, scope: Scope, name: str) -> None:
+        key = (scope.key, name.lower())
+        with self._lock:
+            self._canceled.add(key)
+            procs = list(self._running.get(key, []))
+        for proc in procs:
+            _kill_group(proc)
+
+    def stop(self) -> None:
+        with self._lock:
+            procs = [p for group in self._running.values() for p in group]
+            threads = list(self._threads)
+        for proc in procs:
+            _kill_group(proc)
+        for thread in threads:
+            thread.join(timeout=10)
+
+    # one job
+    def _run(self, scope: Scope, name: str) -> None:
+        key = (scope.key, name.lower())
+        try:
+            self._set_status(scope, name, "Starting")
+            body = self._backend.store.get("job", scope.key, name)
+            spec = JobSpec.from_body(body["name"], body)
+            workspace = self._backend.workspace(scope)
+            container = artifact_container(workspace)
+            prefix = job_prefix(body["name"])
+            logs_dir = self._backend.blobs.path(container, prefix + "user_logs/x").parent.parent
+            workdir = self._backend.state_dir / "jobs" / scope.key.replace("/", "_") / body["name"]
+            shutil.rmtree(workdir, ignore_errors=True)
+            code_files = self._code_files(scope, body)
+            for node in range(spec.instance_count):
+                target = node_dir(workdir, node)
+                for rel, data in code_files:
+                    (target / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (target / rel).write_bytes(data)
+                (target / "outputs").mkdir(parents=True, exist_ok=True)
+            launches = plan_launches(spec, workdir, logs_dir, mpirun=find_mpirun())
+            for launch in launches:
+                for log in (launch.log, *launch.rank_logs):
+                    self._backend.blobs.register(container, prefix + log, content_type="text/plain")
+            with self._lock:
+                if key in self._canceled:
+                    raise _Canceled()
+            self._set_status(scope, name, "Running")
+            codes = self._launch_and_wait(key, launches, logs_dir, self._base_env(scope, body, spec))
+            with self._lock:
+                if key in self._canceled:
+                    raise _Canceled()
+            self._set_status(scope, name, "Finalizing")
+            self._collect_outputs(workdir, spec.instance_count, container, prefix)
+            failed = [(launch, code) for launch, code in zip(launches, codes) if code != 0]
+            if failed:
+                launch, code = failed[0]
+                self._set_status(scope, name, "Failed", error={
+                    "code": "UserError",
+                    "message": f"Execution failed: process writing {launch.log} exited with code {code}. "
+                               f"See {launch.log} in the job's logs."})
+            else:
+                self._set_status(scope, name, "Completed")
+        except _Canceled:
+            self._set_status(scope, name, "Canceled")
+        except Exception as exc:  # noqa: BLE001 - any failure of the emulated service fails the job, visibly
+            self._set_status(scope, name, "Failed", error={"code": "ServiceError",
+                                                           "message": f"{type(exc).__name__}: {exc}"})
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+                self._canceled.discard(key)
+
+    def _launch_and_wait(self, key: tuple[str, str], launches: list[Launch], logs_dir: Path,
+                         base_env: dict[str, str]) -> list[int]:
+        procs = []
+        try:
+            for launch in launches:
+                log_path = logs_dir / launch.log
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(log_path, "ab") as log:
+                    procs.append(subprocess.Popen(
+                        launch.argv, cwd=launch.cwd, env={**base_env, **launch.env}, stdout=log,
+                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+                with self._lock:
+                    self._running[key] = list(procs)
+        except OSError:
+            for proc in procs:
+                _kill_group(proc)
+            raise
+        return [proc.wait() for proc in procs]
+
+    def _base_env(self, scope: Scope, body: dict, spec: JobSpec) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+        env["PATH"] = f"{self._shim}{os.pathsep}{env.get('PATH', '')}"
+        env.update({
+            "PYTHONUNBUFFERED": "1", "AZUREML_RUN_ID": body["name"],
+            "AZUREML_EXPERIMENT_NAME": body["properties"].get("experimentName") or "Default",
+            "AZUREML_ARM_SUBSCRIPTION": scope.subscription, "AZUREML_ARM_RESOURCEGROUP": scope.resource_group,
+            "AZUREML_ARM_WORKSPACE_NAME": scope.workspace, "AZUREML_CR_NODE_COUNT": str(spec.instance_count),
+        })
+        env.update(spec.environment_variables)
+        return env
+
+    def _python_shim(self) -> Path:
+        """A bin/ folder whose `python` and `python3` run the emulator's own interpreter."""
+        shim = self._backend.state_dir / "bin"
+        shim.mkdir(parents=True, exist_ok=True)
+        for name in ("python", "python3"):
+            path = shim / name
+            text = f'#!/bin/sh\nexec "{sys.executable}" "$@"\n'
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
+                path.chmod(0o755)
+        return shim
+
+    def _code_files(self, scope: Scope, body: dict) -> list[tuple[Path, bytes]]:
+        code_id = body["properties"].get("codeId")
+        if not code_id:
+            return []
+        parts = code_id.rstrip("/").split("/")
+        version_body = self._backend.store.get("code_version", scope.key, parts[-3], parts[-1])
+        if version_body is None:
+            raise RuntimeError(f"code {parts[-3]}:{parts[-1]} is not registered")
+        path = unquote(urlsplit(version_body["properties"]["codeUri"]).path).lstrip("/")
+        account, _, rest = path.partition("/")
+        if account != ACCOUNT:
+            raise RuntimeError(f"the code's URI {version_body['properties']['codeUri']} is not in the emulator's storage")
+        container, _, prefix = rest.partition("/")
+        prefix = prefix.rstrip("/")
+        files = []
+        for name in self._backend.blobs.names(container, prefix):
+            rel = name[len(prefix):].lstrip("/") if prefix else name
+            if not rel:     # the code URI names a single file
+                rel = name.rsplit("/", 1)[-1]
+            files.append((Path(rel), self._backend.blobs.read(container, name) or b""))
+        return files
+
+    def _collect_outputs(self, workdir: Path, nodes: int, container: str, prefix: str) -> None:
+        for node in range(nodes):
+            outputs = node_dir(workdir, node) / "outputs"
+            for path in sorted(p for p in outputs.rglob("*") if p.is_file()):
+                rel = path.relative_to(outputs).as_posix()
+                self._backend.blobs.write(container, f"{prefix}outputs/{rel}", path.read_bytes())
+
+    def _set_status(self, scope: Scope, name: str, status: str, error: dict | None = None) -> None:
+        store = self._backend.store
+        with store.lock:
+            body = store.get("job", scope.key, name)
+            if body is None:
+                return
+            private = dict(body.get("_private") or {})
+            now = utc_now_iso()
+            if status == "Running":
+                private["startTimeUtc"] = now
+            if status in TERMINAL:
+                private["endTimeUtc"] = now
+            if error:
+                private["error"] = error
+            body["_private"] = private
+            body["properties"]["status"] = status
+            store.put("job", scope.key, name, body)
+
+
+class _Canceled(Exception):
+    pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,179 @@
+"""The emulated cloud's state: one SQLite file in the state directory, so it survives restarts.
+
+Resources are JSON bodies keyed by (type, scope, name, version); ARM names are case-insensitive, so keys
+are lower-cased while bodies keep the caller's spelling. Long-running operations and blob metadata live
+beside them. One connection behind a lock: the emulator's request threads are few and requests short.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "state.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS resources (
+    type TEXT NOT NULL, scope TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL DEFAULT '',
+    body TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
+    PRIMARY KEY (type, scope, name, version));
+CREATE TABLE IF NOT EXISTS operations (
+    id TEXT PRIMARY KEY, type TEXT NOT NULL, scope TEXT NOT NULL, name TEXT NOT NULL,
+    action TEXT NOT NULL, due REAL NOT NULL, fails INTEGER NOT NULL, status TEXT NOT NULL,
+    error TEXT, payload TEXT);
+CREATE TABLE IF NOT EXISTS blobs (
+    container TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, content_type TEXT,
+    etag TEXT NOT NULL, modified REAL NOT NULL, PRIMARY KEY (container, name));
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    scope: str
+    name: str
+    version: str
+    body: dict
+    created: float
+    updated: float
+
+
+@dataclass(frozen=True)
+class Operation:
+    id: str
+    type: str
+    scope: str
+    name: str
+    action: str         # create | update | delete | cancel
+    due: float          # when the operation ends
+    fails: bool         # decided when it started (fault injection)
+    status: str         # InProgress | Succeeded | Failed
+    error: dict | None
+    payload: dict | None
+
+
+class Store:
+    def __init__(self, state_dir: Path):
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(state_dir / STATE_FILE, check_same_thread=False, isolation_level=None,
+                                   timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held across a read-check-write sequence that must not interleave with another request."""
+        return self._lock
+
+    # resources
+    def get(self, type_: str, scope: str, name: str, version: str = "") -> dict | None:
+        row = self._one("SELECT body FROM resources WHERE type=? AND scope=? AND name=? AND version=?",
+                        (type_, scope.lower(), name.lower(), version.lower()))
+        return json.loads(row[0]) if row else None
+
+    def put(self, type_: str, scope: str, name: str, body: dict, version: str = "") -> None:
+        now = time.time()
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO resources (type, scope, name, version, body, created, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (type, scope, name, version) "
+                "DO UPDATE SET body=excluded.body, updated=excluded.updated",
+                (type_, scope.lower(), name.lower(), version.lower(), json.dumps(body), now, now))
+
+    def delete(self, type_: str, scope: str, name: str, version: str = "") -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM resources WHERE type=? AND scope=? AND name=? AND version=?",
+                             (type_, scope.lower(), name.lower(), version.lower()))
+
+    def rows(self, type_: str, scope: str | None = None, name: str | None = None) -> list[Row]:
+        sql, args = "SELECT scope, name, version, body, created, updated FROM resources WHERE type=?", [type_]
+        if scope is not None:
+            sql += " AND scope=?"
+            args.append(scope.lower())
+        if name is not None:
+            sql += " AND name=?"
+            args.append(name.lower())
+        with self._lock:
+            found = self._db.execute(sql + " ORDER BY created, name, version", args).fetchall()
+        return [Row(s, n, v, json.loads(b), c, u) for s, n, v, b, c, u in found]
+
+    # long-running operations
+    def add_operation(self, op: Operation) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO operations (id, type, scope, name, action, due, fails, status, error, payload) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (op.id, op.type, op.scope.lower(), op.name.lower(), op.action, op.due, int(op.fails), op.status,
+                 json.dumps(op.error) if op.error else None, json.dumps(op.payload) if op.payload else None))
+
+    def operation(self, op_id: str) -> Operation | None:
+        row = self._one("SELECT id, type, scope, name, action, due, fails, status, error, payload "
+                        "FROM operations WHERE id=?", (op_id,))
+        return _operation(row) if row else None
+
+    def operations(self, status: str | None = None, due_before: float | None = None) -> list[Operation]:
+        sql, args = "SELECT id, type, scope, name, action, due, fails, status, error, payload FROM operations", []
+        conds = []
+        if status is not None:
+            conds.append("status=?")
+            args.append(status)
+        if due_before is not None:
+            conds.append("due<=?")
+            args.append(due_before)
+        if conds:
+            sql += " WHERE " + " AND ".join(conds)
+        with self._lock:
+            return [_operation(r) for r in self._db.execute(sql + " ORDER BY due", args).fetchall()]
+
+    def finish_operation(self, op_id: str, status: str, error: dict | None = None) -> None:
+        with self._lock:
+            self._db.execute("UPDATE operations SET status=?, error=? WHERE id=?",
+                             (status, json.dumps(error) if error else None, op_id))
+
+    # blob metadata (the bytes live in files: see blobs.py)
+    def blob(self, container: str, name: str) -> dict[str, Any] | None:
+        row = self._one("SELECT metadata, content_type, etag, modified FROM blobs WHERE container=? AND name=?",
+                        (container, name))
+        if not row:
+            return None
+        return {"metadata": json.loads(row[0]), "content_type": row[1], "etag": row[2], "modified": row[3]}
+
+    def put_blob(self, container: str, name: str, metadata: dict[str, str], content_type: str | None,
+                 etag: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO blobs (container, name, metadata, content_type, etag, modified) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (container, name) DO UPDATE SET metadata=excluded.metadata, "
+                "content_type=excluded.content_type, etag=excluded.etag, modified=excluded.modified",
+                (container, name, json.dumps(metadata), content_type, etag, time.time()))
+
+    def delete_blob(self, container: str, name: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM blobs WHERE container=? AND name=?", (container, name))
+
+    def blob_names(self, container: str, prefix: str = "") -> list[str]:
+        # substr, not LIKE: blob names are case-sensitive and may hold % or _.
+        with self._lock:
+            found = self._db.execute(
+                "SELECT name FROM blobs WHERE container=? AND substr(name, 1, ?)=? ORDER BY name",
+                (container, len(prefix), prefix)).fetchall()
+        return [r[0] for r in found]
+
+    def _one(self, sql: str, args: tuple) -> tuple | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+
+def _operation(row: tuple) -> Operation:
+    op_id, type_, scope, name, action, due, fails, status, error, payload = row
+    return Operation(op_id, type_, scope, name, action, due, bool(fails), status,
+                     json.loads(error) if error else None, json.loads(payload) if payload else None)

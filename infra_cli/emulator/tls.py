@@ -1,0 +1,69 @@
+"""The emulator's TLS identity: a self-signed certificate for 127.0.0.1 and localhost.
+
+azure-core refuses bearer tokens over plain http, so the emulator speaks HTTPS; clients trust DIR/cert.pem.
+The pair is reused across restarts (clients may have pinned the file) and regenerated when it expires.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from pathlib import Path
+
+CERT_FILE = "cert.pem"
+KEY_FILE = "key.pem"
+_VALID_DAYS = 365
+
+
+def ensure_certificate(state_dir: Path) -> tuple[Path, Path]:
+    """Return (cert_path, key_path) under state_dir, creating or renewing them if needed."""
+    cert_path, key_path = state_dir / CERT_FILE, state_dir / KEY_FILE
+    if cert_path.exists() and key_path.exists() and not _expires_soon(cert_path):
+        return cert_path, key_path
+    _write_self_signed(cert_path, key_path)
+    return cert_path, key_path
+
+
+def _expires_soon(cert_path: Path) -> bool:
+    from cryptography import x509
+
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except ValueError:
+        return True
+    return cert.not_valid_after_utc - dt.datetime.now(dt.timezone.utc) < dt.timedelta(days=1)
+
+
+def _write_self_signed(cert_path: Path, key_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "infra local Azure emulator")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=_VALID_DAYS))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False)
+        # A CA-flagged self-signed certificate: OpenSSL accepts it as its own trust anchor.
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.parent.mkdir(parents=True, exist_ok=True)
+    key_bytes = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption())
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key_bytes)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
