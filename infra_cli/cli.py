@@ -74,10 +74,14 @@ def skus(
     local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
 ) -> None:
     """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""
-    from infra_cli.catalog import load_catalog
     from infra_cli.render_text import skus_table
+    from infra_cli.validate.knowledge import checked_catalog
 
-    rows = [s for s in load_catalog() if not infiniband or s.infiniband_eligible]
+    try:
+        catalog = checked_catalog()
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics, as_json)
+    rows = [s for s in catalog if not infiniband or s.infiniband_eligible]
     available: dict[str, str] | None = None
     if location and local:
         import importlib.util

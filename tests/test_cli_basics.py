@@ -161,3 +161,28 @@ def test_bad_stacks_fail_the_schema(stack_schema, name):
     errors = list(jsonschema.Draft202012Validator(stack_schema).iter_errors(
         _load_yaml(ROOT / "tests" / "fixtures" / "bad_stacks" / name)))
     assert errors
+
+
+def test_location_without_local_says_it_is_ignored():
+    r = run_cli("skus", "--location", "eastus", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)
+    assert "warning[skus.location-ignored]" in r.stderr
+
+
+def test_live_availability_never_tracebacks():
+    r = run_cli("skus", "--location", "eastus", "--local")
+    assert "Traceback" not in r.stderr
+    assert r.returncode == 0 or "error[skus.live-unavailable]" in r.stderr
+
+
+@pytest.mark.parametrize("args", [["validate", "stacks/ib-a100.yaml"], ["skus"]], ids=" ".join)
+def test_broken_catalog_is_a_diagnostic(tmp_path, args):
+    import os
+    import shutil
+
+    shutil.copytree(ROOT / "validators", tmp_path / "validators")
+    (tmp_path / "validators" / "skus.yaml").write_text("sizes:\n  Standard_X: {gpus: 1}\n")
+    r = subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "INFRA_VALIDATORS_DIR": str(tmp_path / "validators")})
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "error[knowledge.invalid]" in r.stderr and "vcpus" in r.stderr

@@ -3,6 +3,7 @@ the oracle for field names), values round-trip, and no secret reaches any file o
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,9 @@ def check_rendered(stack_path: Path, out: Path, written: list[Path]) -> None:
             continue  # the Dockerfile renderer is not there yet: test_template_environment covers both ways
         else:
             check_environment_round_trip(out / "environments" / f"{name}.yml", name, env, loaded.base_dir)
+    if loaded.stack.distributions and importlib.util.find_spec("infra_cli.smoke.render") is not None:
+        jobs = [p for p in written if (out / "jobs") in p.parents]
+        assert any(p.suffix == ".yml" for p in jobs), "no job YAML rendered"
 
 
 @pytest.mark.parametrize("stack", EXAMPLES, ids=lambda p: p.name)
@@ -129,8 +133,6 @@ def test_cli_render_prints_paths_and_no_secret(tmp_path):
 
 def test_template_environment(tmp_path):
     """With the Dockerfile renderer: a build context with the rendered Dockerfile; without it: a located warning."""
-    import importlib.util
-
     stack = ROOT / "stacks" / "mpi-deepspeed.yaml"
     written, warnings = render_stack(stack, tmp_path)
     env_file = tmp_path / "environments" / "openmpi-rdma.yml"

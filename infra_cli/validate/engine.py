@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from infra_cli.catalog import load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
 from infra_cli.stack.load import LoadedStack, load_stack
+from infra_cli.validate.knowledge import checked_catalog
 from infra_cli.validate.rules import run_rules
 
 
 def validate_stack(loaded: LoadedStack) -> list[Diagnostic]:
-    return run_rules(loaded, load_catalog())
+    return run_rules(loaded, checked_catalog())
 
 
 def validate_files(paths: Iterable[Path]) -> list[Diagnostic]:

@@ -8,6 +8,8 @@ from functools import lru_cache
 
 import yaml
 
+from infra_cli.catalog import Catalog, load_catalog
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.paths import validators_dir
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -16,6 +18,18 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def _read(name: str) -> dict:
     with open(validators_dir() / name, encoding="utf-8") as fh:
         return yaml.load(fh, Loader=_Loader)
+
+
+def checked_catalog() -> Catalog:
+    """The SKU catalog; a broken validators/ (users extend it by hand) is a diagnostic, not a traceback."""
+    try:
+        return load_catalog()
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+        raise DiagnosticError([Diagnostic(
+            "error", "knowledge.invalid", f"cannot read the SKU catalog: {exc!r}",
+            str(validators_dir() / "skus.yaml"), None, None,
+            "fix validators/skus.yaml (each size needs gpus, vcpus, memory_gib, family, rdma, sriov, "
+            "nccl_over_ib, source) or unset INFRA_VALIDATORS_DIR")]) from None
 
 
 @dataclass(frozen=True)
