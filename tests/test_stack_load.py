@@ -378,3 +378,15 @@ def test_nonexistent_file_through_the_cli():
     r = run_cli("validate", "no/such/stack.yaml")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "no/such/stack.yaml: error[stack.not-found]" in r.stderr and "hint:" in r.stderr
+
+
+def test_empty_sections_mean_none():
+    stack, _ = parse_stack("stack: s\n" + WORKSPACE + "clusters:\nenvironments:\ndistributions:\n", "s.yaml", {})
+    assert stack.clusters == stack.environments == stack.distributions == {}
+
+
+def test_unquoted_decimal_version_is_refused():
+    d = one_error("stack: s\n" + WORKSPACE + "environments:\n  e: {image: x, version: 1.10}\n")
+    assert "quotes" in d.message and (d.line, d.column) == (4, 26)
+    stack, _ = parse_stack("stack: s\n" + WORKSPACE + "environments:\n  e: {image: x, version: '1.10'}\n", "s", {})
+    assert stack.environments["e"].version == "1.10"

@@ -134,7 +134,9 @@ class Environment(_Strict):
     @field_validator("version", mode="before")
     @classmethod
     def _version_text(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, (int, float)) else v
+        if isinstance(v, float):  # YAML reads 1.10 as 1.1: the text the user meant is already lost
+            raise ValueError(f"write the version in quotes (version: \"{v}\"); YAML reads it as a number")
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
     @model_validator(mode="after")
     def _one_source(self) -> "Environment":
@@ -209,3 +211,8 @@ class Stack(_Strict):
     environments: dict[str, Environment] = Field(default_factory=dict, description="environments by name")
     distributions: dict[str, Distribution] = Field(
         default_factory=dict, description="distributed jobs (each gets a smoke test) by name")
+
+    @field_validator("clusters", "environments", "distributions", mode="before")
+    @classmethod
+    def _empty_section(cls, v: Any) -> Any:
+        return {} if v is None else v  # `clusters:` with nothing under it means none
