@@ -47,6 +47,7 @@ class RequirementResult:
 class CheckResult:
     reference: str
     digest: str | None
+    media_type: str
     platform: str
     requirements: list[RequirementResult]
     findings: list[VariantFinding]
@@ -57,18 +58,20 @@ class CheckResult:
     bytes_read: int
     seconds: float
     stopped_early: bool
+    layers: list[dict] = field(default_factory=list)   # the layers read, top first
 
     @property
     def ok(self) -> bool:
         return all(r.met for r in self.requirements)
 
     def to_json(self) -> dict:
-        return {"reference": self.reference, "digest": self.digest, "platform": self.platform, "ok": self.ok,
+        return {"reference": self.reference, "digest": self.digest, "media_type": self.media_type,
+                "platform": self.platform, "ok": self.ok,
                 "requirements": [r.to_json() for r in self.requirements],
                 "findings": [f.to_json() for f in self.findings if f.state is not State.ABSENT],
                 "env": self.env, "layers_total": self.layers_total, "layers_read": self.layers_read,
                 "bytes_total": self.bytes_total, "bytes_read": self.bytes_read,
-                "seconds": round(self.seconds, 3), "stopped_early": self.stopped_early}
+                "seconds": round(self.seconds, 3), "stopped_early": self.stopped_early, "layers": self.layers}
 
 
 def open_store(reference: str, *, insecure: bool = False, credential=None) -> ImageStore:
@@ -187,11 +190,14 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     findings = {name: judge_profile(view, profiles[name], env) for name in dict.fromkeys([*wanted, *extra])}
     results = [_requirement_result(r, findings[r.name]) for r in requirements]
     return CheckResult(
-        reference=store.description, digest=image.digest, platform=image.platform, requirements=results,
+        reference=store.description, digest=image.digest, media_type=image.media_type, platform=image.platform,
+        requirements=results,
         findings=[f for fs in findings.values() for f in fs], env={k: v for k, v in image.env.items()
                                                                    if k in ("PATH", "LD_LIBRARY_PATH")},
         layers_total=total, layers_read=len(read), bytes_total=sum(max(d.size, 0) for d in layers),
-        bytes_read=bytes_read, seconds=time.perf_counter() - started, stopped_early=stopped_early)
+        bytes_read=bytes_read, seconds=time.perf_counter() - started, stopped_early=stopped_early,
+        layers=[{"layer": i.position + 1, "digest": i.digest, "compression": i.compression,
+                 "bytes": i.compressed_bytes, "entries": i.entries} for i in read])
 
 
 def check_image(reference: str, requirements: list[Requirement] | list[str] | None = None, *,

@@ -1,0 +1,219 @@
+"""`infra image check` against real images: Debian's files, umoci/skopeo builds, a real docker-registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from image_fixtures import (Layer, base_layer, build_oci, images, manifest_of, registry,  # noqa: F401 (fixtures)
+                            skopeo_copy)
+from infra_cli.image.check import check_image
+from infra_cli.image.errors import ImageReadError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "infra_cli", "image", "check", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
+def cli_json(*args: str) -> tuple[int, dict]:
+    proc = cli(*args, "--json")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def req(result: dict, name: str) -> dict:
+    return next(r for r in result["requirements"] if r["requirement"] == name)
+
+
+# ---- what an image carries ------------------------------------------------------------------------------
+
+def test_openmpi_41_from_registry_reads_version_and_evidence(images):
+    ref = f"{images.registry.host}/test/openmpi:oci"
+    code, out = cli_json(ref, "--require", "openmpi>=4.1", "--require", "ibverbs", "--require", "ucx")
+    assert code == 0, out
+    om = req(out, "openmpi>=4.1")
+    assert om["met"] and om["variant"] == "Open MPI" and om["version"].startswith("4.1.4")
+    paths = {e["path"] for e in om["evidence"]}
+    assert "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4" in paths
+    launcher = next(e for e in om["evidence"] if e["rule"] == "mpirun on PATH")
+    assert launcher["via"] == ["/usr/bin/mpirun", "/etc/alternatives/mpirun", "/usr/bin/mpirun.openmpi", "/usr/bin/orterun"]
+    assert req(out, "ibverbs")["version"].startswith("44.0")
+    assert out["media_type"] == "application/vnd.oci.image.manifest.v1+json"
+    assert out["digest"].startswith("sha256:") and out["bytes_read"] > 0 and out["layers_total"] == 3
+
+
+def test_version_constraint_not_met_exits_1(images):
+    proc = cli(images.refs["openmpi"], "--require", "openmpi>=5.0")
+    assert proc.returncode == 1
+    assert "FAIL" in proc.stdout and "does not satisfy >=5.0" in proc.stdout
+
+
+def test_version_without_dpkg_comes_from_ompi_pc_and_symlink_chain_through_a_dir_link(tmp_path):
+    """mpirun reachable only through links spread over layers, one of them a directory link."""
+    prefix = "/opt/ompi/4.1.6"
+    layers = [
+        Layer().file(f"{prefix}/bin/orterun", b"\x7fELF", 0o755).symlink(f"{prefix}/bin/mpirun", "orterun")
+        .file(f"{prefix}/lib/libmpi.so.40.30.6", b"\x7fELF\0v4.1.6\0").file(f"{prefix}/lib/libopen-pal.so.40.30.3", b"x")
+        .file(f"{prefix}/lib/pkgconfig/ompi.pc", "Name: Open MPI\nVersion: 4.1.6\n"),
+        Layer().symlink("/opt/ompi/current", "4.1.6"),
+        Layer().symlink("/opt/mpi/bin/mpirun", "../../ompi/current/bin/mpirun"),
+    ]
+    ref = build_oci(tmp_path / "l", "chain", layers, env={"PATH": "/opt/mpi/bin"})
+    result = check_image(ref, ["openmpi>=4.1.6"])
+    r = result.requirements[0]
+    assert r.met and r.version == "4.1.6", r
+    launcher = next(e for e in r.evidence if e["rule"] == "mpirun on PATH")
+    assert launcher["via"][-1] == f"{prefix}/bin/orterun" and len(launcher["via"]) == 4
+    # without the directory link the chain dangles: mpirun is not reachable, so no Open MPI
+    ref = build_oci(tmp_path / "l", "dangling", [layers[0], layers[2]], env={"PATH": "/opt/mpi/bin"})
+    r = check_image(ref, ["openmpi"]).requirements[0]
+    assert not r.met and "mpirun on PATH" in r.reason
+
+
+def test_mpich_only_is_mpi_but_not_openmpi(images):
+    ref = f"{images.registry.host}/test/mpich:oci"
+    code, out = cli_json(ref, "--require", "openmpi")
+    assert code == 1 and not req(out, "openmpi")["met"]
+    mpich = [f for f in out["findings"] if f["profile"] == "mpi" and f["state"] == "found"]
+    assert [f["variant"] for f in mpich] == ["MPICH"] and mpich[0]["version"].startswith("4.0.2")
+    code, out = cli_json(ref, "--require", "mpi")
+    assert code == 0 and req(out, "mpi")["variant"] == "MPICH"
+    human = cli(ref)
+    assert "also found MPICH 4.0.2" in human.stdout
+
+
+def test_openmpi_removed_by_whiteout_in_later_layer(images):
+    code, out = cli_json(f"{images.registry.host}/test/whiteout:oci", "--require", "openmpi")
+    assert code == 1
+    assert "libopen-pal.so" in req(out, "openmpi")["reason"] and "mpirun on PATH" in req(out, "openmpi")["reason"]
+    assert out["layers_read"] == 3 and not out["stopped_early"]
+
+
+def test_opaque_directory_hides_lower_children(images):
+    code, out = cli_json(f"{images.registry.host}/test/opaque:oci", "--require", "openmpi", "--require", "ibverbs")
+    assert code == 1
+    om = req(out, "openmpi")
+    assert not om["met"] and "libmpi.so" in om["reason"] and "mpirun on PATH" not in om["reason"]
+    assert not req(out, "ibverbs")["met"]
+
+
+def test_docker_schema2_manifest(images):
+    code, out = cli_json(f"{images.registry.host}/test/openmpi:v2s2", "--require", "openmpi>=4.1")
+    assert code == 0 and out["media_type"] == "application/vnd.docker.distribution.manifest.v2+json"
+
+
+def test_zstd_layers(images):
+    code, out = cli_json(f"{images.registry.host}/test/openmpi:zstd", "--require", "openmpi>=4.1", "--require", "nccl")
+    assert code == 1 and req(out, "openmpi>=4.1")["met"] and not req(out, "nccl")["met"]
+    assert {layer["compression"] for layer in out["layers"]} == {"zstd"}
+
+
+def test_multi_arch_index_platform_selection(images):
+    ref = f"{images.registry.host}/test/multi:latest"
+    code, out = cli_json(ref)
+    assert code == 0 and out["platform"] == "linux/amd64"
+    code, out = cli_json(ref, "--platform", "linux/arm64")
+    assert code == 1 and out["platform"] == "linux/arm64"
+    proc = cli(ref, "--platform", "linux/s390x")
+    assert proc.returncode == 2 and "offers: linux/amd64, linux/arm64" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_early_exit_skips_lower_layers_only_when_they_cannot_matter(images):
+    result = check_image(f"{images.registry.host}/test/openmpi:oci", ["openmpi>=4.1"])
+    assert result.ok and result.stopped_early
+    assert result.layers_read == 2 and [l["layer"] for l in result.layers] == [3, 2]   # base layer never read
+    full = check_image(f"{images.registry.host}/test/openmpi:oci", ["openmpi>=4.1"], early_exit=False)
+    assert full.layers_read == 3 and full.requirements[0].version == result.requirements[0].version
+
+
+# ---- sources ----------------------------------------------------------------------------------------------
+
+def test_oci_layout_source(images):
+    code, out = cli_json(images.refs["openmpi"], "--require", "openmpi>=4.1")
+    assert code == 0 and out["reference"] == images.refs["openmpi"]
+    proc = cli(f"oci:{images.layout}")     # several tags and none named
+    assert proc.returncode == 2 and "name one tag" in proc.stderr
+
+
+def test_docker_archive_old_format(images, tmp_path):
+    archive = tmp_path / "old.tar"
+    skopeo_copy(images.refs["openmpi"], f"docker-archive:{archive}:test/openmpi:latest")
+    code, out = cli_json(f"docker-archive:{archive}", "--require", "openmpi>=4.1")
+    assert code == 0 and req(out, "openmpi>=4.1")["version"].startswith("4.1.4")
+
+
+def test_docker_archive_docker25_format(images, tmp_path):
+    """Docker 25+ writes an OCI layout plus manifest.json naming blobs/sha256/...; build one from the layout."""
+    manifest = manifest_of(images.layout, "whiteout")
+    blobs = images.layout / "blobs" / "sha256"
+    archive = tmp_path / "new.tar"
+    with tarfile.open(archive, "w") as tar:
+        for digest in [manifest["config"]["digest"]] + [l["digest"] for l in manifest["layers"]]:
+            tar.add(blobs / digest.split(":")[1], f"blobs/sha256/{digest.split(':')[1]}")
+        entry = [{"Config": f"blobs/sha256/{manifest['config']['digest'].split(':')[1]}", "RepoTags": ["x:y"],
+                  "Layers": [f"blobs/sha256/{l['digest'].split(':')[1]}" for l in manifest["layers"]]}]
+        data = json.dumps(entry).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        import io
+        tar.addfile(info, io.BytesIO(data))
+    code, out = cli_json(f"docker-archive:{archive}", "--require", "openmpi")
+    assert code == 1 and out["layers_read"] == 3     # the whiteout layer removes Open MPI here too
+
+
+def test_corrupted_blob_in_layout_is_exit_2_with_digest_message(images, tmp_path):
+    layout = tmp_path / "corrupt"
+    shutil.copytree(images.layout, layout)
+    layer = manifest_of(layout, "openmpi")["layers"][1]["digest"].split(":")[1]
+    blob = layout / "blobs" / "sha256" / layer
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    blob.chmod(0o644)
+    blob.write_bytes(bytes(data))
+    proc = cli(f"oci:{layout}:openmpi")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"sha256:{layer}" in proc.stderr and "does not match its digest" in proc.stderr
+    assert "push or save the image again" in proc.stderr
+
+
+def test_truncated_blob_in_registry_is_exit_2(images, registry, tmp_path):
+    unique = Layer().file("/opt/unique/payload.bin", os.urandom(200_000))
+    ref = build_oci(tmp_path / "t", "trunc", [base_layer(), unique])
+    pushed = registry.push(ref, "test/truncated:oci", "--format", "oci")
+    layer = manifest_of(tmp_path / "t", "trunc")["layers"][1]["digest"]
+    data_file = registry.blob_file(layer)
+    data_file.write_bytes(data_file.read_bytes()[:-5000])
+    code, out = cli_json(pushed, "--require", "openmpi")
+    assert code == 2 and not out["ok"]
+    message = out["errors"][0]["message"]
+    assert layer in message and ("does not match its digest" in message or "ends in the middle" in message)
+
+
+def test_unreachable_registry_and_bad_reference_exit_2_without_traceback():
+    proc = cli("127.0.0.1:9/none/such:tag")
+    assert proc.returncode == 2 and "cannot reach registry 127.0.0.1:9" in proc.stderr and "Traceback" not in proc.stderr
+    proc = cli("Bad Name!")
+    assert proc.returncode == 2 and "docker-archive:PATH" in proc.stderr
+
+
+def test_bad_requirement_spec_is_a_clear_error():
+    proc = cli("oci:/nonexistent:x", "--require", "openmpii")
+    assert proc.returncode == 2 and "did you mean 'openmpi'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_image_check_imports_no_azure_torch_or_jinja2(images):
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "infra_cli", "image", "check",
+                           images.refs["openmpi"]], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+    assert not imported & {"azure", "torch", "jinja2", "requests"}, imported & {"azure", "torch", "jinja2", "requests"}
