@@ -352,8 +352,10 @@ def test_transformers_per_process_needs_local_rank(tmp_path):
 @pytest.mark.parametrize("dist", [
     "type: pytorch\nframework: transformers\nprocess_count_per_instance: 8\n"
     "command: python run_glue.py --local_rank $LOCAL_RANK\n",
+    "type: pytorch\nframework: transformers\nprocess_count_per_instance: 8\n"
+    "command: python run_glue.py --local-rank=$LOCAL_RANK\n",
     "type: pytorch\nframework: transformers\nlauncher: per-node\ncommand: torchrun run_glue.py\n",
-], ids=["passes-local-rank", "per-node"])
+], ids=["passes-local-rank", "hyphen-spelling", "per-node"])
 def test_transformers_clean(tmp_path, dist):
     assert check(tmp_path, one_distribution(A100, CURATED_ENV, dist)).diagnostics == []
 

@@ -380,7 +380,9 @@ def distribution_transformers_local_rank(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
         fw = fws.get(dist.framework) if dist.framework else None
         needle = fw.per_process_command_must_contain if fw else None
-        if needle and dist.launcher == "per-process" and dist.command and needle not in dist.command:
+        # HF's argument parser accepts --local_rank and --local-rank alike: compare with '_' and '-' folded
+        if needle and dist.launcher == "per-process" and dist.command and \
+                needle.replace("_", "-") not in dist.command.replace("_", "-"):
             yield ctx.at(("distributions", name, "command"), "distribution.transformers-local-rank",
                          f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only the "
                          "LOCAL_RANK variable",
