@@ -199,6 +199,23 @@ def test_unknown_build_template(tmp_path):
     assert "openmpi-rdma" in d.hint
 
 
+@pytest.mark.parametrize("parameters, message", [
+    ("{pip_packages: [deepspeed], cuda: 12}", "no parameter(s) cuda"),
+    ("{openmpi_source: latest}", "neither 'distro' nor a version"),
+])
+def test_bad_template_parameters(tmp_path, parameters, message):
+    r = check(tmp_path, f"environments:\n  env:\n    build:\n      template: openmpi-rdma\n"
+                        f"      parameters: {parameters}\n")
+    d = r.one("environment.template-parameters", "error", f"parameters: {parameters}")
+    assert message in d.message
+
+
+def test_good_template_parameters_are_clean(tmp_path):
+    r = check(tmp_path, "environments:\n  env:\n    build:\n      template: openmpi-rdma\n"
+                        "      parameters: {openmpi_source: 4.1.6, pip_packages: [deepspeed]}\n")
+    assert r.diagnostics == []
+
+
 # ---- distributions --------------------------------------------------------------------------------------
 
 def test_dangling_references(tmp_path):

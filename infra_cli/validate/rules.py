@@ -15,7 +15,8 @@ from typing import Callable, Iterator
 import yaml
 
 from infra_cli.catalog import Catalog, Sku
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.image.dockerfile import template_parameters
 from infra_cli.image.spec import SpecError, parse_requirement
 from infra_cli.paths import templates_dir
 from infra_cli.stack.load import LoadedStack
@@ -192,6 +193,19 @@ def environment_files(ctx: Context) -> Iterator[Diagnostic]:
             yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
                          f"no Dockerfile template named {env.build.template!r} in templates/docker/",
                          f"known templates: {', '.join(known) or '(none)'}")
+
+
+@rule
+def environment_template_parameters(ctx: Context) -> Iterator[Diagnostic]:
+    for name, env in ctx.stack.environments.items():
+        if not (env.build and env.build.template) or build_template_provides(env.build.template) is None:
+            continue  # no template: environment_files reports it
+        try:
+            template_parameters(env.build.template, dict(env.build.parameters))
+        except DiagnosticError as exc:  # the template's own check, pointed at the stack instead of template.yaml
+            for d in exc.diagnostics:
+                yield ctx.at(("environments", name, "build", "parameters"), "environment.template-parameters",
+                             d.message, d.hint or f"see templates/docker/{env.build.template}/template.yaml")
 
 
 # ---- distributions --------------------------------------------------------------------------------------
