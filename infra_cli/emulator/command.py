@@ -1,6 +1,10 @@
-"""`infra emulator ...` commands."""
+"""`infra emulator ...` commands. Only typer at import time: the emulator loads inside the command."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -8,7 +12,58 @@ emulator_app = typer.Typer(help="Run the local Azure emulator.", no_args_is_help
 
 
 @emulator_app.command("serve")
-def serve() -> None:
-    """Serve the emulator in the foreground (not built yet)."""
-    print("infra emulator serve: not implemented yet")
-    raise typer.Exit(1)
+def serve(
+    port: int = typer.Option(0, "--port", help="port on 127.0.0.1 (0: any free port)", min=0, max=65535),
+    directory: Optional[Path] = typer.Option(None, "--dir", help="state directory (default ./.infra/local or INFRA_LOCAL_DIR)"),
+    world: Optional[Path] = typer.Option(None, "--world", help="a world file (regions, restrictions, quota) instead of the built-in one"),
+    latency: float = typer.Option(0.0, "--latency", help="seconds added to every management request", min=0.0),
+    throttle_rate: float = typer.Option(0.0, "--throttle-rate", help="share of requests answered 429 (0..1)", min=0.0, max=1.0),
+    error_rate: float = typer.Option(0.0, "--error-rate", help="share of requests answered 500 (0..1)", min=0.0, max=1.0),
+    lro_failure_rate: float = typer.Option(0.0, "--lro-failure-rate", help="share of long-running operations that fail (0..1)", min=0.0, max=1.0),
+    provisioning_delay: float = typer.Option(2.0, "--provisioning-delay", help="seconds a compute create/update/delete takes", min=0.0),
+    seed: Optional[int] = typer.Option(None, "--seed", help="seed for the injected faults"),
+) -> None:
+    """Serve https://127.0.0.1:PORT/ as Azure Resource Manager, Azure ML and blob storage, in the foreground."""
+    from infra_cli.emulator.faults import FaultConfig
+    from infra_cli.emulator.server import EmulatorServer
+    from infra_cli.paths import local_state_dir
+
+    state_dir = (directory or local_state_dir()).resolve()
+    try:
+        faults = FaultConfig(latency_s=latency, throttle_rate=throttle_rate, error_rate=error_rate,
+                             lro_failure_rate=lro_failure_rate, seed=seed, provisioning_delay_s=provisioning_delay)
+        server = EmulatorServer(state_dir, port, faults, world=world).start()
+    except (ValueError, OSError) as exc:
+        print(f"error[emulator]: cannot start the emulator: {exc}", file=sys.stderr)
+        print("  hint: pick another --port, check --dir is writable and --world is a readable YAML file",
+              file=sys.stderr)
+        raise typer.Exit(1)
+    print(connection_help(server.url, server.cert_path, state_dir), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("emulator stopped", file=sys.stderr)
+
+
+def connection_help(url: str, cert: Path, state_dir: Path) -> str:
+    return f"""infra local Azure emulator: {url}  (state: {state_dir})
+Any bearer token is accepted; TLS uses a self-signed certificate clients must trust: {cert}
+
+Python SDKs:
+  export REQUESTS_CA_BUNDLE={cert}
+  MLClient(credential, SUBSCRIPTION_ID, RESOURCE_GROUP, WORKSPACE, cloud="InfraLocal",
+           cloud_metadata={{"resource_manager": "{url}", "azure_portal": "{url}",
+                           "active_directory": "{url}", "aml_resource_id": "{url}",
+                           "storage_endpoint": "core.windows.net", "registry_discovery_endpoint": "{url}"}},
+           connection_verify="{cert}")
+  ComputeManagementClient(credential, SUBSCRIPTION_ID, base_url="{url}", connection_verify="{cert}")
+  (credential: any object whose get_token() returns an azure.core.credentials.AccessToken)
+  Workspaces: PUT {url}subscriptions/SUB/resourceGroups/RG/providers/Microsoft.MachineLearningServices/workspaces/WS?api-version=2024-10-01-preview
+  with body {{"location": "eastus"}}; `infra ... --local` creates the stack's workspace itself.
+
+az CLI (needs a logged-in account; the emulator ignores the token):
+  az cloud register -n InfraLocal --endpoint-resource-manager {url} --endpoint-active-directory-resource-id {url}
+  az cloud set -n InfraLocal
+  export REQUESTS_CA_BUNDLE={cert}
+
+Ctrl-C stops it; the state stays in {state_dir}."""

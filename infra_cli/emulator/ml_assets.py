@@ -80,9 +80,13 @@ def put_container(backend: Backend, req: Request, scope: Scope, kind: str, name:
 
 def list_versions(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
     backend.workspace(scope)
-    versions = _versions(backend, scope, kind, name)
     if req.query.get("hash"):
-        versions = [v for v in versions if _hash_of(v) == req.query["hash"]]
+        # A content-hash lookup searches the whole workspace: the SDK names each new snapshot afresh
+        # and reuses whichever registered snapshot has the same content.
+        every = [r.body for r in backend.store.rows(_version_type(kind), scope.key)]
+        versions = [v for v in every if _hash_of(v) == req.query["hash"]]
+    else:
+        versions = _versions(backend, scope, kind, name)
     if "desc" in req.query.get("$orderby", "").lower():
         versions = list(reversed(versions))
     top = req.query.get("$top")

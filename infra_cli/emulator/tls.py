@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import uuid
 from pathlib import Path
 
 CERT_FILE = "cert.pem"
@@ -42,7 +43,9 @@ def _write_self_signed(cert_path: Path, key_path: Path) -> None:
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "infra local Azure emulator")])
+    # A distinct subject per certificate: OpenSSL finds trust anchors by subject, so two emulators' certificates
+    # in one CA bundle must not share a name.
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"infra local Azure emulator {uuid.uuid4().hex[:12]}")])
     now = dt.datetime.now(dt.timezone.utc)
     cert = (
         x509.CertificateBuilder()

@@ -1,0 +1,55 @@
+"""Fixtures for tests that need the local Azure emulator and real SDK clients pointed at it.
+
+    from emulator_fixtures import *   # noqa: F401,F403  (tests/ is on sys.path, as for image_fixtures)
+
+    def test_something(clients, emulator):
+        clients.ml.compute.get("gpu")
+        assert emulator.stats.writes == 0
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from infra_cli.emulator.faults import FaultConfig
+from infra_cli.emulator.server import EmulatorServer
+from infra_cli.stack.model import Workspace
+
+TEST_SUBSCRIPTION = "00000000-0000-0000-0000-0000000000a1"
+TEST_RESOURCE_GROUP = "rg-test"
+TEST_WORKSPACE = "mlw-test"
+TEST_LOCATION = "eastus"
+# Short enough for fast tests, long enough that a client must really poll the operation.
+TEST_PROVISIONING_DELAY_S = 0.2
+
+__all__ = ["emulator", "test_workspace", "clients", "TEST_SUBSCRIPTION", "TEST_RESOURCE_GROUP", "TEST_WORKSPACE",
+           "TEST_LOCATION", "TEST_PROVISIONING_DELAY_S", "start_emulator"]
+
+
+def start_emulator(state_dir, **faults) -> EmulatorServer:
+    """A started emulator over state_dir; keyword arguments are FaultConfig fields (world=PATH too)."""
+    world = faults.pop("world", None)
+    faults.setdefault("provisioning_delay_s", TEST_PROVISIONING_DELAY_S)
+    return EmulatorServer(state_dir, faults=FaultConfig(**faults), world=world).start()
+
+
+@pytest.fixture
+def emulator(tmp_path):
+    """A running emulator over a fresh state directory (tmp_path / "local")."""
+    server = start_emulator(tmp_path / "local")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def test_workspace() -> Workspace:
+    return Workspace(subscription_id=TEST_SUBSCRIPTION, resource_group=TEST_RESOURCE_GROUP, name=TEST_WORKSPACE,
+                     location=TEST_LOCATION)
+
+
+@pytest.fixture
+def clients(emulator, test_workspace):
+    """AzureClients (real MLClient and ComputeManagementClient) for the test workspace on the emulator."""
+    from infra_cli.azure.clients import build_clients
+
+    return build_clients(test_workspace, local=True, emulator=emulator)
