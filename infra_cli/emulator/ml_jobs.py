@@ -109,7 +109,8 @@ def cancel_job(backend: Backend, req: Request, scope: Scope, name: str) -> Respo
                 current["properties"]["status"] = "CancelRequested"
                 backend.store.put(TYPE, scope.key, name, current)
     # The cancel is accepted at once; the job reaches Canceled when its processes are gone.
-    location = f"{backend.base_url.rstrip('/')}{req.path.rsplit('/cancel', 1)[0]}/cancelStatus"
+    api_version = quote(req.query.get("api-version", "2023-02-01-preview"))
+    location = f"{backend.base_url.rstrip('/')}{req.path.rsplit('/cancel', 1)[0]}/cancelStatus?api-version={api_version}"
     return Response(202, b"", {"Location": location})
 
 

@@ -1,0 +1,157 @@
+"""Jobs really run on this machine as Azure ML runs them, submitted and observed through the real SDK:
+PyTorch (torch.distributed gloo all_reduce), MPI (a real mpirun), TensorFlow (TF_CONFIG), failures,
+cancellation; logs through jobs.stream and outputs through jobs.download."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribution, command
+from azure.ai.ml.entities import AmlCompute, Environment
+from azure.ai.ml.exceptions import JobException
+
+from emulator_fixtures import *  # noqa: F401,F403
+from infra_cli.emulator.launch import JobSpec, plan_launches
+
+IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"
+
+ALL_REDUCE = """
+import json, os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+print(f"rank {rank} of {world}: all_reduce sum {t.item()}", flush=True)
+os.makedirs("outputs", exist_ok=True)
+keys = ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+json.dump({"sum": t.item(), **{k: os.environ[k] for k in keys}}, open(f"outputs/rank_{rank}.json", "w"))
+dist.destroy_process_group()
+"""
+
+DUMP_ENV = """
+import json, os
+rank = os.environ.get("OMPI_COMM_WORLD_RANK") or json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index")
+os.makedirs("outputs", exist_ok=True)
+json.dump(dict(os.environ), open(f"outputs/env_{rank}.json", "w"))
+print("done", rank)
+"""
+
+
+@pytest.fixture
+def ready(clients, tmp_path):
+    clients.ml.compute.begin_create_or_update(AmlCompute(name="cpu", size="Standard_ND96asr_v4", max_instances=2)).result()
+    clients.ml.environments.create_or_update(Environment(name="runtime", version="1", image=IMAGE))
+    return clients
+
+
+def _code(tmp_path: Path, name: str, text: str) -> Path:
+    src = tmp_path / f"src-{name}"
+    src.mkdir()
+    (src / name).write_text(text)
+    return src
+
+
+def _stream(clients, name: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        clients.ml.jobs.stream(name)
+    return out.getvalue()
+
+
+def _download(clients, name: str, tmp_path: Path) -> Path:
+    target = tmp_path / f"download-{name}"
+    clients.ml.jobs.download(name, download_path=str(target), all=True)
+    return target / "artifacts"
+
+
+def test_pytorch_gloo_all_reduce_job_completes_and_output_comes_back(ready, tmp_path):
+    job = command(code=str(_code(tmp_path, "train.py", ALL_REDUCE)), command="python train.py",
+                  environment="runtime:1", compute="cpu", instance_count=2,
+                  distribution=PyTorchDistribution(process_count_per_instance=1))
+    submitted = ready.ml.jobs.create_or_update(job)
+    log = _stream(ready, submitted.name)
+    assert "rank 0 of 2: all_reduce sum 3.0" in log
+    assert ready.ml.jobs.get(submitted.name).status == "Completed"
+    artifacts = _download(ready, submitted.name, tmp_path)
+    ranks = [json.loads((artifacts / "outputs" / f"rank_{r}.json").read_text()) for r in (0, 1)]
+    assert [r["sum"] for r in ranks] == [3.0, 3.0]
+    assert [(r["RANK"], r["NODE_RANK"], r["LOCAL_RANK"], r["WORLD_SIZE"]) for r in ranks] == [
+        ("0", "0", "0", "2"), ("1", "1", "0", "2")]
+    assert ranks[0]["MASTER_ADDR"] == "127.0.0.1" and ranks[0]["MASTER_PORT"] == ranks[1]["MASTER_PORT"]
+    assert "rank 1 of 2" in (artifacts / "user_logs" / "std_log_process_1.txt").read_text()
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI (mpirun) is not installed")
+def test_mpi_job_runs_under_a_real_mpirun(ready, tmp_path):
+    job = command(code=str(_code(tmp_path, "env.py", DUMP_ENV)), command="python env.py", environment="runtime:1",
+                  compute="cpu", instance_count=2, distribution=MpiDistribution(process_count_per_instance=2))
+    submitted = ready.ml.jobs.create_or_update(job)
+    _stream(ready, submitted.name)
+    assert ready.ml.jobs.get(submitted.name).status == "Completed"
+    artifacts = _download(ready, submitted.name, tmp_path)
+    envs = [json.loads((artifacts / "outputs" / f"env_{r}.json").read_text()) for r in range(4)]
+    assert [e["OMPI_COMM_WORLD_SIZE"] for e in envs] == ["4"] * 4
+    assert [e["NODE_RANK"] for e in envs] == ["0", "0", "1", "1"]
+    assert all("PMIX_RANK" in e for e in envs), "ranks must have been started by mpirun"
+    assert all(e["AZ_BATCH_MASTER_NODE"].startswith("127.0.0.1:") for e in envs)
+    assert "AZUREML_CURRENT_CLOUD" not in envs[0]
+
+
+def test_tensorflow_job_gets_tf_config(ready, tmp_path):
+    job = command(code=str(_code(tmp_path, "env.py", DUMP_ENV)), command="python env.py", environment="runtime:1",
+                  compute="cpu", instance_count=2, distribution=TensorFlowDistribution(worker_count=2))
+    submitted = ready.ml.jobs.create_or_update(job)
+    _stream(ready, submitted.name)
+    artifacts = _download(ready, submitted.name, tmp_path)
+    configs = [json.loads(json.loads((artifacts / "outputs" / f"env_{i}.json").read_text())["TF_CONFIG"]) for i in (0, 1)]
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+    assert len(configs[0]["cluster"]["worker"]) == 2
+
+
+def test_failing_job_is_failed_with_its_error(ready, tmp_path):
+    job = command(code=str(_code(tmp_path, "boom.py", "import sys\nprint('about to fail')\nsys.exit(3)\n")),
+                  command="python boom.py", environment="runtime:1", compute="cpu")
+    submitted = ready.ml.jobs.create_or_update(job)
+    with pytest.raises(JobException) as info:
+        _stream(ready, submitted.name)
+    assert "exited with code 3" in str(info.value)
+    assert ready.ml.jobs.get(submitted.name).status == "Failed"
+
+
+def test_cancel_stops_a_running_job(ready, tmp_path):
+    job = command(code=str(_code(tmp_path, "sleep.py", "import time\nprint('sleeping', flush=True)\ntime.sleep(120)\n")),
+                  command="python sleep.py", environment="runtime:1", compute="cpu")
+    submitted = ready.ml.jobs.create_or_update(job)
+    deadline = time.time() + 30
+    while ready.ml.jobs.get(submitted.name).status != "Running" and time.time() < deadline:
+        time.sleep(0.1)
+    ready.ml.jobs.begin_cancel(submitted.name).result()
+    assert ready.ml.jobs.get(submitted.name).status == "Canceled"
+
+
+def test_job_on_missing_compute_is_refused(ready, tmp_path):
+    from azure.core.exceptions import HttpResponseError
+
+    job = command(command="echo hi", environment="runtime:1", compute="nope")
+    with pytest.raises(HttpResponseError) as info:
+        ready.ml.jobs.create_or_update(job)
+    assert "Compute 'nope' does not exist" in str(info.value)
+
+
+def test_pytorch_launch_plan_gives_each_process_its_ranks(tmp_path):
+    spec = JobSpec(name="j", command="python t.py ${{inputs.lr}}", instance_count=2,
+                   distribution={"distributionType": "PyTorch", "processCountPerInstance": 2},
+                   inputs={"lr": {"jobInputType": "literal", "value": "0.1"}})
+    launches = plan_launches(spec, tmp_path, tmp_path / "logs")
+    assert [(l.env["RANK"], l.env["LOCAL_RANK"], l.env["NODE_RANK"]) for l in launches] == [
+        ("0", "0", "0"), ("1", "1", "0"), ("2", "0", "1"), ("3", "1", "1")]
+    assert {l.env["WORLD_SIZE"] for l in launches} == {"4"}
+    assert launches[2].cwd == tmp_path / "node-1"
+    assert launches[0].argv[-1] == "python t.py 0.1"
+    assert [l.log for l in launches][:2] == ["user_logs/std_log_process_0.txt", "user_logs/std_log_process_1.txt"]
