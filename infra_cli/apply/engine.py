@@ -76,7 +76,7 @@ def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:
     return force_unlock(clients.ml, loaded.stack.stack)
 
 
-def import_resource(address: str, azure_name: str, stack_path: Path, *, local: bool) -> str:
+def import_resource(address: str, azure_name: str, stack_path: Path, *, local: bool, clients: Any = None) -> str:
     """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
     from infra_cli.azure.clients import build_clients
     from infra_cli.plan.desired import live_comparable
@@ -97,17 +97,23 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
     if azure_name != name:
         raise error(f"the stack names this cluster {name!r} but the Azure cluster is {azure_name!r}",
                     f"rename clusters.{name} to {azure_name} (Azure ML cannot rename a cluster)")
-    clients = build_clients(loaded.stack.workspace, local=local)
-    entity = clients.ml.compute.get(azure_name)
-    from infra_cli.azure.provider import _cluster_values
-    from infra_cli.plan.normalise import cluster_resource
+    clients = clients or build_clients(loaded.stack.workspace, local=local)
+    from infra_cli.azure.provider import Provider
+    from infra_cli.plan.desired import ClusterSecrets
+    from infra_cli.plan.model import Resource
 
-    live = cluster_resource(_cluster_values(entity))
+    provider = Provider(clients)
+    live = provider.read_cluster(azure_name)
+    if live is None:
+        raise error(f"there is no cluster {azure_name!r} in workspace {loaded.stack.workspace.name!r}",
+                    "check the name with `az ml compute list`")
     if live.owner_stack and live.owner_stack != loaded.stack.stack:
         raise error(f"cluster {azure_name!r} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
-    entity.tags = {**(entity.tags or {}), TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address,
-                   TAG_HASH: content_hash(live_comparable(live.attributes))}
-    clients.ml.compute.begin_create_or_update(entity).result()
+    tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes))}
+    # the same PUT with the same values plus our tags (Azure never returns secrets, so none are sent)
+    provider.put_cluster(Resource(address, "cluster", azure_name, live.attributes, tags),
+                         ClusterSecrets(admin_username=live.attributes["ssh_admin_username"]),
+                         live.attributes["subnet"], None)
     return f"Imported {azure_name} as {address}. Run `infra plan {stack_path}` to see how it differs from the stack."
 
 

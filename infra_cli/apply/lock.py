@@ -31,6 +31,20 @@ class LockInfo:
     since: str | None
     operation: str | None
     version: int
+    host: str | None = None
+    pid: int | None = None
+
+    def holder_is_dead_here(self) -> bool:
+        """Held by a process of this machine that no longer exists (a killed apply): safe to take over."""
+        if not self.held or self.host != socket.gethostname() or self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
 
 
 class LockHeld(Exception):
@@ -40,16 +54,19 @@ class LockHeld(Exception):
 
 
 def _read(ml: Any, name: str) -> LockInfo:
-    from azure.core.exceptions import ResourceNotFoundError
+    from infra_cli.azure.provider import is_not_found
 
     try:
         env = ml.environments.get(name, label="latest")
-    except ResourceNotFoundError:
+    except Exception as exc:
+        if not is_not_found(exc):
+            raise
         return LockInfo(False, None, None, None, 0)
     tags = env.tags or {}
     version = int(env.version) if str(env.version).isdigit() else 0
     return LockInfo(tags.get("infra.lock") == "held", tags.get("infra.lock.holder"), tags.get("infra.lock.since"),
-                    tags.get("infra.lock.operation"), version)
+                    tags.get("infra.lock.operation"), version, tags.get("infra.lock.host"),
+                    int(tags["infra.lock.pid"]) if str(tags.get("infra.lock.pid", "")).isdigit() else None)
 
 
 def _register(ml: Any, name: str, version: int, tags: dict[str, str]) -> None:
@@ -78,11 +95,12 @@ class StackLock:
         from azure.core.exceptions import HttpResponseError
 
         info = _read(self.ml, self.name)
-        if info.held:
+        if info.held and not info.holder_is_dead_here():
             raise LockHeld(info)
         version = info.version + 1
         tags = {"infra.lock": "held", "infra.lock.holder": holder_id(), "infra.lock.operation": self.operation,
-                "infra.lock.since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                "infra.lock.since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "infra.lock.host": socket.gethostname(), "infra.lock.pid": str(os.getpid())}
         try:
             _register(self.ml, self.name, version, tags)
         except HttpResponseError:

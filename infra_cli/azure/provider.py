@@ -25,10 +25,13 @@ if TYPE_CHECKING:
 MAX_READ_CONCURRENCY = 16
 
 
-def _is_not_found(exc: Exception) -> bool:
+def is_not_found(exc: Exception) -> bool:
+    """A 404, however the SDK dresses it (azure-ai-ml raises a ValidationException for a missing asset label)."""
     from azure.core.exceptions import ResourceNotFoundError
 
-    return isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404
+    if isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404:
+        return True
+    return type(exc).__name__ == "ValidationException" and "does not exist" in str(exc)
 
 
 def azure_error_code(exc: BaseException) -> str:
@@ -79,6 +82,12 @@ def _cluster_values(entity: Any) -> dict[str, Any]:
     }
 
 
+def _restricts(restriction: Any, location: str) -> bool:
+    # the model's `values` field is shadowed by the mapping method of the same name on newer SDKs
+    values = restriction.as_dict().get("values") if hasattr(restriction, "as_dict") else restriction["values"]
+    return not values or location in [str(v).lower() for v in values]
+
+
 @dataclass
 class Provider:
     clients: Any  # infra_cli.azure.clients.AzureClients
@@ -114,7 +123,7 @@ class Provider:
         try:
             return cluster_resource(_cluster_values(self.clients.ml.compute.get(name)))
         except Exception as exc:
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 return None
             raise
 
@@ -124,7 +133,7 @@ class Provider:
         try:
             latest = envs.get(name, label="latest")
         except Exception as exc:
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 return None
             raise
         next_version = str(int(latest.version) + 1) if str(latest.version).isdigit() else None
@@ -133,7 +142,7 @@ class Provider:
             try:
                 entity = envs.get(name, version=pinned)
             except Exception as exc:
-                if not _is_not_found(exc):
+                if not is_not_found(exc):
                     raise
                 return environment_resource(name, None, latest.tags, next_version)
         return environment_resource(name, entity.version, entity.tags, next_version)
@@ -152,7 +161,7 @@ class Provider:
         try:
             ws = self.clients.ml.workspaces.get(self.clients.workspace_name)
         except Exception as exc:
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 return None
             raise
         return (ws.location or "").replace(" ", "").lower() or None
@@ -167,8 +176,7 @@ class Provider:
             caps = {c.name: c.value for c in (sku.capabilities or [])}
             # a Location restriction takes the whole region away; a Zone one only some zones
             reasons = tuple(r.reason_code or "Restricted" for r in (sku.restrictions or [])
-                            if str(r.type).lower().endswith("location")
-                            and (not r.values or location in [v.lower() for v in r.values]))
+                            if str(r.type).lower().endswith("location") and _restricts(r, location))
             rdma = caps.get("RdmaEnabled")
             out[sku.name.lower()] = LiveSku(sku.name, sku.family or "", int(caps.get("vCPUs", 0) or 0),
                                             None if rdma is None else rdma == "True", reasons)
@@ -219,7 +227,7 @@ class Provider:
         try:
             self.clients.ml.compute.begin_delete(name).result()
         except Exception as exc:
-            if not _is_not_found(exc):
+            if not is_not_found(exc):
                 raise
         deadline = time.monotonic() + wait_gone_s
         while self.read_cluster(name) is not None:

@@ -80,7 +80,7 @@ def cluster_attributes(stack: Stack, name: str, cluster: Cluster) -> dict:
         "max_instances": cluster.max_instances,
         "idle_time_before_scale_down": cluster.idle_time_before_scale_down,
         "enable_node_public_ip": cluster.enable_node_public_ip,
-        "ssh_public_access_enabled": bool(cluster.ssh_public_access_enabled),
+        "ssh_public_access_enabled": bool(cluster.ssh_public_access_enabled) if secrets.admin_username else None,
         "ssh_admin_username": secrets.admin_username,
         "ssh_credentials_hash": ssh_credentials_hash(stack.stack, name, secrets),
         "subnet": subnet_id(stack.workspace, net.vnet_name if net else None, net.subnet if net else None),

@@ -20,8 +20,10 @@ _TIER = {"dedicated": "dedicated", "lowpriority": "low_priority", "low_priority"
 
 def _seconds(value: Any) -> int | None:
     """120, "120", "PT2M", "PT120S", "PT1H" -> seconds."""
-    if value is None or isinstance(value, int):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
     text = str(value).strip().upper()
     if text.isdigit():
         return int(text)
@@ -59,7 +61,9 @@ def cluster_resource(values: dict[str, Any]) -> Resource:
         "max_instances": int(values.get("max_instances") or 0),
         "idle_time_before_scale_down": _seconds(values.get("idle_time_before_scale_down")),
         "enable_node_public_ip": True if public_ip is None else bool(public_ip),
-        "ssh_public_access_enabled": bool(values.get("ssh_public_access_enabled")),
+        # without an admin user there is no SSH to open: Azure's resolved default is not a difference
+        "ssh_public_access_enabled": bool(values.get("ssh_public_access_enabled"))
+        if values.get("ssh_admin_username") else None,
         "ssh_admin_username": values.get("ssh_admin_username") or None,
         "ssh_credentials_hash": ours.get(TAG_SECRETS),
         "subnet": (values.get("subnet") or None) and str(values["subnet"]).lower(),
