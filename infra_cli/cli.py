@@ -84,13 +84,6 @@ def skus(
     rows = [s for s in catalog if not infiniband or s.infiniband_eligible]
     available: dict[str, str] | None = None
     if location and local:
-        import importlib.util
-
-        # TODO: the live availability read (provider + emulator) is not wired to this command yet.
-        if importlib.util.find_spec("infra_cli.azure.preflight") is None:
-            raise fail([Diagnostic("error", "skus.live-unavailable",
-                                   "live size availability (--location with --local) is not available yet",
-                                   hint="run `infra skus` without --local for the catalog")], as_json)
         from infra_cli.azure.preflight import sku_availability
 
         available = sku_availability(location, [s.name for s in rows], local=True)

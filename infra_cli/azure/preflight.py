@@ -1,0 +1,26 @@
+"""Live size availability for `infra skus --location L --local` (or Azure, with AZURE_SUBSCRIPTION_ID)."""
+
+from __future__ import annotations
+
+import os
+
+from infra_cli.stack.model import Workspace
+
+LOCAL_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+
+
+def sku_availability(location: str, names: list[str], *, local: bool) -> dict[str, str]:
+    """lower-case size name -> "available", "restricted (REASON)" or "not offered"."""
+    from infra_cli.azure.clients import build_clients
+    from infra_cli.azure.provider import Provider
+
+    subscription = LOCAL_SUBSCRIPTION if local else os.environ.get("AZURE_SUBSCRIPTION_ID", "")
+    workspace = Workspace(subscription_id=subscription, resource_group="infra-skus", name="infra-skus",
+                          location=location)
+    live = Provider(build_clients(workspace, local=local))._live_skus(workspace.location)
+    out = {}
+    for name in names:
+        sku = live.get(name.lower())
+        out[name.lower()] = ("not offered" if sku is None
+                             else f"restricted ({', '.join(sku.restrictions)})" if sku.restrictions else "available")
+    return out
