@@ -1,8 +1,8 @@
 """Render smoke jobs (and the user's training jobs) from templates/smoke/ into files.
 
 `render_distribution_jobs(loaded_stack, out_dir)` is what `infra render` calls: per distribution it writes
-OUT/smoke/NAME/{smoke-job.yml, <script>} and, when the distribution has its own `command`,
-OUT/smoke/NAME/train-job.yml, each ready for `az ml job create -f`.
+OUT/jobs/NAME/{smoke-job.yml, <script>} and, when the distribution has its own `command`,
+OUT/jobs/NAME/train-job.yml, each ready for `az ml job create -f`.
 """
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def _job_dirs(names: list[str], out_dir: Path) -> dict[str, Path]:
     for name in names:
         base = candidate = safe_name(name)
         n = 2
-        while out_dir / "smoke" / candidate in dirs.values():  # names that differ only in odd characters
+        while out_dir / "jobs" / candidate in dirs.values():  # names that differ only in odd characters
             candidate, n = f"{base}-{n}", n + 1
-        dirs[name] = out_dir / "smoke" / candidate
+        dirs[name] = out_dir / "jobs" / candidate
     return dirs
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from infra_cli.catalog import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.plan.model import TAG_ADDRESS, TAG_STACK
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution
 
@@ -156,7 +157,7 @@ def smoke_job(loaded: LoadedStack, name: str, catalog: Catalog, debug_env: dict[
         display_name=f"smoke {stack}/{name}",
         description=f"infra smoke test of distribution {name!r}: ranks, DDP replicas, all_reduce busbw, NCCL transport",
         timeout_s=dist.smoke.timeout_minutes * 60,
-        tags={"infra-stack": stack, "infra-address": f"smoke.{name}"},
+        tags={TAG_STACK: stack, TAG_ADDRESS: f"smoke.{name}"},
     )
     return SmokeJob(name, spec, script, sku)
 
@@ -179,5 +180,5 @@ def training_job(loaded: LoadedStack, name: str, catalog: Catalog, code: str | N
         experiment_name=safe_name(f"{stack}-{name}"),
         display_name=f"{stack}/{name}",
         description=f"training job of distribution {name!r} (stack {stack})",
-        tags={"infra-stack": stack, "infra-address": f"job.{name}"},
+        tags={TAG_STACK: stack, TAG_ADDRESS: f"job.{name}"},
     )
