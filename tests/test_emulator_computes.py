@@ -128,4 +128,4 @@ def test_region_facts_through_both_sdks(clients):
     ml_sizes = {s.name for s in clients.ml.compute.list_sizes(location="westus2")}
     assert "Standard_ND96asr_v4" in ml_sizes and "Standard_ND96isr_H200_v5" not in ml_sizes
     usage = {u.name["value"]: u for u in clients.ml.compute.list_usage(location="eastus")}
-    assert usage["standardNDASv4_A100Family"].limit == 384
+    assert usage["standardNDASv4_A100Family"].limit == 960

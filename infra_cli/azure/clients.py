@@ -28,6 +28,8 @@ AZURE_CLOUD = "AzureCloud"
 _BACKOFF_S = {"azure": 0.8, "local": 0.05}
 _POLLING_S = {"azure": 10.0, "local": 0.1}     # LRO polling when the service sends no Retry-After (SDK: 30 s)
 DEFAULT_RETRY_TOTAL = 10
+# Seconds a compute create/update/delete takes in the in-process emulator (default 2; CLI tests set it low).
+PROVISIONING_DELAY_ENV = "INFRA_EMULATOR_PROVISIONING_DELAY_S"
 
 _emulators: dict[Path, "EmulatorServer"] = {}
 _emulators_lock = threading.Lock()
@@ -59,13 +61,16 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
 
 def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
     """The emulator this process runs over local_dir, started on an ephemeral port on first use."""
+    from infra_cli.emulator.faults import FaultConfig
     from infra_cli.emulator.server import EmulatorServer
 
     state_dir = Path(local_dir or local_state_dir()).resolve()
     with _emulators_lock:
         server = _emulators.get(state_dir)
         if server is None or not server.running:
-            server = EmulatorServer(state_dir).start()
+            delay = os.environ.get(PROVISIONING_DELAY_ENV)
+            faults = FaultConfig() if not delay else FaultConfig(provisioning_delay_s=float(delay))
+            server = EmulatorServer(state_dir, faults=faults).start()
             _emulators[state_dir] = server
             atexit.register(server.stop)
     return server
