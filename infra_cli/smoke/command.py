@@ -1,13 +1,55 @@
-"""`infra smoke` command."""
+"""`infra smoke`: parse, run the stack's smoke jobs through the SDK, print verdicts, exit 0 only if all passed."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+
+EXIT_OK, EXIT_ERROR = 0, 1
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def smoke(stack: str = typer.Argument(..., metavar="STACK")) -> None:
-        """Run the smoke-test jobs of a stack and judge them (not built yet)."""
-        print("infra smoke: not implemented yet")
-        raise typer.Exit(1)
+    def smoke(
+        stack: Path = typer.Argument(..., metavar="STACK"),
+        distribution: Optional[List[str]] = typer.Option(
+            None, "--distribution", metavar="NAME", help="only this distribution's smoke job (repeatable)"),
+        local: bool = typer.Option(False, "--local", help="run on the local emulator instead of Azure"),
+        as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON on stdout"),
+    ) -> None:
+        """Run the stack's smoke-test jobs (ranks, DDP replicas, all_reduce busbw, NCCL transport) and judge them."""
+        from infra_cli.cli import fail, print_diagnostics
+        from infra_cli.diagnostics import DiagnosticError
+        from infra_cli.validate.engine import load_valid_stack
+
+        try:
+            loaded, warnings = load_valid_stack(stack)
+        except DiagnosticError as exc:
+            raise fail(exc.diagnostics)
+        print_diagnostics(warnings)
+        # Progress goes to stderr when stdout carries JSON.
+        stream = (lambda line: print(line, file=sys.stderr)) if as_json else print
+        try:
+            from infra_cli.azure.clients import build_clients
+            from infra_cli.smoke.run import run_smoke
+
+            clients = build_clients(loaded.stack.workspace, local=local)
+            verdicts = run_smoke(loaded, clients, list(distribution or []) or None, stream=stream)
+        except DiagnosticError as exc:
+            raise fail(exc.diagnostics)
+        except Exception as exc:  # an SDK refusal: say what Azure said, no traceback
+            from infra_cli.azure.provider import azure_error_code, azure_error_message
+
+            print(f"error: Azure refused: {azure_error_code(exc)}: {azure_error_message(exc)}", file=sys.stderr)
+            raise typer.Exit(EXIT_ERROR)
+        if as_json:
+            print(json.dumps([v.to_json() for v in verdicts], indent=2))
+        if not verdicts:
+            stream("no smoke jobs: the stack has no distribution with smoke enabled")
+        passed = sum(v.passed for v in verdicts)
+        stream(f"\nSmoke: {passed} of {len(verdicts)} passed.")
+        raise typer.Exit(EXIT_OK if passed == len(verdicts) else EXIT_ERROR)

@@ -138,15 +138,18 @@ def _bandwidth_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
 
 
 def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str, distribution: Distribution,
-          nccl_logs: Iterable[str] = (), *, job_name: str | None = None,
+          nccl_logs: Iterable[str] = (), *, job_name: str | None = None, job_status: str | None = None,
           rules: dict[str, Any] | None = None) -> SmokeVerdict:
-    """Judge one smoke job. `nccl_logs`: the text of every rank's NCCL debug file (may be empty)."""
+    """Judge one smoke job. `nccl_logs`: the text of every rank's NCCL debug file (may be empty);
+    `job_status`: how the job ended, when known (anything but Completed fails the verdict)."""
+    ended = [] if job_status is None else [Judgement(
+        "job", "pass" if job_status == "Completed" else "fail", f"job {job_name or ''} ended {job_status}".replace("  ", " "))]
     if result is None:
         missing = Judgement("result", "fail", "the job wrote no smoke result (see the job's logs)")
-        return SmokeVerdict(distribution_name, False, (missing,), UNKNOWN, job_name=job_name)
+        return SmokeVerdict(distribution_name, False, (*ended, missing), UNKNOWN, job_name=job_name)
     lines = [line for text in nccl_logs for line in text.splitlines()]
     report = classify_transport(lines, rules or load_transport_rules()) if lines else (result.get("nccl") or {})
-    judgements = _script_checks(result)
+    judgements = ended + _script_checks(result)
     judgements.append(_transport_judgement(report, result, sku, distribution))
     bandwidth, threshold = _bandwidth_judgement(result, sku, distribution)
     judgements.append(bandwidth)

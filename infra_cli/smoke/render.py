@@ -17,7 +17,7 @@ from infra_cli.catalog import load_catalog
 from infra_cli.paths import templates_dir
 from infra_cli.smoke import transport
 from infra_cli.smoke.judge import load_transport_rules
-from infra_cli.smoke.spec import CommandJobSpec, SmokeJob, safe_name, smoke_job, training_job
+from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job, training_job
 from infra_cli.stack.load import LoadedStack
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _inlined_transport_source() -> str:
 def render_smoke_script(script: str, stack: str | None = None, distribution: str | None = None) -> str:
     """The text of a smoke script (`ddp_smoke.py` or `tf_smoke.py`) for one distribution."""
     return _template(f"{script}.j2").render(
-        stack=stack, distribution=distribution, transport_source=_inlined_transport_source(),
+        stack=stack, distribution=distribution, result_file=RESULT_FILE, transport_source=_inlined_transport_source(),
         nccl_rules_json=json.dumps(load_transport_rules(), sort_keys=True))
 
 

@@ -21,6 +21,7 @@ from infra_cli.stack.model import Distribution
 DDP_SCRIPT = "ddp_smoke.py"
 TF_SCRIPT = "tf_smoke.py"
 OUTPUTS_DIR = "outputs"  # Azure ML uploads ./outputs of every node
+RESULT_FILE = "smoke-result.json"  # what the smoke scripts write under OUTPUTS_DIR
 # Azure ML's PyTorch distribution sets these on every node; the per-node launcher reads them in the shell.
 _PER_NODE_RENDEZVOUS = ["--node_rank", "$NODE_RANK", "--master_addr", "$MASTER_ADDR", "--master_port", "$MASTER_PORT"]
 
