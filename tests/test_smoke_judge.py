@@ -177,3 +177,11 @@ def test_socket_expected_on_a_size_without_infiniband():
     sku = load_catalog().get("Standard_NC24s_v3")
     v = judge(gpu_result(5.0), sku, "ddp", dist(), logs("socket_fallback_2node"))
     assert v.passed and v.transport == "socket"
+
+
+def test_a_job_that_did_not_complete_fails_even_with_a_passing_result():
+    sku = load_catalog().get("Standard_ND96asr_v4")
+    v = judge(gpu_result(185.0), sku, "ddp", dist(), logs("ib_a100_2node"), job_name="j1", job_status="Failed")
+    assert not v.passed and v.failures[0].name == "job" and "ended Failed" in v.failures[0].detail
+    ok = judge(gpu_result(185.0), sku, "ddp", dist(), logs("ib_a100_2node"), job_name="j1", job_status="Completed")
+    assert ok.passed
