@@ -155,7 +155,7 @@ def package_layer(packages: list[str], alternatives: dict[str, str], workdir: Pa
 
 # ---- images ---------------------------------------------------------------------------------------------
 
-def build_oci(layout: Path, tag: str, layers: list[Layer], *, env: dict[str, str] | None = None,
+def build_oci(layout: Path, tag: str, layers: list[Layer | Path], *, env: dict[str, str] | None = None,
               arch: str = "amd64") -> str:
     """An OCI image built by umoci from `layers` (gzip); returns its `oci:DIR:TAG` reference."""
     if not (layout / "index.json").exists():
@@ -166,10 +166,11 @@ def build_oci(layout: Path, tag: str, layers: list[Layer], *, env: dict[str, str
     for key, value in (env or {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}).items():
         config += ["--config.env", f"{key}={value}"]
     run("umoci", "config", "--image", image, *config)
-    for i, layer in enumerate(layers):
-        tar = layer.write(layout.parent / f"{layout.name}-{tag}-{i}.tar")
+    for i, layer in enumerate(layers):   # a Layer is written here; a Path is a tar written by the caller
+        tar = layer.write(layout.parent / f"{layout.name}-{tag}-{i}.tar") if isinstance(layer, Layer) else layer
         run("umoci", "raw", "add-layer", "--image", image, str(tar))
-        tar.unlink()
+        if isinstance(layer, Layer):
+            tar.unlink()
     return f"oci:{image}"
 
 

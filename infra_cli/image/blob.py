@@ -7,6 +7,7 @@ whole stream matched its digest (`finish()` raises otherwise).
 from __future__ import annotations
 
 import hashlib
+import queue
 import threading
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
@@ -90,6 +91,68 @@ class VerifyingReader:
                 "the blob is corrupt or truncated in the registry/archive; push or save the image again")
 
 
+class _End:
+    """Queue marker: the blob was read whole and verified (`error` None) or failed (`error` set)."""
+
+    def __init__(self, error: BaseException | None = None):
+        self.error = error
+
+
+def fetch_into(open_stream, digest: str, size: int, what: str, out: "queue.Queue", stop: threading.Event) -> int:
+    """Producer side of a prefetched blob: read, hash and queue raw chunks; the queue's bound caps memory.
+    Runs in a fetch thread (socket reads and sha256 release the GIL, so it overlaps decompression)."""
+    reader = None
+    try:
+        stream = open_stream()
+        try:
+            reader = VerifyingReader(stream, digest, size, what, stop)
+            while True:
+                chunk = reader.read()
+                if not chunk:
+                    break
+                while True:
+                    try:
+                        out.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        if stop.is_set():
+                            return reader.bytes_read
+            reader.finish()
+        finally:
+            stream.close()
+        out.put(_End())
+    except Stopped:
+        pass
+    except BaseException as exc:  # handed to the consumer, which raises it in the main thread
+        out.put(_End(exc))
+    return reader.bytes_read if reader else 0
+
+
+class PrefetchedBlob:
+    """Consumer side: the blob's raw chunks in order; `finish()` raises unless the fetcher verified it."""
+
+    def __init__(self, source: "queue.Queue", digest: str, what: str):
+        self._queue, self.digest, self.what = source, digest, what
+        self._end: _End | None = None
+        self.bytes_read = 0
+
+    def read(self, n: int = RAW_CHUNK) -> bytes:
+        if self._end is not None:
+            return b""
+        item = self._queue.get()
+        if isinstance(item, _End):
+            self._end = item
+            if item.error is not None:
+                raise item.error
+            return b""
+        self.bytes_read += len(item)
+        return item
+
+    def finish(self) -> None:
+        while self.read():
+            pass
+
+
 def _gzip_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
     from isal.igzip_lib import DECOMP_GZIP, IgzipDecompressor
 
@@ -154,7 +217,7 @@ def sniff_compression(head: bytes) -> str:
     return "none"
 
 
-def decompressed_chunks(reader: VerifyingReader) -> tuple[str, Iterator[bytes]]:
+def decompressed_chunks(reader: "VerifyingReader | PrefetchedBlob") -> tuple[str, Iterator[bytes]]:
     """(compression, chunks of the uncompressed tar stream); compression recognised by magic bytes."""
     first = reader.read()
     kind = sniff_compression(first)

@@ -2,18 +2,19 @@
 
 Why top-down: an upper layer can hide anything below it (whiteouts, opaque directories, replaced files),
 never the reverse. So what the layers read so far show is final, and once every requirement's verdict
-(and version) is final the lower layers cannot change it and are not read. Layers are fetched and walked
-concurrently; results are consumed in top-down order.
+(and version) is final the lower layers cannot change it and are not read. Layers are fetched (and verified)
+concurrently by fetch threads, a bounded distance ahead, and walked in top-down order.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-import threading
 
-from infra_cli.image.blob import Descriptor, Stopped, VerifyingReader, decompressed_chunks
+from infra_cli.image.blob import PrefetchedBlob, decompressed_chunks, fetch_into
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.evidence import (ImageEnv, Profile, VariantFinding, build_matcher, judge_profile,
                                       load_profiles)
@@ -98,32 +99,26 @@ def image_env(image: ResolvedImage) -> ImageEnv:
     return ImageEnv(path, libs + DEFAULT_LIBRARY_DIRS)
 
 
-def _walk_layer(store: ImageStore, desc: Descriptor, position: int, total: int, matcher: Matcher,
-                stop: threading.Event, readers: list[VerifyingReader]) -> LayerIndex:
-    what = f"layer {position + 1} of {total}"
-    stream = store.open_blob(desc)
-    reader = VerifyingReader(stream, desc.digest, desc.size, what, stop)
-    readers.append(reader)
+PREFETCH_CHUNKS = 16     # MiB queued ahead per layer being fetched: bounds memory and wasted reads
+
+
+def _walk_layer(blob: PrefetchedBlob, position: int, matcher: Matcher) -> LayerIndex:
     try:
-        kind, chunks = decompressed_chunks(reader)
-        index = index_layer(chunks, position, desc.digest, matcher, f"{what} ({desc.digest})")
-        reader.finish()        # trailing bytes count: the whole blob must match its digest
-    except Stopped:
-        raise
+        kind, chunks = decompressed_chunks(blob)
+        index = index_layer(chunks, position, blob.digest, matcher, f"{blob.what} ({blob.digest})")
+        blob.finish()        # trailing bytes count: the whole blob must match its digest
     except Exception as exc:   # a digest mismatch explains a corrupt or truncated stream best
         try:
-            reader.finish()
+            blob.finish()
         except ImageReadError as bad:
             raise bad from None
         except Exception:
             pass
         if isinstance(exc, ImageReadError):
             raise
-        raise ImageReadError(f"{what} ({desc.digest}) could not be read: {exc}",
+        raise ImageReadError(f"{blob.what} ({blob.digest}) could not be read: {exc}",
                              "the layer is corrupt or the connection dropped; retry, or push/save the image again") from None
-    finally:
-        stream.close()
-    index.compression, index.compressed_bytes = kind, reader.bytes_read
+    index.compression, index.compressed_bytes = kind, blob.bytes_read
     return index
 
 
@@ -164,16 +159,22 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     total = len(layers)
     stop = threading.Event()
     read: list[LayerIndex] = []
-    readers: list[VerifyingReader] = []
     stopped_early = False
     view = MergedView(read, complete=(total == 0))
-    futures: list[Future] = []
-    pool = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, total or 1), thread_name_prefix="layer")
+    # Fetch threads download and verify layers top-down, each at most PREFETCH_CHUNKS ahead of the walker;
+    # this thread decompresses and walks them in the same order.
+    fetches: list[Future] = []
+    pool = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, total or 1), thread_name_prefix="fetch")
     try:
-        futures = [pool.submit(_walk_layer, store, layers[pos], pos, total, matcher, stop, readers)
-                                 for pos in reversed(range(total))]
-        for i, future in enumerate(futures):
-            read.append(future.result())
+        blobs = []
+        for pos in reversed(range(total)):
+            desc, what = layers[pos], f"layer {pos + 1} of {total}"
+            q: queue.Queue = queue.Queue(maxsize=PREFETCH_CHUNKS)
+            fetches.append(pool.submit(fetch_into, lambda d=desc: store.open_blob(d), desc.digest, desc.size,
+                                       what, q, stop))
+            blobs.append((pos, PrefetchedBlob(q, desc.digest, what)))
+        for i, (pos, blob) in enumerate(blobs):
+            read.append(_walk_layer(blob, pos, matcher))
             view = MergedView(read, complete=(i == total - 1))
             if early_exit and not view.complete and all(
                     _decided(judge_profile(view, profiles[r.name], env), r) for r in requirements):
@@ -181,11 +182,12 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
                 break
     finally:
         stop.set()
-        for future in futures:
+        for future in fetches:
             future.cancel()
         pool.shutdown(wait=True)
         store.close()
-    bytes_read = sum(r.bytes_read for r in readers)   # layers walked concurrently but not needed count too
+    # what the fetchers downloaded, including read-ahead of layers the verdict did not need
+    bytes_read = sum(f.result() for f in fetches if f.done() and not f.cancelled())
 
     findings = {name: judge_profile(view, profiles[name], env) for name in dict.fromkeys([*wanted, *extra])}
     results = [_requirement_result(r, findings[r.name]) for r in requirements]

@@ -183,19 +183,27 @@ def load_profiles() -> dict[str, Profile]:
 
 
 def build_matcher(profiles: Iterable[Profile]) -> Matcher:
-    """One function the layer walker calls per entry: which extractors (if any) apply to a path."""
-    plain: list[re.Pattern] = []
+    """One function the layer walker calls per entry: which extractors (if any) apply to a path.
+
+    Called for every entry of every layer, so it rejects most paths with one regex over the basename
+    (every glob ends in a basename pattern); only the few that pass are matched against whole globs.
+    """
+    globs: list[str] = []
     content: list[tuple[re.Pattern, Extractor]] = []
     for p in profiles:
         for v in p.variants:
-            plain.extend(r.regex for r in (*v.all, *v.none, *v.optional) if r.globs)
+            globs.extend(g for r in (*v.all, *v.none, *v.optional) for g in r.globs)
             for s in v.versions:
-                (content.append((s.regex, s.extractor)) if s.extractor else plain.append(s.regex))
-    # paths the rules name are few: one combined regex rejects the rest in a single call
-    combined = re.compile("|".join(f"(?:{r.pattern})" for r in [*plain, *(c[0] for c in content)]) or "(?!)")
+                (content.append((s.regex, s.extractor)) if s.extractor else globs.append(s.glob))
+    full = [_compiled(glob_regex(g)) for g in globs] + [rx for rx, _ in content]
+    basenames = {glob_regex("/" + g.rsplit("/", 1)[-1])[1:] for g in globs}
+    basenames |= {glob_regex("/" + s.glob.rsplit("/", 1)[-1])[1:] for p in profiles for v in p.variants
+                  for s in v.versions if s.extractor}
+    prefilter = re.compile("|".join(f"(?:{b})" for b in sorted(basenames)) or "(?!)")
+    whole = re.compile("|".join(f"(?:{r.pattern})" for r in full) or "(?!)")
 
     def match(path: str):
-        if not combined.match(path):
+        if not prefilter.fullmatch(path, path.rfind("/") + 1) or not whole.match(path):
             return None
         return tuple({e.id: e for rx, e in content if rx.match(path)}.values())
 
