@@ -17,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -138,10 +137,12 @@ def main() -> None:
               f"compressed ({', '.join(f'{b.stat().st_size / 1e6:.0f}' for b in blobs)} MB, bottom first)")
 
         # peak memory of a whole CLI scan, measured before any other child process runs
-        proc = subprocess.run([sys.executable, "-m", "infra_cli", "image", "check", refs["early"], "--json"],
-                              capture_output=True, cwd=ROOT)
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"peak memory of `infra image check` on it: {rss:.0f} MB (exit {proc.returncode})")
+        # (from a fresh parent whose only child is the CLI: this process's children include umoci and skopeo)
+        probe = ("import resource, subprocess, sys; p = subprocess.run([sys.executable, '-m', 'infra_cli', 'image', "
+                 f"'check', {refs['early']!r}], capture_output=True); "
+                 "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)")
+        code, rss = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT).stdout.split()
+        print(f"peak memory of `infra image check` on it: {rss} MB (exit {code})")
 
         # interleaved, so that load from other processes hits the ceiling and the scan alike
         raws, scans, ratios, full = [], [], [], None

@@ -217,3 +217,27 @@ def test_image_check_imports_no_azure_torch_or_jinja2(images):
     assert proc.returncode == 0, proc.stderr[-2000:]
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
     assert not imported & {"azure", "torch", "jinja2", "requests"}, imported & {"azure", "torch", "jinja2", "requests"}
+
+
+def test_mofed_hpcx_nccl_versions_and_net_plugin_library_path(tmp_path):
+    """Layouts of NGC/Azure ML images (no Debian package ships MOFED, HPC-X or NCCL, so the files are written here)."""
+    layers = [
+        Layer().file("/usr/bin/ofed_info", "#!/bin/bash\necho MLNX_OFED_LINUX-5.8-1.0.1.1:\n", 0o755)
+        .file("/opt/hpcx-v2.16-gcc-mlnx_ofed-ubuntu22.04-cuda12-x86_64/hpcx-init.sh", "# HPC-X\n")
+        .symlink("/opt/hpcx", "hpcx-v2.16-gcc-mlnx_ofed-ubuntu22.04-cuda12-x86_64"),
+        Layer().file("/usr/lib/x86_64-linux-gnu/libnccl.so.2.18.3", b"\x7fELF")
+        .symlink("/usr/lib/x86_64-linux-gnu/libnccl.so.2", "libnccl.so.2.18.3")
+        .file("/usr/local/nccl-rdma-sharp-plugins/lib/libnccl-net.so.0.0.0", b"\x7fELF"),
+    ]
+    with_path = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/usr/local/nccl-rdma-sharp-plugins/lib"}
+    ref = build_oci(tmp_path / "l", "gpu", layers, env=with_path)
+    code, out = cli_json(ref, "--require", "nccl>=2.18", "--require", "mofed>=5.8", "--require", "hpcx", "--require", "nccl<2.18")
+    assert code == 1
+    assert req(out, "nccl>=2.18")["met"] and req(out, "nccl>=2.18")["version"] == "2.18.3"
+    assert not req(out, "nccl<2.18")["met"]
+    assert req(out, "mofed>=5.8")["version"].startswith("5.8-1.0.1")
+    assert req(out, "hpcx")["met"] and req(out, "hpcx")["version"] == "2.16"
+    plugin = next(f for f in out["findings"] if f["profile"] == "nccl")["optional"][0]["evidence"][0]
+    assert plugin["on_library_path"] is True
+    ref = build_oci(tmp_path / "l", "gpu-nolib", layers, env={"PATH": "/usr/bin"})
+    assert "not on LD_LIBRARY_PATH" in cli(ref, "--require", "nccl").stdout
