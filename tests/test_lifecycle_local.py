@@ -367,3 +367,68 @@ def test_sigkill_mid_apply_then_plan_shows_rest_and_apply_finishes(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     r = _cli("plan", str(path), "--local", "--detailed-exitcode", env_dir=state)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_failed_operation_reported_others_finish(tmp_path):
+    """Half of the long-running operations fail: each failure is reported with its Azure error code, the
+    independent changes still finish, and the result is not ok."""
+    from infra_cli.azure.clients import build_clients
+
+    server = start_emulator(tmp_path / "lro", lro_failure_rate=0.5, seed=3)
+    try:
+        text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
+            f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(4)))
+        path = write_stack(tmp_path, text)
+        clients = build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
+        events = []
+        result = apply_outcome(plan(path, clients), emit=events.append)
+        assert result.failures and not result.ok
+        assert all(f.code and f.code != "Exception" for f in result.failures)
+        assert result.added >= 1  # the others went through
+        failed = {f.address for f in result.failures}
+        assert {e.address for e in events if e.phase == "failed"} == failed
+    finally:
+        server.stop()
+
+
+def test_stop_requested_starts_nothing_new(tmp_path, clients):
+    """What Ctrl-C does: running changes finish, nothing new starts, the rest is listed and the plan shows it."""
+    from infra_cli.apply.executor import execute
+    from infra_cli.azure.provider import Provider
+
+    text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
+        f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(4)))
+    path = write_stack(tmp_path, text)
+    outcome = plan(path, clients)
+    stop = threading.Event()
+
+    def on_event(event):
+        if event.phase == "start":
+            stop.set()  # as if Ctrl-C came right after the first change started
+
+    result = execute(outcome.plan, outcome.loaded, Provider(clients), parallelism=1, emit=on_event, stop=stop)
+    assert result.interrupted and not result.ok
+    assert result.added == 1 and len(result.not_started) == 6
+    left = [c.address for c in plan(path, clients).plan.changes]
+    assert sorted(left) == sorted(result.not_started)
+
+
+def test_cli_sigint_stops_apply_nonzero(tmp_path):
+    text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
+        f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(4)))
+    path = write_stack(tmp_path, text)
+    state = tmp_path / "state"
+    proc = subprocess.Popen([sys.executable, "-m", "infra_cli", "apply", str(path), "--local", "--auto-approve",
+                             "--no-smoke", "--parallelism", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=_child_env(state))
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if ": creating" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(seen) + proc.stdout.read()
+    assert proc.wait(timeout=120) != 0
+    assert "not started" in out and "Traceback" not in out
+    r = _cli("plan", str(path), "--local", "--detailed-exitcode", env_dir=state)
+    assert r.returncode == 2  # what is left shows in the next plan
