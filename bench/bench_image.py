@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from image_fixtures import (OPENMPI_ALTERNATIVES, OPENMPI_DEBS, Registry, base_layer, build_oci,  # noqa: E402
+from image_fixtures import (OPENMPI_ALTERNATIVES, OPENMPI_DEBS, Registry, build_oci,  # noqa: E402
                             manifest_of, package_layer, run)
 from infra_cli.image.check import check_image  # noqa: E402
 

@@ -10,12 +10,10 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
 
 from image_fixtures import (Layer, base_layer, build_oci, images, manifest_of, registry,  # noqa: F401 (fixtures)
                             skopeo_copy)
 from infra_cli.image.check import check_image
-from infra_cli.image.errors import ImageReadError
 
 ROOT = Path(__file__).resolve().parent.parent
 

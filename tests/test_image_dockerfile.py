@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from image_fixtures import base_layer, build_oci, package_layer
 from infra_cli.diagnostics import DiagnosticError

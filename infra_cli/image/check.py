@@ -131,7 +131,7 @@ def _requirement_result(req: Requirement, findings: list[VariantFinding]) -> Req
                                      f.variant, f.version, [e for r in f.rules for e in r.evidence])
     if present:
         f = present[0]
-        why = f"version unknown" if f.version is None else f"version {f.version} does not satisfy {req.op}{req.version}"
+        why = "version unknown" if f.version is None else f"version {f.version} does not satisfy {req.op}{req.version}"
         return RequirementResult(str(req), False, f"{f.variant} found but {why}", f.variant, f.version,
                                  [e for r in f.rules for e in r.evidence])
     missing = sorted({r.rule for f in findings for r in f.rules if r.state is not State.FOUND})

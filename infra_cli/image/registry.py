@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import ssl
 import threading
 import urllib.parse
@@ -35,6 +34,7 @@ class RegistryStore:
         self._authorization: str | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._opened: list[http.client.HTTPConnection] = []    # every thread's, to close at the end
 
     # ---- connections -------------------------------------------------------------------------------
     def _connect(self, scheme: str, host: str) -> http.client.HTTPConnection:
@@ -50,6 +50,8 @@ class RegistryStore:
         conn = pool.get((scheme, host))
         if conn is None:
             conn = pool[(scheme, host)] = self._connect(scheme, host)
+            with self._lock:
+                self._opened.append(conn)
         return conn
 
     def _send(self, method: str, url: str, headers: dict, body: bytes | None = None) -> http.client.HTTPResponse:
@@ -199,5 +201,7 @@ class RegistryStore:
         return self._get(f"/v2/{self.ref.repository}/blobs/{desc.digest}")
 
     def close(self) -> None:
-        for conn in getattr(self._local, "pool", {}).values():
-            conn.close()
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
