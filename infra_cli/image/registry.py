@@ -35,6 +35,7 @@ class RegistryStore:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._opened: list[http.client.HTTPConnection] = []    # every thread's, to close at the end
+        self._opened_lock = threading.Lock()
 
     # ---- connections -------------------------------------------------------------------------------
     def _connect(self, scheme: str, host: str) -> http.client.HTTPConnection:
@@ -50,7 +51,7 @@ class RegistryStore:
         conn = pool.get((scheme, host))
         if conn is None:
             conn = pool[(scheme, host)] = self._connect(scheme, host)
-            with self._lock:
+            with self._opened_lock:
                 self._opened.append(conn)
         return conn
 
@@ -201,7 +202,7 @@ class RegistryStore:
         return self._get(f"/v2/{self.ref.repository}/blobs/{desc.digest}")
 
     def close(self) -> None:
-        with self._lock:
+        with self._opened_lock:
             for conn in self._opened:
                 conn.close()
             self._opened.clear()
