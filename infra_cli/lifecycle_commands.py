@@ -115,6 +115,8 @@ def register(app: typer.Typer) -> None:
         refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
         destroy: bool = typer.Option(False, "--destroy", help="plan to destroy everything the stack owns"),
         local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+        check_images: bool = typer.Option(False, "--check-images",
+                                          help="read custom images' layers and check their `requires:`"),
     ) -> None:
         """Show what apply would change, and whether it can succeed (size, region, quota)."""
         from infra_cli.diagnostics import DiagnosticError
@@ -124,7 +126,7 @@ def register(app: typer.Typer) -> None:
 
         mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
         try:
-            outcome = plan_file(stack, local=local, mode=mode, targets=list(target))
+            outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images)
         except DiagnosticError as exc:
             raise _fail(exc)
         except Exception as exc:

@@ -14,6 +14,7 @@ from infra_cli.plan.diff import LiveState, diff, drift, select_targets, smoke_jo
 from infra_cli.plan.model import Plan, Resource
 from infra_cli.stack.load import LoadedStack
 from infra_cli.validate.engine import load_valid_stack
+from infra_cli.validate.image_requirements import image_requirement_diagnostics
 from infra_cli.validate.preflight import preflight
 
 
@@ -35,7 +36,7 @@ def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[st
 
 
 def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targets: list[str] | None = None,
-               warnings: list[Diagnostic] | None = None) -> PlanOutcome:
+               warnings: list[Diagnostic] | None = None, check_images: bool = False) -> PlanOutcome:
     from infra_cli.azure.provider import Provider
 
     stack = loaded.stack
@@ -43,18 +44,20 @@ def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targe
     targets = targets or []
     check_targets(loaded, desired, targets)
     provider = Provider(clients)
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         live_f = pool.submit(provider.refresh, desired)
         facts_f = pool.submit(provider.live_facts, stack.workspace.location) if mode == "normal" else None
+        images_f = pool.submit(image_requirement_diagnostics, loaded) if check_images else None
         live = live_f.result()
         facts = facts_f.result() if facts_f else None
+        image_diagnostics = images_f.result() if images_f else []
     file = str(loaded.path)
     result = diff(desired, live, stack=stack.stack, stack_file=file, mode="destroy" if mode == "destroy" else "normal")
     deps = distribution_dependencies(stack)
     changes = result.changes
     if targets:
         changes = select_targets(changes, targets, deps)
-    diagnostics = list(warnings or []) + result.diagnostics
+    diagnostics = list(warnings or []) + result.diagnostics + image_diagnostics
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), file, stack.workspace.name)
     drifted = drift(desired, live, stack=stack.stack) if mode == "refresh-only" else []
@@ -68,9 +71,10 @@ def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targe
     return PlanOutcome(plan, loaded, clients, live)
 
 
-def plan_file(stack_path: Path, *, local: bool, mode: str = "normal", targets: list[str] | None = None) -> PlanOutcome:
+def plan_file(stack_path: Path, *, local: bool, mode: str = "normal", targets: list[str] | None = None,
+              check_images: bool = False) -> PlanOutcome:
     from infra_cli.azure.clients import build_clients
 
     loaded, warnings = load_valid_stack(stack_path)
     clients = build_clients(loaded.stack.workspace, local=local)
-    return plan_stack(loaded, clients, mode=mode, targets=targets, warnings=warnings)
+    return plan_stack(loaded, clients, mode=mode, targets=targets, warnings=warnings, check_images=check_images)

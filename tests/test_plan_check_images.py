@@ -1,0 +1,38 @@
+"""infra plan --check-images: custom images' `requires:` proven from their layers (real registry, no daemon)."""
+
+from __future__ import annotations
+
+from emulator_fixtures import *  # noqa: F401,F403
+from image_fixtures import *  # noqa: F401,F403
+
+from infra_cli.plan.engine import plan_stack
+from infra_cli.stack.load import load_stack
+
+STACK = f"""
+stack: imgs
+workspace: {{subscription_id: {TEST_SUBSCRIPTION}, resource_group: {TEST_RESOURCE_GROUP}, name: {TEST_WORKSPACE}, location: {TEST_LOCATION}}}
+clusters:
+  gpu: {{size: Standard_ND96asr_v4, max_instances: 2}}
+environments:
+  good: {{image: "REGISTRY/test/openmpi:oci", requires: ["openmpi>=4.1"]}}
+  mpich: {{image: "REGISTRY/test/mpich:oci", requires: ["openmpi"]}}
+  gone: {{image: "REGISTRY/test/nothing-here:oci", requires: ["mpi"]}}
+"""
+
+
+def test_check_images_reports_met_unmet_and_unreadable(tmp_path, clients, images):
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("REGISTRY", images.registry.host))
+    loaded = load_stack(path)
+    without = plan_stack(loaded, clients)
+    assert not [d for d in without.plan.diagnostics if d["rule"].startswith("plan.image")]
+    outcome = plan_stack(loaded, clients, check_images=True)
+    by_rule = {}
+    for d in outcome.plan.diagnostics:
+        by_rule.setdefault((d["rule"], d["severity"]), []).append(d)
+    met = by_rule[("plan.image-requirement", "info")]
+    assert any("test/openmpi" in d["message"] and "openmpi>=4.1" in d["message"] for d in met)
+    unmet = by_rule[("plan.image-requirement", "error")]
+    assert any("test/mpich" in d["message"] for d in unmet) and unmet[0]["line"] is not None
+    assert any("nothing-here" in d["message"] for d in by_rule[("plan.image-unreadable", "error")])
+    assert outcome.plan.has_errors()
