@@ -61,8 +61,12 @@ def test_every_rendered_job_loads_with_load_job(stack, tmp_path):
 
 
 def test_smoke_job_carries_size_env_debug_env_and_user_env_on_top(tmp_path):
-    loaded = load_stack(ROOT / "stacks" / "mpi-deepspeed.yaml")
-    [job_path, _script] = render_distribution_jobs(loaded, tmp_path)
+    # the example stack plus a user variable that overrides one of the job's own
+    text = (ROOT / "stacks" / "mpi-deepspeed.yaml").read_text().rstrip("\n")
+    stack = tmp_path / "mpi-deepspeed.yaml"
+    stack.write_text(text + "\n    environment_variables:\n      NCCL_DEBUG: WARN\n")
+    loaded = load_stack(stack)
+    [job_path, _script] = render_distribution_jobs(loaded, tmp_path / "out")
     job = load_job(job_path)
     env = job.environment_variables
     assert env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv4-topo.xml"  # the ND A100 v4 profile from the catalog

@@ -119,6 +119,9 @@ def _clients(workspace: "Workspace", options: dict[str, Any], retry_total: int, 
         return RetryPolicy(retry_total=retry_total, retry_backoff_factor=_BACKOFF_S[mode], retry_backoff_max=30,
                            retry_mode="exponential")
 
+    # MLClient records its cloud in AZUREML_CURRENT_CLOUD; one inherited from another process (an emulator
+    # this process never registered) makes MLClient fail with "Unknown cloud environment". MLClient sets it anew.
+    os.environ.pop("AZUREML_CURRENT_CLOUD", None)
     credential = options.pop("credential")
     base_url = options.pop("base_url", None)
     connection = {k: options[k] for k in ("connection_verify",) if k in options}
