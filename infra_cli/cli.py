@@ -145,6 +145,10 @@ _register_subcommands()
 
 
 def main() -> None:
+    from infra_cli.azure.clients import forget_inherited_emulator_cloud
+
+    # before anything imports azure.ai.ml, which reads it at import time (clients.py imports no azure module)
+    forget_inherited_emulator_cloud()
     try:
         app()
     except KeyboardInterrupt:

@@ -49,6 +49,7 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
                   retry_total: int = DEFAULT_RETRY_TOTAL, emulator: "EmulatorServer | None" = None) -> AzureClients:
     """SDK clients for the stack's workspace. local=True: the emulator (`emulator`, or the one this process
     runs over local_dir, default ./.infra/local or INFRA_LOCAL_DIR, started on first use)."""
+    forget_inherited_emulator_cloud()
     if local:
         server = emulator or local_emulator(local_dir)
         server.ensure_workspace(workspace.subscription_id, workspace.resource_group, workspace.name,
@@ -57,6 +58,17 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
     from infra_cli.azure.credentials import azure_credential
 
     return _clients(workspace, {"credential": azure_credential(), "cloud": AZURE_CLOUD}, retry_total, "azure")
+
+
+EMULATOR_CLOUD_PREFIX = "InfraLocalEmulator"
+
+
+def forget_inherited_emulator_cloud() -> None:
+    """MLClient records its cloud in AZUREML_CURRENT_CLOUD, and azure.ai.ml reads it at import time. One naming
+    another process's emulator cloud (inherited by a child process) makes that import fail with "Unknown cloud
+    environment"; such a name means nothing outside the process that registered it, so drop it first."""
+    if os.environ.get("AZUREML_CURRENT_CLOUD", "").startswith(EMULATOR_CLOUD_PREFIX):
+        del os.environ["AZUREML_CURRENT_CLOUD"]
 
 
 def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
@@ -84,7 +96,7 @@ def _local_options(server: "EmulatorServer") -> dict[str, Any]:
     return {
         "credential": LocalCredential(),
         # A cloud name per URL: azure-ai-ml refuses to redefine a cloud name within a process.
-        "cloud": f"InfraLocalEmulator{server.port}",
+        "cloud": f"{EMULATOR_CLOUD_PREFIX}{server.port}",
         "cloud_metadata": {"resource_manager": url, "azure_portal": url, "active_directory": url,
                            "aml_resource_id": url, "storage_endpoint": "core.windows.net",
                            "registry_discovery_endpoint": url},
@@ -119,9 +131,6 @@ def _clients(workspace: "Workspace", options: dict[str, Any], retry_total: int, 
         return RetryPolicy(retry_total=retry_total, retry_backoff_factor=_BACKOFF_S[mode], retry_backoff_max=30,
                            retry_mode="exponential")
 
-    # MLClient records its cloud in AZUREML_CURRENT_CLOUD; one inherited from another process (an emulator
-    # this process never registered) makes MLClient fail with "Unknown cloud environment". MLClient sets it anew.
-    os.environ.pop("AZUREML_CURRENT_CLOUD", None)
     credential = options.pop("credential")
     base_url = options.pop("base_url", None)
     connection = {k: options[k] for k in ("connection_verify",) if k in options}
