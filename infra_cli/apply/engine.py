@@ -16,7 +16,7 @@ from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, ex
 from infra_cli.apply.lock import StackLock
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources
-from infra_cli.plan.engine import PlanOutcome, plan_stack
+from infra_cli.plan.engine import PlanOutcome
 from infra_cli.plan.model import Plan, canonical_json
 from infra_cli.plan.planfile import read_plan_file
 from infra_cli.validate.engine import load_valid_stack

@@ -61,7 +61,6 @@ class Applier:
         self.provider = provider
         self.loaded = loaded
         self.emit = emit
-        self.desired = {}
 
     def run_change(self, change: ResourceChange, desired: Resource | None) -> None:
         start = time.monotonic()

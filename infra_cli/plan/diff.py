@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.desired import live_comparable
-from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, TAG_STACK, UPDATE, Resource,
-                                  ResourceChange, content_hash)
+from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, UPDATE, Resource, ResourceChange,
+                                  content_hash)
 from infra_cli.plan.semantics import semantics
 
 
@@ -183,5 +183,3 @@ def smoke_jobs(changes: list[ResourceChange], dependencies: dict[str, tuple[str,
     changed = {c.address for c in changes if c.is_change and c.actions != DELETE}
     return sorted(job for job, deps in dependencies.items() if changed & set(deps))
 
-
-__all__ = ["LiveState", "DiffResult", "diff", "drift", "select_targets", "smoke_jobs", "TAG_STACK"]

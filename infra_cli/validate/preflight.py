@@ -80,7 +80,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
         sku = facts.skus.get(size.lower())
         if sku is None:
             error("preflight.size-unavailable", f"{change.address}: size {size} is not offered in {location}",
-                  f"pick a region that offers it (infra skus --location REGION) or another size")
+                  "pick a region that offers it (infra skus --location REGION) or another size")
             continue
         if sku.restrictions:
             error("preflight.size-restricted",
