@@ -432,3 +432,27 @@ def test_cli_sigint_stops_apply_nonzero(tmp_path):
     assert "not started" in out and "Traceback" not in out
     r = _cli("plan", str(path), "--local", "--detailed-exitcode", env_dir=state)
     assert r.returncode == 2  # what is left shows in the next plan
+
+
+def test_cli_apply_saved_plan_file_and_refuse_it_when_stale(tmp_path):
+    big = STACK.replace("clusters:\n", "clusters:\n" + "".join(
+        f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(6)))
+    path = write_stack(tmp_path, big)
+    state = tmp_path / "state"
+    planfile = tmp_path / "changes.plan"
+    r = _cli("plan", str(path), "--local", "--out", str(planfile), env_dir=state)
+    assert r.returncode == 0, r.stderr
+    assert planfile.read_bytes().find(b'"kind"') > 4096  # a plan big enough that its kind is not up front
+    r = _cli("apply", str(planfile), "--local", "--no-smoke", env_dir=state, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr  # a saved plan applies without asking
+    assert "9 added" in r.stdout
+    # a plan saved before a change, applied after it: refused, nothing changes
+    write_stack(tmp_path, big.replace("max_instances: 2", "max_instances: 3"))
+    r = _cli("plan", str(path), "--local", "--out", str(planfile), env_dir=state)
+    assert r.returncode == 0, r.stderr
+    write_stack(tmp_path, big.replace("max_instances: 2", "max_instances: 4"))
+    r = _cli("apply", str(planfile), "--local", "--no-smoke", env_dir=state)
+    assert r.returncode == 1 and "apply.stale-plan" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("plan", str(path), "--local", "--json", env_dir=state)
+    after = [c for c in json.loads(r.stdout)["resource_changes"] if c["address"] == "cluster.gpu"][0]
+    assert after["change"]["before"]["max_instances"] == 2

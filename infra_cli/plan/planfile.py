@@ -42,12 +42,16 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
 
 
 def is_plan_file(path: Path) -> bool:
+    """A saved plan is a JSON object with our `kind` (a stack is YAML; JSON stacks are not a thing here)."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
+            if not fh.read(64).lstrip().startswith(b"{"):
+                return False
+            fh.seek(0)
+            data = json.load(fh)
+    except (OSError, ValueError):
         return False
-    return head.lstrip().startswith(b"{") and f'"kind": "{KIND}"'.encode() in head or b'"kind":"infra-plan"' in head
+    return isinstance(data, dict) and data.get("kind") == KIND
 
 
 def read_plan_file(path: Path) -> SavedPlan:
