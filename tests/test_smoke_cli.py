@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_smoke_script import tensorflow_or_skip
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -30,8 +32,39 @@ def test_infra_smoke_local_on_ib_a100(tmp_path):
     assert "pass    check.replicas_identical" in out
     assert "skipped transport: ran with gloo backend on cpu" in out and "InfiniBand cannot be judged" in out
     assert "skipped busbw: peak all_reduce busbw" in out
+    # The emulator says its nodes are emulated, so the CPU run on an 8-GPU size is skipped, not failed.
+    assert ("skipped device: the local emulator ran the job on this machine's cpu: "
+            "Standard_ND96asr_v4's 8 x A100 40GB per node are not here to use") in out
     assert "Smoke: 1 of 1 passed." in out
-    assert "Traceback" not in r.stderr and "experimental class" not in r.stderr
+    assert_clean_stderr(r.stderr)
+
+
+def assert_clean_stderr(stderr: str) -> None:
+    assert "Traceback" not in stderr and "experimental class" not in stderr
+    assert "\x1b[" not in stderr, "no escape codes (azure-ai-ml prints a colour reset after uploads) off a terminal"
+
+
+def test_infra_smoke_local_tensorflow_multiworker(tmp_path):
+    """The tensorflow distribution on the emulator: TF_CONFIG as Azure ML writes it, two real TensorFlow
+    workers all-reduce with MultiWorkerMirroredStrategy, and the verdict reports the bandwidth."""
+    tensorflow_or_skip()
+    state = tmp_path / "state"
+    stack = str(ROOT / "stacks" / "tf-multiworker.yaml")
+    applied = infra("apply", stack, "--auto-approve", "--local", "--no-smoke", state=state)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    r = infra("smoke", stack, "--local", state=state)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "(2 node(s) of azureml:v100, tensorflow distribution)" in out
+    assert "smoke.multiworker: PASSED  transport=unknown  busbw=" in out
+    assert "pass    check.worker_count: 2 workers in TF_CONFIG, 2 expected" in out
+    assert ("pass    check.allreduce: MultiWorkerMirroredStrategy all-reduce of replica ids + 1 over 2 replicas: "
+            "sum 3 == 3") in out
+    assert "pass    check.bandwidth_measured: peak busbw" in out
+    assert "skipped device: the local emulator ran the job on this machine's cpu: Standard_ND40rs_v2's" in out
+    assert "skipped transport: ran with ring backend on cpu" in out
+    assert "Smoke: 1 of 1 passed." in out
+    assert_clean_stderr(r.stderr)
 
 
 def test_infra_smoke_unknown_distribution_is_refused(tmp_path):

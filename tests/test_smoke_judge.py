@@ -160,17 +160,49 @@ def test_no_result_fails():
     assert not v.passed and "no smoke result" in v.failures[0].detail
 
 
-def test_cpu_result_skips_ib_and_bandwidth_with_reasons():
+def cpu_result(**node) -> dict:
+    return {"device": "cpu", "backend": "gloo", "world": {"world_size": 4},
+            "node": {"gpu_device_files": [], "emulated": False, **node},
+            "checks": [{"name": "world_size", "ok": True, "detail": ""}],
+            "bandwidth": {"peak_busbw_gbs": 0.3, "peak_bytes": 1 << 20},
+            "nccl": {"transport": "unknown", "why": "gloo"}}
+
+
+def test_emulated_cpu_result_skips_gpu_ib_and_bandwidth_with_reasons():
     sku = load_catalog().get("Standard_ND96asr_v4")
-    result = {"device": "cpu", "backend": "gloo", "world": {"world_size": 4},
-              "checks": [{"name": "world_size", "ok": True, "detail": ""}],
-              "bandwidth": {"peak_busbw_gbs": 0.3, "peak_bytes": 1 << 20},
-              "nccl": {"transport": "unknown", "why": "gloo"}}
-    v = judge(result, sku, "ddp", dist())
+    v = judge(cpu_result(emulated=True), sku, "ddp", dist())
     assert v.passed and v.transport == "unknown" and v.peak_busbw_gbs == 0.3
     outcomes = {j.name: (j.outcome, j.detail) for j in v.judgements}
+    assert outcomes["device"][0] == "skipped" and "the local emulator ran the job on this machine's cpu" in outcomes["device"][1]
     assert outcomes["transport"][0] == "skipped" and "InfiniBand cannot be judged" in outcomes["transport"][1]
     assert outcomes["busbw"][0] == "skipped" and "0.300 GB/s" in outcomes["busbw"][1]
+
+
+def test_cpu_run_on_a_gpu_size_fails_and_says_why():
+    sku = load_catalog().get("Standard_ND96asr_v4")
+    cpu_build = judge(cpu_result(gpu_device_files=["nvidia0", "nvidia1"]), sku, "ddp", dist())
+    assert not cpu_build.passed and [j.name for j in cpu_build.failures] == ["device"]
+    detail = cpu_build.failures[0].detail
+    assert "8 x A100 40GB per node but the smoke ran with gloo on cpu" in detail
+    assert "2 GPU device files (nvidia0, nvidia1)" in detail and "CPU-only build" in detail
+    no_driver = judge(cpu_result(), sku, "ddp", dist())
+    assert not no_driver.passed and "no GPU device file was visible" in no_driver.failures[0].detail
+
+
+def test_cpu_run_on_a_cpu_size_is_not_a_device_failure():
+    v = judge(cpu_result(), load_catalog().get("Standard_HB120rs_v3"), "ddp", dist())
+    assert v.passed and {j.name: j.outcome for j in v.judgements}["device"] == "skipped"
+
+
+def test_a_node_missing_a_gpu_fails():
+    sku = load_catalog().get("Standard_ND96asr_v4")
+    ranks = [{"rank": r, "host": f"node{r // 8}", "gpus": 7 if r >= 8 else 8} for r in range(16)]
+    result = dict(gpu_result(185.0), world={"world_size": 16, "ranks": ranks})
+    v = judge(result, sku, "ddp", dist(), logs("ib_a100_2node"))
+    assert not v.passed and [j.name for j in v.failures] == ["device"]
+    assert "node1 sees 7" in v.failures[0].detail
+    whole = dict(result, world={"world_size": 16, "ranks": [dict(r, gpus=8) for r in ranks]})
+    assert judge(whole, sku, "ddp", dist(), logs("ib_a100_2node")).passed
 
 
 def test_socket_expected_on_a_size_without_infiniband():

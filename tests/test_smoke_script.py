@@ -20,7 +20,8 @@ from infra_cli.stack.model import Distribution
 
 # Every launcher variable a test may inherit from the machine; each launch below sets its own.
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
-               "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TF_CONFIG", "AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE")
+               "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TF_CONFIG", "AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE",
+               "INFRA_EMULATED_NODE")
 TIMEOUT = 180
 
 
@@ -101,9 +102,17 @@ def test_torchrun_standalone(scripts, tmp_path, n):
     assert result["launch"]["variables"]["TORCHELASTIC_RUN_ID"]
     # The judge on a real CPU result: checks judged, bandwidth reported, InfiniBand skipped with the reason.
     d = Distribution(cluster="a100", environment="e", type="pytorch", instance_count=1, process_count_per_instance=n)
-    verdict = judge(result, load_catalog().get("Standard_ND96asr_v4"), "ddp", d)
+    a100 = load_catalog().get("Standard_ND96asr_v4")
+    # On a real ND96asr_v4 node a CPU run means the image cannot use the GPUs: caught, not passed.
+    assert result["node"] == {"gpu_device_files": [], "emulated": False}
+    cpu_on_gpu_size = judge(result, a100, "ddp", d)
+    assert not cpu_on_gpu_size.passed and [j.name for j in cpu_on_gpu_size.failures] == ["device"]
+    assert "has 8 x A100 40GB per node but the smoke ran with gloo on cpu" in cpu_on_gpu_size.failures[0].detail
+    # Where infra's emulator stood in for the node (it sets the variable the script reports), it is skipped.
+    verdict = judge(dict(result, node={"gpu_device_files": [], "emulated": True}), a100, "ddp", d)
     assert verdict.passed and verdict.transport == "unknown" and verdict.peak_busbw_gbs > 0
-    assert {j.name: j.outcome for j in verdict.judgements}["transport"] == "skipped"
+    outcomes = {j.name: j.outcome for j in verdict.judgements}
+    assert outcomes["transport"] == "skipped" and outcomes["device"] == "skipped"
 
 
 def test_azureml_per_process_two_nodes_of_two(scripts, tmp_path):
@@ -182,31 +191,81 @@ def test_single_process_without_launcher(scripts, tmp_path):
     assert_passed(r, tmp_path, 1, "single-process")
 
 
-def tf_config(workers: int, ps: int, kind: str = "worker", index: int = 0) -> str:
-    cluster = {"worker": [f"10.0.0.{i}:2222" for i in range(workers)]}
+def tf_config(workers: int, ps: int, kind: str = "worker", index: int = 0, hosts: list[str] | None = None) -> str:
+    cluster = {"worker": hosts or [f"10.0.0.{i}:2222" for i in range(workers)]}
     if ps:
         cluster["ps"] = [f"10.0.1.{i}:2222" for i in range(ps)]
     return json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})
 
 
+# Runs the script with TensorFlow hidden (an import of it raises ImportError), as in an image without it.
+WITHOUT_TENSORFLOW = ("import runpy, sys; sys.modules['tensorflow'] = None; script = sys.argv.pop(1); "
+                      "runpy.run_path(script, run_name='__main__')")
+
+
+def tf_command(scripts: Path, out: Path, workers: int, ps: int, hide_tensorflow: bool) -> list[str]:
+    prefix = [sys.executable, "-c", WITHOUT_TENSORFLOW] if hide_tensorflow else [sys.executable]
+    return [*prefix, str(scripts / "tf_smoke.py"), "--worker-count", str(workers), "--parameter-server-count",
+            str(ps), "--outputs", str(out)]
+
+
 def run_tf(scripts: Path, out: Path, workers: int, ps: int, config: str | None) -> subprocess.CompletedProcess:
     env = clean_env(**({"TF_CONFIG": config} if config is not None else {}))
-    return subprocess.run([sys.executable, str(scripts / "tf_smoke.py"), "--worker-count", str(workers),
-                           "--parameter-server-count", str(ps), "--outputs", str(out)],
+    return subprocess.run(tf_command(scripts, out, workers, ps, hide_tensorflow=True),
                           env=env, capture_output=True, text=True, timeout=TIMEOUT)
 
 
-def test_tf_config_checks_pass(scripts, tmp_path):
+def tensorflow_or_skip():
+    """CI installs TensorFlow (.ci/run sets INFRA_REQUIRE_TENSORFLOW=1, so there its absence fails)."""
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError:
+        if os.environ.get("INFRA_REQUIRE_TENSORFLOW") == "1":
+            pytest.fail("INFRA_REQUIRE_TENSORFLOW=1 but TensorFlow is not importable: pip install -e '.[tf]'")
+        pytest.skip("TensorFlow is not installed (pip install -e '.[tf]')")
+
+
+def test_tf_config_checks_pass_without_tensorflow(scripts, tmp_path):
     r = run_tf(scripts, tmp_path, 2, 0, tf_config(2, 0))
     assert r.returncode == 0, r.stdout + r.stderr
     result = result_of(tmp_path)
     assert result["passed"] and result["task"] == {"type": "worker", "index": 0, "workers": 2, "ps": 0}
     allreduce = next(c for c in result["checks"] if c["name"] == "allreduce")
-    try:
-        import tensorflow  # noqa: F401
-    except ImportError:
-        assert allreduce["ok"] is None and "TensorFlow is not importable" in allreduce["detail"]
-    assert "SMOKE PASS" in r.stdout
+    assert allreduce["ok"] is None and "TensorFlow is not importable" in allreduce["detail"]
+    assert result["device"] == "unknown" and "SMOKE PASS" in r.stdout
+    # On a GPU size that is no proof the GPUs work: the judge says so.
+    d = Distribution(cluster="v100", environment="e", type="tensorflow", instance_count=2, worker_count=2)
+    verdict = judge(result, load_catalog().get("Standard_ND40rs_v2"), "tf", d)
+    assert not verdict.passed and [j.name for j in verdict.failures] == ["device"]
+    assert "never reached them: skipped: TensorFlow is not importable" in verdict.failures[0].detail
+
+
+def test_tf_multiworker_allreduce_for_real(scripts, tmp_path):
+    """Two real TensorFlow workers on this CPU, TF_CONFIG as Azure ML writes it: MultiWorkerMirroredStrategy
+    all-reduces over gRPC ring collectives, the sum proves both replicas took part, bandwidth is reported."""
+    tensorflow_or_skip()
+    hosts = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    procs = [subprocess.Popen(tf_command(scripts, tmp_path / f"w{i}", 2, 0, hide_tensorflow=False),
+                              env=clean_env(TF_CONFIG=tf_config(2, 0, index=i, hosts=hosts), TF_CPP_MIN_LOG_LEVEL="2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    runs = [p.communicate(timeout=TIMEOUT) + (p.returncode,) for p in procs]
+    for stdout, stderr, code in runs:
+        assert code == 0, stdout + stderr
+        summary = [l for l in stdout.splitlines() if l.startswith("SMOKE ")]
+        assert len(summary) == 1 and summary[0].startswith("SMOKE PASS kind=tensorflow") and "backend=ring" in summary[0]
+    assert not (tmp_path / "w1" / "smoke-result.json").exists(), "only worker 0 writes the result"
+    result = result_of(tmp_path / "w0")
+    assert result["passed"] and result["device"] == "cpu" and result["backend"] == "ring"
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["allreduce"]["ok"] and "over 2 replicas: sum 3 == 3" in checks["allreduce"]["detail"]
+    assert result["world"]["world_size"] == 2 and result["world"]["ranks"] == [
+        {"host": "worker-0", "gpus": 0}, {"host": "worker-1", "gpus": 0}]
+    bw = result["bandwidth"]
+    assert bw["world_size"] == 2 and bw["sizes"][-1]["bytes"] == 1 << 20 and bw["peak_busbw_gbs"] > 0
+    for row in bw["sizes"]:  # nccl-tests' arithmetic, recomputed from what was measured
+        assert row["algbw_gbs"] == pytest.approx(row["bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-9)
+        assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"], rel=1e-9)  # 2(n-1)/n = 1 for n = 2
+    assert result["nccl"]["transport"] == "unknown" and "NCCL is not used" in result["nccl"]["why"]
 
 
 @pytest.mark.parametrize("config, expected_failure", [

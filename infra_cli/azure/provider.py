@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.plan.desired import ClusterSecrets
 from infra_cli.plan.diff import LiveState
 from infra_cli.plan.model import Resource
@@ -246,7 +247,7 @@ class Provider:
         if a["kind"] == "image":
             env = Environment(image=a["image"], conda_file=str(base_dir / conda_file) if conda_file else None, **common)
             return self.clients.ml.environments.create_or_update(env)
-        with tempfile.TemporaryDirectory(prefix="infra-build-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="infra-build-") as tmp, quiet_sdk():  # uploads the context
             context = build_files(Path(tmp)) if build_files else base_dir
             env = Environment(build=BuildContext(path=str(context)), **common)
             return self.clients.ml.environments.create_or_update(env)

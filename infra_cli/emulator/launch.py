@@ -16,6 +16,10 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Set to "1" on every process the emulator launches, so a smoke result can say its node was emulated: the
+# job ran on this machine's CPU, not on the GPUs of the size the cluster names (the judge skips GPU checks).
+EMULATED_NODE_VARIABLE = "INFRA_EMULATED_NODE"
+
 _BINDING = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z0-9_]+)\s*\}\}")
 
 

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from infra_cli.emulator.backend import Backend, Scope
 from infra_cli.emulator.blobs import ACCOUNT
-from infra_cli.emulator.launch import JobSpec, Launch, find_mpirun, node_dir, plan_launches
+from infra_cli.emulator.launch import EMULATED_NODE_VARIABLE, JobSpec, Launch, find_mpirun, node_dir, plan_launches
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.wire import utc_now_iso
 
@@ -152,6 +152,7 @@ class JobRunner:
             "AZUREML_EXPERIMENT_NAME": body["properties"].get("experimentName") or "Default",
             "AZUREML_ARM_SUBSCRIPTION": scope.subscription, "AZUREML_ARM_RESOURCEGROUP": scope.resource_group,
             "AZUREML_ARM_WORKSPACE_NAME": scope.workspace, "AZUREML_CR_NODE_COUNT": str(spec.instance_count),
+            EMULATED_NODE_VARIABLE: "1",
         })
         env.update(spec.environment_variables)
         return env

@@ -1,7 +1,7 @@
 """The judge: a smoke result (+ NCCL debug logs) and the cluster size's catalog row -> a verdict.
 
 Pure: no I/O beyond reading the rules file once. A job passes only if every check of the script held,
-the transport is InfiniBand where the size gives NCCL InfiniBand across nodes, and the all_reduce bus
+it ran on the size's GPUs (all of them) where the size has GPUs, the transport is InfiniBand where the size gives NCCL InfiniBand across nodes, and the all_reduce bus
 bandwidth reaches the size's healthy figure x the stack's smoke.busbw_fraction. What cannot be judged
 (CPU runs, sizes without a healthy figure) is skipped with the reason, never silently passed.
 """
@@ -84,6 +84,39 @@ def _script_checks(result: dict[str, Any]) -> list[Judgement]:
     return out
 
 
+def _device_judgement(result: dict[str, Any], sku: Sku | None) -> Judgement:
+    """A GPU size must run the smoke on its GPUs, every one of them: a CPU fallback would pass every other
+    check while training at a fraction of the speed paid for."""
+    device, backend = result.get("device", "unknown"), result.get("backend", "no")
+    if sku is None:
+        return Judgement("device", "skipped", f"ran on {device}: the cluster's size is not in the catalog")
+    if sku.gpus == 0:
+        return Judgement("device", "skipped", f"ran on {device}: {sku.name} has no GPUs")
+    gpus = f"{sku.gpus} x {sku.gpu_model}" if sku.gpu_model else f"{sku.gpus} GPUs"
+    if device == "cuda":
+        ranks = (result.get("world") or {}).get("ranks") or []
+        short = sorted({(r.get("host"), r["gpus"]) for r in ranks if r.get("gpus") is not None and r["gpus"] < sku.gpus})
+        if short:
+            seen = ", ".join(f"{host} sees {n}" for host, n in short)
+            return Judgement("device", "fail", f"{sku.name} has {gpus} per node but {seen}: a GPU is missing or "
+                             "hidden (CUDA_VISIBLE_DEVICES?); run the node health checks or replace the node")
+        return Judgement("device", "pass", f"ran with {backend} on the GPUs of {sku.name} ({gpus} per node)")
+    node = result.get("node") or {}
+    if node.get("emulated"):
+        return Judgement("device", "skipped", f"the local emulator ran the job on this machine's {device}: "
+                         f"{sku.name}'s {gpus} per node are not here to use")
+    if device not in ("cpu", "cuda"):
+        skipped = "; ".join(c.get("detail", "") for c in result.get("checks", []) if c.get("ok") is None)
+        return Judgement("device", "fail", f"{sku.name} has {gpus} per node but the smoke never reached them"
+                         + (f": {skipped}" if skipped else ": no framework ran"))
+    files = node.get("gpu_device_files") or []
+    seen = (f"the driver shows {len(files)} GPU device files ({', '.join(files[:4])}{', …' if len(files) > 4 else ''}), "
+            "so the image cannot use them: a CPU-only build of the framework, or CUDA newer than the node's driver"
+            if files else "no GPU device file was visible (is the driver up on the node?)")
+    return Judgement("device", "fail", f"{sku.name} has {gpus} per node but the smoke ran with {backend} on "
+                     f"{device}: {seen}")
+
+
 def _transport_judgement(report: dict[str, Any], result: dict[str, Any], sku: Sku | None,
                          distribution: Distribution) -> Judgement:
     transport = report.get("transport", UNKNOWN)
@@ -150,6 +183,7 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
     lines = [line for text in nccl_logs for line in text.splitlines()]
     report = classify_transport(lines, rules or load_transport_rules()) if lines else (result.get("nccl") or {})
     judgements = ended + _script_checks(result)
+    judgements.append(_device_judgement(result, sku))
     judgements.append(_transport_judgement(report, result, sku, distribution))
     bandwidth, threshold = _bandwidth_judgement(result, sku, distribution)
     judgements.append(bandwidth)

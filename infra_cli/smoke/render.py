@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra_cli.catalog import load_catalog
+from infra_cli.emulator.launch import EMULATED_NODE_VARIABLE
 from infra_cli.paths import templates_dir
 from infra_cli.smoke import transport
 from infra_cli.smoke.judge import load_transport_rules
@@ -52,7 +53,7 @@ def render_smoke_script(script: str, stack: str | None = None, distribution: str
     """The text of a smoke script (`ddp_smoke.py` or `tf_smoke.py`) for one distribution."""
     return _template(f"{script}.j2").render(
         stack=stack, distribution=distribution, result_file=RESULT_FILE, transport_source=_inlined_transport_source(),
-        nccl_rules_json=json.dumps(load_transport_rules(), sort_keys=True))
+        nccl_rules_json=json.dumps(load_transport_rules(), sort_keys=True), emulated_node_variable=EMULATED_NODE_VARIABLE)
 
 
 def render_job_yaml(spec: CommandJobSpec) -> str:

@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.render import smoke_jobs, write_smoke_job
 from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name
@@ -87,22 +86,6 @@ def wait_for(ml: Any, job_name: str, label: str, timeout_s: float, stream: Calla
         time.sleep(poll_s)
 
 
-@contextlib.contextmanager
-def _quiet_sdk():
-    """azure-ai-ml logs at INFO to its own stderr handlers (studio URLs, downloads, experimental classes);
-    our progress lines say what matters, so raise its loggers to ERROR while we run."""
-    loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)
-               if name.startswith("azure.ai.ml")] + [logging.getLogger("azure.ai.ml")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
 def _status_text(status: Any) -> str:
     return str(getattr(status, "value", status))
 
@@ -119,7 +102,7 @@ def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] 
     jobs = smoke_jobs(loaded_stack, distributions)
     ml = clients.ml
     verdicts: list[SmokeVerdict] = []
-    with tempfile.TemporaryDirectory(prefix="infra-smoke-") as tmp, _quiet_sdk():
+    with tempfile.TemporaryDirectory(prefix="infra-smoke-") as tmp, quiet_sdk():
         work = Path(tmp)
         submitted = []
         for job in jobs:
