@@ -3,6 +3,7 @@ real script (gloo on this CPU, 2 nodes x 8 processes); the verdict comes back wi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -78,3 +79,26 @@ def test_infra_smoke_unknown_distribution_is_refused(tmp_path):
 def test_infra_smoke_missing_stack_file(tmp_path):
     r = infra("smoke", str(tmp_path / "missing.yaml"), "--local", state=tmp_path / "state")
     assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_failed_smoke_says_why_from_the_logs(tmp_path):
+    """A real misconfiguration (a NIC the node lacks) makes every rank die at init on the emulator: the verdict
+    fails and names the cause and fix once, read from the four ranks' logs the SDK downloaded."""
+    text = (ROOT / "stacks" / "ib-a100.yaml").read_text()
+    text = text.replace("process_count_per_instance: 8", "process_count_per_instance: 2").replace(
+        "    smoke:\n", "    environment_variables: {GLOO_SOCKET_IFNAME: nosuchnic0}\n    smoke:\n")
+    stack = tmp_path / "misconfigured.yaml"
+    stack.write_text(text)
+    state = tmp_path / "state"
+    applied = infra("apply", str(stack), "--auto-approve", "--local", "--no-smoke", state=state)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    r = infra("smoke", str(stack), "--local", "--json", state=state)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "smoke.ddp: FAILED" in r.stderr and "fail    job: job " in r.stderr
+    assert "why     GLOO_SOCKET_IFNAME names network interface 'nosuchnic0', which the node does not have" in r.stderr
+    assert "seen in user_logs/std_log_process_0.txt (+3 more):" in r.stderr
+    [verdict] = json.loads(r.stdout)
+    [finding] = verdict["findings"]
+    assert finding["signature"] == "gloo-interface-missing" and len(finding["logs"]) == 4
+    assert "Unable to find address for: nosuchnic0" in finding["lines"][0]
+    assert_clean_stderr(r.stderr)

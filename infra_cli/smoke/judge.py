@@ -15,6 +15,7 @@ from typing import Any, Iterable, Literal
 
 from infra_cli.catalog import Sku
 from infra_cli.paths import validators_dir
+from infra_cli.smoke.diagnose import Finding
 from infra_cli.smoke.transport import UNKNOWN, classify_transport
 from infra_cli.stack.model import Distribution
 
@@ -41,6 +42,7 @@ class SmokeVerdict:
     threshold_gbs: float | None = None
     job_name: str | None = None
     result: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    findings: tuple[Finding, ...] = ()  # why it failed, read from the job's logs (diagnose.py)
 
     @property
     def failures(self) -> list[Judgement]:
@@ -61,6 +63,7 @@ class SmokeVerdict:
             "threshold_gbs": self.threshold_gbs,
             "job_name": self.job_name,
             "judgements": [j.to_json() for j in self.judgements],
+            "findings": [f.to_json() for f in self.findings],
         }
 
 

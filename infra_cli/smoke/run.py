@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from infra_cli.azure.quiet import quiet_sdk
+from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.render import smoke_jobs, write_smoke_job
 from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name
@@ -50,20 +52,44 @@ def sdk_command_job(spec: CommandJobSpec, code_dir: Path | None) -> "Command":
     )
 
 
-def fetch_result(ml: Any, job_name: str, into: Path) -> tuple[dict | None, list[str], str | None]:
-    """Download the job's outputs; -> (smoke result or None, every NCCL debug log's text, why none)."""
+@dataclass
+class JobOutputs:
+    """What a finished job left: its smoke result, every rank's NCCL debug log and std_log (name -> text)."""
+
+    result: dict | None
+    nccl_logs: list[str] = field(default_factory=list)
+    logs: dict[str, str] = field(default_factory=dict)
+    why_no_result: str | None = None
+
+
+_LOG_TAIL_BYTES = 256 * 1024  # of each log: errors are at the end, and a chatty rank's log can be huge
+
+
+def _read_tail(path: Path) -> str:
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - _LOG_TAIL_BYTES))
+        return fh.read().decode("utf-8", errors="replace")
+
+
+def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
+    """Download the job's outputs and logs; the result is None (with why) when there is none to judge."""
     try:
         ml.jobs.download(job_name, download_path=str(into), all=True)
     except Exception as exc:  # any SDK failure here means: no result to judge, said in the verdict
-        return None, [], f"could not download the outputs of job {job_name}: {type(exc).__name__}: {exc}"
+        return JobOutputs(None, why_no_result=f"could not download the outputs of job {job_name}: "
+                                              f"{type(exc).__name__}: {exc}")
+    nccl = sorted(into.rglob("nccl/*.log"))
+    logs = {p.relative_to(into).as_posix().removeprefix("artifacts/"): _read_tail(p)
+            for p in sorted([*into.rglob("user_logs/*.txt"), *into.rglob("system_logs/*.txt"), *nccl])}
+    nccl_logs = [logs[p.relative_to(into).as_posix().removeprefix("artifacts/")] for p in nccl]
     found = sorted(into.rglob(RESULT_FILE))
-    logs = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(into.rglob("nccl/*.log"))]
     if not found:
-        return None, logs, f"job {job_name} wrote no {RESULT_FILE} under outputs/"
+        return JobOutputs(None, nccl_logs, logs, f"job {job_name} wrote no {RESULT_FILE} under outputs/")
     try:
-        return json.loads(found[0].read_text(encoding="utf-8")), logs, None
+        return JobOutputs(json.loads(found[0].read_text(encoding="utf-8")), nccl_logs, logs)
     except ValueError as exc:
-        return None, logs, f"{found[0].name} of job {job_name} is not JSON: {exc}"
+        return JobOutputs(None, nccl_logs, logs, f"{found[0].name} of job {job_name} is not JSON: {exc}")
 
 
 def wait_for(ml: Any, job_name: str, label: str, timeout_s: float, stream: Callable[[str], Any],
@@ -115,12 +141,18 @@ def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] 
             dist = loaded_stack.stack.distributions[job.name]
             status = wait_for(ml, name, f"smoke.{job.name}", dist.smoke.timeout_minutes * 60 + _WAIT_MARGIN_S,
                               stream, poll_s)
-            result, logs, why = fetch_result(ml, name, work / "download" / name)
-            if why:
-                stream(f"smoke.{job.name}: {why}")
-            verdict = judge(result, job.sku, job.name, dist, logs, job_name=name, job_status=status)
+            outputs = fetch_outputs(ml, name, work / "download" / name)
+            if outputs.why_no_result:
+                stream(f"smoke.{job.name}: {outputs.why_no_result}")
+            verdict = judge(outputs.result, job.sku, job.name, dist, outputs.nccl_logs, job_name=name,
+                            job_status=status)
+            if not verdict.passed:
+                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
             stream(verdict.summary())
             for j in verdict.judgements:
                 stream(f"  {j.outcome:<7} {j.name}: {j.detail}")
+            for finding in verdict.findings:
+                for line in finding.render():
+                    stream(line)
             verdicts.append(verdict)
     return verdicts

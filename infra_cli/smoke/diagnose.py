@@ -1,0 +1,124 @@
+"""Why a smoke job failed, read from its logs, so nobody has to open 16 ranks' logs in the studio.
+
+Pure: logs in (name -> text), findings out. Two kinds of finding, most specific first:
+- known signatures (validators/failure_signatures.yaml): a line pattern with its cause and fix;
+- each log's last Python exception, grouped, so 16 ranks that died of one error read as one finding.
+When neither shows, the tail of the first rank's log is the finding. Secrets are redacted from every
+line shown (SAS signatures, bearer tokens, account keys, passwords).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from infra_cli.paths import validators_dir
+
+_MAX_LINE = 300
+_TAIL_LINES = 12
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::.*)?$")
+_SECRETS = [
+    (re.compile(r"(?i)\b(sig|se|skoid|sktid|skt|ske|sks|skv)=[^&\s\"'<>]+"), r"\1=REDACTED"),
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1REDACTED"),
+    (re.compile(r"(?i)\b(AccountKey|SharedAccessKey|password|passwd|secret|token)(\s*[=:]\s*)[^;\s\"'&]+"), r"\1\2REDACTED"),
+]
+
+
+@dataclass(frozen=True)
+class Finding:
+    cause: str
+    fix: str | None
+    lines: tuple[str, ...]          # what the logs say (redacted, shortened)
+    logs: tuple[str, ...]           # every log it was seen in
+    signature: str | None = None    # the signature's id; None for an exception or a log tail
+
+    def to_json(self) -> dict:
+        return {"signature": self.signature, "cause": self.cause, "fix": self.fix, "lines": list(self.lines),
+                "logs": list(self.logs)}
+
+    def render(self) -> list[str]:
+        """Indented lines under a verdict."""
+        where = self.logs[0] + (f" (+{len(self.logs) - 1} more)" if len(self.logs) > 1 else "")
+        out = [f"  why     {self.cause}"]
+        if self.fix:
+            out.append(f"          fix: {self.fix}")
+        out.append(f"          seen in {where}:")
+        out += [f"            {line}" for line in self.lines]
+        return out
+
+
+def load_signatures(path: Path | None = None) -> list[dict[str, Any]]:
+    return _load_cached(str(path or validators_dir() / "failure_signatures.yaml"))
+
+
+@lru_cache(maxsize=4)
+def _load_cached(path: str) -> list[dict[str, Any]]:
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        signatures = yaml.safe_load(fh)["signatures"]
+    for s in signatures:
+        s["regex"] = re.compile(s["pattern"])
+    return signatures
+
+
+def redact(line: str) -> str:
+    for rx, replacement in _SECRETS:
+        line = rx.sub(replacement, line)
+    return line
+
+
+def _shown(line: str) -> str:
+    line = redact(line.rstrip())
+    return line if len(line) <= _MAX_LINE else line[:_MAX_LINE - 1] + "…"
+
+
+def _signature_findings(logs: Mapping[str, str], signatures: list[dict[str, Any]]) -> list[Finding]:
+    found = []
+    for sig in signatures:
+        where: list[str] = []
+        first: re.Match | None = None
+        for name, text in logs.items():
+            match = next((m for m in map(sig["regex"].search, text.splitlines()) if m), None)
+            if match:
+                where.append(name)
+                first = first or match
+        if first is not None:
+            groups = [first.group(0), *(g or "" for g in first.groups())]
+            found.append(Finding(sig["cause"].format(*groups), sig["fix"].format(*groups) if sig.get("fix") else None,
+                                 (_shown(first.string),), tuple(where), sig["id"]))
+    return found
+
+
+def last_exception(text: str) -> str | None:
+    """The exception line that ends the log's last Python traceback."""
+    at = text.rfind(_TRACEBACK)
+    if at < 0:
+        return None
+    candidates = [line for line in text[at:].splitlines()[1:] if line and not line[0].isspace()]
+    return next((line for line in reversed(candidates) if _EXCEPTION_LINE.match(line)), None)
+
+
+def diagnose(logs: Mapping[str, str], signatures: list[dict[str, Any]] | None = None) -> list[Finding]:
+    """Findings for a failed job's logs (name -> text), most specific first."""
+    findings = _signature_findings(logs, signatures if signatures is not None else load_signatures())
+    explained = {line for f in findings for line in f.lines}
+    by_exception: dict[str, list[str]] = {}
+    for name, text in logs.items():
+        line = last_exception(text)
+        if line is not None and _shown(line) not in explained:
+            by_exception.setdefault(_shown(line), []).append(name)
+    for line, names in by_exception.items():
+        findings.append(Finding(f"{len(names)} of {len(logs)} logs end in this Python exception", None, (line,),
+                                tuple(names)))
+    if not findings and logs:
+        name = next((n for n in logs if "process_0" in n or n.endswith("std_log.txt")), next(iter(logs)))
+        tail = [_shown(line) for line in logs[name].splitlines() if line.strip()][-_TAIL_LINES:]
+        if tail:
+            findings.append(Finding("no known error in the logs; the last lines of the first rank's log", None,
+                                    tuple(tail), (name,)))
+    return findings

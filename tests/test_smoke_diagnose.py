@@ -1,0 +1,107 @@
+"""Why a failed smoke job failed, from its logs: signatures (validators/failure_signatures.yaml), grouped
+Python exceptions, a log tail as the last resort, and no secret in anything shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra_cli.smoke.diagnose import diagnose, last_exception, load_signatures, redact
+
+# One real-looking line per signature: a signature without a sample here fails the meta-test below.
+SAMPLES = {
+    "gloo-interface-missing": "RuntimeError: [enforce fail at third_party/gloo/gloo/transport/tcp/device.cc:84] "
+                              "ifa != nullptr. Unable to find address for: ib9",
+    "nccl-interface-missing": "node-0:41:41 [0] NCCL INFO Bootstrap : no socket interface found",
+    "nccl-ib-no-device": "node-0:41:88 [0] NCCL INFO NET/IB : No device found.",
+    "nccl-ib-verbs-failed": "node-1:52:90 [3] misc/ibvwrap.cc:192 NCCL WARN NET/IB : Call to ibv_reg_mr failed",
+    "nccl-watchdog-timeout": "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+                             "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600351 milliseconds before timing out.",
+    "cuda-driver-too-old": "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+    "cuda-out-of-memory": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+    "torch-missing": "ModuleNotFoundError: No module named 'torch'",
+    "rendezvous-unreachable": "torch.distributed.DistNetworkError: The client socket has timed out while trying "
+                              "to connect to (10.0.0.4, 6105).",
+    "port-in-use": "RuntimeError: The server socket has failed to listen on any local network address. "
+                   "port: 6105, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+    "openmpi-missing": "sh: 1: mpirun: not found",
+    "mpi-daemons-unreachable": "ORTE was unable to reliably start one or more daemons.",
+    "tensorflow-workers-unreachable": "tensorflow.python.framework.errors_impl.UnavailableError: failed to "
+                                      "connect to all addresses",
+}
+
+
+def test_every_signature_has_a_sample_and_compiles():
+    ids = [s["id"] for s in load_signatures()]
+    assert len(ids) == len(set(ids)), "signature ids are unique"
+    assert sorted(ids) == sorted(SAMPLES), "each signature needs a sample line in SAMPLES"
+    for s in load_signatures():
+        assert s["cause"] and s["fix"] and s["source"], s["id"]
+
+
+@pytest.mark.parametrize("signature", sorted(SAMPLES))
+def test_each_sample_is_recognised_by_its_signature(signature):
+    findings = diagnose({"user_logs/std_log_process_0.txt": f"starting\n{SAMPLES[signature]}\n"})
+    assert findings[0].signature == signature
+    assert findings[0].logs == ("user_logs/std_log_process_0.txt",)
+
+
+def test_groups_are_filled_into_the_cause():
+    [finding] = [f for f in diagnose({"a": SAMPLES["gloo-interface-missing"]}) if f.signature]
+    assert finding.cause == "GLOO_SOCKET_IFNAME names network interface 'ib9', which the node does not have"
+
+
+def gloo_traceback(iface: str) -> str:
+    return ("Traceback (most recent call last):\n  File \"ddp_smoke.py\", line 300, in main\n"
+            "    dist.init_process_group(backend)\n"
+            f"RuntimeError: [enforce fail at device.cc:84] ifa != nullptr. Unable to find address for: {iface}\n")
+
+
+def test_sixteen_ranks_with_one_error_are_one_finding():
+    logs = {f"user_logs/std_log_process_{r}.txt": gloo_traceback("ib9") for r in range(16)}
+    findings = diagnose(logs)
+    assert len(findings) == 1, "the exception line is the signature's line: not repeated as a bare exception"
+    assert len(findings[0].logs) == 16
+    rendered = "\n".join(findings[0].render())
+    assert "seen in user_logs/std_log_process_0.txt (+15 more):" in rendered and "fix: unset GLOO_SOCKET_IFNAME" in rendered
+
+
+def test_unknown_exceptions_are_grouped_by_their_last_line():
+    crash = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad shape (3, 4)\n"
+    other = "Traceback (most recent call last):\n  File \"x.py\", line 9\nKeyError: 'step'\n"
+    findings = diagnose({"p0": crash, "p1": crash, "p2": other, "p3": "all fine\n"})
+    assert [(f.lines, f.logs) for f in findings] == [(("ValueError: bad shape (3, 4)",), ("p0", "p1")),
+                                                     (("KeyError: 'step'",), ("p2",))]
+    assert findings[0].cause == "2 of 4 logs end in this Python exception" and findings[0].signature is None
+
+
+def test_last_exception_reads_the_last_traceback_only():
+    text = ("Traceback (most recent call last):\nValueError: first\nretrying\n"
+            "Traceback (most recent call last):\n  File \"a.py\", line 2, in f\n    raise X\n"
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970\n")
+    assert last_exception(text) == "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970"
+    assert last_exception("no traceback here\n") is None
+
+
+def test_without_any_error_the_first_ranks_tail_is_shown():
+    lines = [f"step {i}" for i in range(30)]
+    findings = diagnose({"user_logs/std_log_process_1.txt": "other\n",
+                         "user_logs/std_log_process_0.txt": "\n".join(lines) + "\nKilled\n"})
+    assert len(findings) == 1 and findings[0].logs == ("user_logs/std_log_process_0.txt",)
+    assert findings[0].lines[-1] == "Killed" and len(findings[0].lines) == 12
+    assert diagnose({}) == []
+
+
+def test_secrets_never_shown():
+    sas = ("https://acct.blob.core.windows.net/c/b?sv=2021-08-06&sr=b&sp=r&sig=AbC%2Bsecret123%3D&se=2026-11-22")
+    assert "secret123" not in redact(sas) and "sig=REDACTED" in redact(sas) and "sv=2021-08-06" in redact(sas)
+    assert redact("Authorization: Bearer eyJ0eXAiOiJKV1Qi.abc.def") == "Authorization: Bearer REDACTED"
+    assert "hunter2" not in redact("AccountKey=hunter2;EndpointSuffix=core.windows.net")
+    assert "hunter2" not in redact("password=hunter2 user=me")
+    log = f"Traceback (most recent call last):\nOSError: cannot fetch {sas}\n"
+    shown = "\n".join(line for f in diagnose({"p0": log}) for line in f.render())
+    assert "secret123" not in shown and "sig=REDACTED" in shown
+
+
+def test_long_lines_are_shortened():
+    [finding] = diagnose({"p0": "Traceback (most recent call last):\nValueError: " + "x" * 5000 + "\n"})
+    assert len(finding.lines[0]) == 300 and finding.lines[0].endswith("…")
