@@ -384,6 +384,25 @@ def test_disabling_infiniband_on_an_infiniband_size_warns(tmp_path):
     r.one("distribution.infiniband-disabled", "warning", "{NCCL_IB_DISABLE")
 
 
+@pytest.mark.parametrize("kind, var, severity", [
+    ("type: pytorch\nprocess_count_per_instance: 8", "RANK", "error"),
+    ("type: pytorch\nprocess_count_per_instance: 8", "MASTER_PORT", "warning"),
+    ("type: mpi\nprocess_count_per_instance: 8", "OMPI_COMM_WORLD_SIZE", "error"),
+    ("type: tensorflow\nworker_count: 2", "TF_CONFIG", "error"),
+])
+def test_launcher_variables_set_by_hand(tmp_path, kind, var, severity):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"{kind}\ninstance_count: 2\n"
+                                                          f"environment_variables:\n  NCCL_DEBUG: WARN\n  {var}: '1'\n"))
+    d = r.one("distribution.launcher-variable", severity, var)  # points at the key
+    assert f"sets {var}, which Azure ML's" in d.message and f"remove {var}" in d.hint
+
+
+def test_launcher_variables_of_another_type_are_yours(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 8\n"
+                                                          "instance_count: 2\nenvironment_variables: {TF_CONFIG: x}\n"))
+    assert r.of("distribution.launcher-variable") == []
+
+
 def test_json_shape_of_a_rule_diagnostic(tmp_path):
     r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 16\n"))
     assert list(r.diagnostics[0].to_json()) == ["severity", "rule", "message", "file", "line", "column", "hint"]

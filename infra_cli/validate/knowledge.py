@@ -68,6 +68,14 @@ def types_needing_mpi() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
+def launcher_variables() -> dict[str, dict[str, str]]:
+    """distribution type -> {variable Azure ML's launcher sets: the severity of setting it yourself}."""
+    data = _read("frameworks.yaml")["distribution_types"]
+    return {t: {var: severity for severity, names in (row.get("launcher_sets") or {}).items() for var in names}
+            for t, row in data.items()}
+
+
+@lru_cache(maxsize=1)
 def _curated_rows() -> tuple[CuratedInfo, ...]:
     return tuple(CuratedInfo(r["pattern"], dict(r.get("provides") or {}), bool(r.get("gpu")), r["source"])
                  for r in _read("curated_environments.yaml")["curated"])

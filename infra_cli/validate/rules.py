@@ -416,6 +416,23 @@ def distribution_ib_disabled(ctx: Context) -> Iterator[Diagnostic]:
                          "warning")
 
 
+@rule
+def distribution_launcher_variables(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        sets = knowledge.launcher_variables().get(dist.type, {})
+        for var in dist.environment_variables:
+            severity = sets.get(var)
+            if severity is None:
+                continue
+            per_process = severity == "error"
+            yield ctx.at(("distributions", name, "environment_variables", var), "distribution.launcher-variable",
+                         f"distribution {name!r} sets {var}, which Azure ML's {dist.type} launcher sets "
+                         + ("for each process: one value for every process breaks the ranks" if per_process else
+                            "to the rendezvous it starts: another value leaves ranks waiting for a peer that never comes"),
+                         f"remove {var} from environment_variables; Azure ML sets it",
+                         severity, key=True)
+
+
 def run_rules(loaded: LoadedStack, catalog: Catalog) -> list[Diagnostic]:
     ctx = Context(loaded, catalog)
     out: list[Diagnostic] = []
