@@ -40,7 +40,11 @@ def _confirm(question: str, auto_approve: bool) -> bool:
         print("error: refusing to apply without a terminal to confirm on; pass --auto-approve "
               "(or apply a saved plan file)", file=sys.stderr)
         raise typer.Exit(EXIT_ERROR)
-    answer = input(f"\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+    try:
+        answer = input(f"\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+    except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C at the prompt: a no, nothing was started
+        print()
+        return False
     return answer.strip() == "yes"
 
 
