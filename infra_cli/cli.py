@@ -86,7 +86,10 @@ def skus(
     if location and local:
         from infra_cli.azure.preflight import sku_availability
 
-        available = sku_availability(location, [s.name for s in rows], local=True)
+        try:
+            available = sku_availability(location, [s.name for s in rows], local=True)
+        except DiagnosticError as exc:
+            raise fail(exc.diagnostics, as_json)
     elif location:
         print_diagnostics([Diagnostic("warning", "skus.location-ignored",
                                       f"--location {location} needs --local to ask for availability; "
@@ -149,6 +152,11 @@ def main() -> None:
 
     # before anything imports azure.ai.ml, which reads it at import time (clients.py imports no azure module)
     forget_inherited_emulator_cloud()
+    # Usage errors exit 1, as Terraform's do: click's default 2 would read as "changes present" to a CI
+    # job running `infra plan --detailed-exitcode` with a mistyped option.
+    # (Typer carries its own copy of click, so the class is found through the public BadParameter.)
+    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    usage_error.exit_code = 1
     try:
         app()
     except KeyboardInterrupt:

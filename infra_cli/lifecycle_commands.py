@@ -128,6 +128,9 @@ def register(app: typer.Typer) -> None:
         from infra_cli.plan.planfile import write_plan_file
         from infra_cli.plan.render import render_plan
 
+        if refresh_only and destroy:
+            raise typer.BadParameter("--refresh-only reports drift and --destroy plans deletions: use one of them",
+                                     param_hint="'--refresh-only' / '--destroy'")
         mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
         try:
             outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images)
@@ -221,9 +224,11 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")
             _print_plan_diagnostics(outcome.plan)
-            print(render_plan(outcome.plan, colour=sys.stdout.isatty()))
-            if outcome.plan.has_errors():
+            if outcome.plan.has_errors():  # nothing will happen: the errors say why, a plan would only distract
+                print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",
+                      file=sys.stderr)
                 raise typer.Exit(EXIT_ERROR)
+            print(render_plan(outcome.plan, colour=sys.stdout.isatty()))
             if not outcome.plan.changes:
                 raise typer.Exit(EXIT_OK)
             verb = "destroy all resources of" if destroy else "perform these actions on"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -117,6 +118,25 @@ def test_skus_table_marks_live_availability():
     assert skus_table([]) == "no sizes match"
 
 
+def test_skus_live_in_a_region_that_does_not_exist_is_an_error(tmp_path):
+    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")}
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "skus", "--location", "nowhere", "--local"],
+                       capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 1 and "error[skus.unknown-location]" in r.stderr and "eastus" in r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_usage_errors_exit_1_not_the_detailed_exitcode_2():
+    """`plan --detailed-exitcode` exits 2 for "changes present": a mistyped option must not read as that."""
+    for args in (["plan", "stacks/ib-a100.yaml", "--detailed-exitcode", "--bogus"],
+                 ["plan", "stacks/ib-a100.yaml", "--refresh-only", "--destroy"],
+                 ["apply", "stacks/ib-a100.yaml", "--parallelism", "0"]):
+        r = run_cli(*args)
+        assert r.returncode == 1, (args, r.stderr)
+        assert "Usage:" in r.stderr and "Traceback" not in r.stderr
+    assert "use one of them" in run_cli("plan", "stacks/ib-a100.yaml", "--refresh-only", "--destroy").stderr
+
+
 # ---- schema ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -186,3 +206,14 @@ def test_broken_catalog_is_a_diagnostic(tmp_path, args):
                        env={**os.environ, "INFRA_VALIDATORS_DIR": str(tmp_path / "validators")})
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "error[knowledge.invalid]" in r.stderr and "vcpus" in r.stderr
+
+
+def test_import_refuses_what_is_not_a_cluster_address_before_touching_azure():
+    cases = {("nonsense", "x"): "'nonsense' is not a cluster address",
+             ("smoke.ddp", "x"): "'smoke.ddp' is not a cluster address",
+             ("environment.acpt-pytorch", "x"): "environments need no import",
+             ("cluster.a100", "other"): "import it under its Azure name: declare clusters.other"}
+    for (address, name), expected in cases.items():
+        r = run_cli("import", address, name, "stacks/ib-a100.yaml", "--local")
+        assert r.returncode == 1 and expected in r.stderr, (address, r.stderr)
+        assert "Traceback" not in r.stderr

@@ -1,5 +1,7 @@
 """The diff and its rules, as pure functions: no server."""
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -50,7 +52,7 @@ def applied(desired: list[Resource]) -> LiveState:
 
 
 def run(loaded, live, mode="normal"):
-    return diff(desired_resources(loaded), live, stack="demo", stack_file="stack.yaml", mode=mode)
+    return diff(desired_resources(loaded), live, stack="demo", source=loaded.source, mode=mode)
 
 
 def test_new_stack_is_all_create(tmp_path):
@@ -125,7 +127,48 @@ def test_prevent_destroy_blocks_delete(tmp_path):
     live = applied(desired_resources(loaded))
     live.clusters["old"] = Resource("cluster.old", "cluster", "old", {"prevent_destroy": True}, {TAG_STACK: "demo"})
     result = run(loaded, live)
-    assert "plan.prevent-destroy" in [d.rule for d in result.diagnostics]
+    [d] = [d for d in result.diagnostics if d.rule == "plan.prevent-destroy"]
+    # Not in the stack any more: no line to point at; the hint says how to get it back.
+    assert d.line is None and "put clusters.old back in the stack" in d.hint
+
+
+PROTECTED = STACK.replace("    enable_node_public_ip: false\n",
+                          "    enable_node_public_ip: false\n    lifecycle: {prevent_destroy: true}\n")
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_the_stacks_prevent_destroy_protects_before_it_is_applied(tmp_path):
+    """Live says unprotected (applied before the user added prevent_destroy): the stack as written wins."""
+    live = applied(desired_resources(load(tmp_path)))
+    loaded = load(tmp_path, PROTECTED)
+    for mode, text in (("destroy", PROTECTED), ("normal", PROTECTED.replace("Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4"))):
+        loaded = load(tmp_path, text)
+        result = run(loaded, live, mode=mode)
+        [d] = [d for d in result.diagnostics if d.rule == "plan.prevent-destroy"]
+        assert "the stack sets lifecycle.prevent_destroy" in d.message, mode
+        assert d.line == line_of(text, "prevent_destroy: true") and d.file == str(tmp_path / "stack.yaml")
+        assert "put clusters.gpu back" not in d.hint
+
+
+def test_a_replace_of_a_cluster_applied_with_prevent_destroy_points_at_it(tmp_path):
+    live = applied(desired_resources(load(tmp_path, PROTECTED)))
+    text = STACK.replace("Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4")  # protection removed in the same edit
+    result = run(load(tmp_path, text), live)
+    [d] = [d for d in result.diagnostics if d.rule == "plan.prevent-destroy"]
+    assert "must be replaced (size), but it was applied with lifecycle.prevent_destroy" in d.message
+    assert (d.line, d.column) == (line_of(text, "  gpu:"), 3), "points at the cluster's key"
+
+
+def test_ownership_errors_point_at_the_resource(tmp_path):
+    loaded = load(tmp_path)
+    live = LiveState()
+    live.clusters["gpu"] = Resource("cluster.gpu", "cluster", "gpu", {"size": "Standard_ND96asr_v4"},
+                                    {TAG_STACK: "someone-else"})
+    [d] = run(loaded, live).diagnostics
+    assert d.rule == "plan.owned-by-other-stack" and (d.line, d.column) == (line_of(STACK, "  gpu:"), 3)
 
 
 def test_conda_edit_plans_a_new_version(tmp_path):
@@ -192,3 +235,23 @@ def test_secrets_never_in_desired(tmp_path):
     cluster = next(r for r in desired if r.type == "cluster")
     assert cluster.attributes["ssh_credentials_hash"]
     assert cluster.tags[TAG_HASH] == content_hash(live_comparable(cluster.attributes))
+
+
+def test_the_ssh_credentials_hash_is_hardened_and_never_shown(tmp_path):
+    text = STACK.replace("enable_node_public_ip: false", "enable_node_public_ip: false\n    ssh_public_access_enabled: true\n"
+                         "    ssh_settings: {admin_username: azureuser, admin_password: Hunter2!pass}")
+    desired = desired_resources(load(tmp_path, text))
+    cluster = next(r for r in desired if r.type == "cluster")
+    digest = cluster.attributes["ssh_credentials_hash"]
+    salt = b"infra-ssh/demo/gpu"
+    assert digest == hashlib.scrypt(b"\0Hunter2!pass", salt=salt, n=2**14, r=8, p=1, maxmem=64 << 20, dklen=16).hex()
+    assert digest != hashlib.sha256(b"demo/gpu\0\0Hunter2!pass").hexdigest()[:16], "not the fast hash any more"
+    # A password change forces a replacement: shown as such, the values masked.
+    live = applied(desired)
+    changed = run(load(tmp_path, text.replace("Hunter2!pass", "Other!pass")), live)
+    plan = Plan("demo", "normal", changed.changes, [], [], "x")
+    rendered, as_json = render_plan(plan), json.dumps(plan.to_json())
+    assert "ssh_credentials_hash" in rendered and "(sensitive value) -> (sensitive value) # forces replacement" in rendered
+    for shown in (rendered, as_json):
+        assert digest not in shown and "Hunter2" not in shown
+    assert digest in json.dumps(plan.to_json(mask_sensitive=False)), "plan files keep it to compare at apply"

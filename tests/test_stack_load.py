@@ -233,7 +233,7 @@ def test_wrong_types_point_at_the_value(field, value, hint):
 def test_cross_field_checks_of_the_model():
     d = one_error("stack: s\n" + WORKSPACE + "clusters:\n  gpu: {size: X, min_instances: 3, max_instances: 2}\n")
     assert "min_instances (3) exceeds max_instances (2)" in d.message and d.line == 4
-    d = one_error("stack: s\n" + WORKSPACE + "environments:\n  e: {image: a, curated: b}\n")
+    d = one_error("stack: s\n" + WORKSPACE + "environments:\n  e: {image: a, curated: 'azureml:b@latest'}\n")
     assert "exactly one of" in d.message
     d = one_error("stack: s\n" + WORKSPACE + "environments:\n  e: {build: {}}\n")
     assert "exactly one of `template` or `path`" in d.message
@@ -390,3 +390,50 @@ def test_unquoted_decimal_version_is_refused():
     assert "quotes" in d.message and (d.line, d.column) == (4, 26)
     stack, _ = parse_stack("stack: s\n" + WORKSPACE + "environments:\n  e: {image: x, version: '1.10'}\n", "s", {})
     assert stack.environments["e"].version == "1.10"
+
+
+@pytest.mark.parametrize("section, value, expected", [
+    # An empty source once read as "no source" and uploaded the current directory as a build context.
+    ("environments:\n  e: {curated: ''}\n", "''", "must not be empty"),
+    ("environments:\n  e: {image: '  '}\n", "'  '", "must not be empty"),
+    ("environments:\n  e: {build: {path: ''}}\n", "''", "must not be empty"),
+    ("environments:\n  e: {curated: str}\n", "str", "is not a curated environment reference"),
+    ("environments:\n  e: {curated: 'azureml:Name'}\n", "'azureml:Name'", "azureml:NAME@latest"),
+    ("clusters:\n  gpu: {size: X, max_instances: true}\n", "true", "not true/false"),
+    ("clusters:\n  gpu: {size: X, idle_time_before_scale_down: 1000000000000000000000}\n", "1000000000000000000000",
+     "less than or equal to 2147483647"),
+    ("clusters:\n  gpu: {size: ''}\n", "''", "must not be empty"),
+])
+def test_empty_and_out_of_range_values_are_refused_where_written(section, value, expected):
+    text = "stack: s\n" + WORKSPACE + section
+    d = one_error(text)
+    assert d.rule == "stack.invalid" and expected in d.message, d
+    line = text.splitlines()[d.line - 1]
+    assert line[d.column - 1:].startswith(value), (line, d.column)
+
+
+def test_curated_references_azure_ml_resolves_are_accepted():
+    for ref in ("azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest", "azureml:my-env:3",
+                "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/versions/19",
+                "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/labels/latest"):
+        stack, _ = parse_stack("stack: s\n" + WORKSPACE + f"environments:\n  e: {{curated: '{ref}'}}\n", "s.yaml", {})
+        assert stack.environments["e"].curated == ref
+
+
+@pytest.mark.parametrize("tagged, expected", [
+    ("!!binary abc", "unsupported YAML tag"),
+    ("!!python/object:os.system ls", "unsupported YAML tag"),
+    ("!custom x", "unsupported YAML tag '!custom'"),
+    ("!!int abc", "'abc' is not a valid int"),
+    ("!!float abc", "'abc' is not a valid float"),
+])
+def test_yaml_tags_beyond_plain_values_are_refused(tagged, expected):
+    d = one_error(f"stack: s\nworkspace: {{subscription_id: 00000000-0000-0000-0000-000000000000, "
+                  f"resource_group: rg, name: {tagged}, location: eastus}}\n")
+    assert d.rule == "stack.syntax" and expected in d.message and d.line == 2
+
+
+def test_dates_stay_the_text_written():
+    stack, _ = parse_stack("stack: s\n" + WORKSPACE + "environments:\n  e: {image: 'a:1', version: 2024-13-45}\n",
+                           "s.yaml", {})
+    assert stack.environments["e"].version == "2024-13-45"

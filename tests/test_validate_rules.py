@@ -165,6 +165,17 @@ def test_ssh_access_with_a_key_is_clean(tmp_path):
     assert not r.of("cluster.ssh-settings")
 
 
+def test_ssh_password_written_in_the_stack_warns(tmp_path, monkeypatch):
+    body = (f"clusters:\n  gpu:\n    size: {A100}\n    ssh_public_access_enabled: true\n"
+            "    ssh_settings:\n      admin_username: azureuser\n      admin_password: {pw}\n")
+    d = check(tmp_path, body.format(pw="Sup3rS3cret!x")).one("cluster.ssh-password-inline", "warning", "Sup3rS3cret!x")
+    assert "Sup3rS3cret" not in d.message + d.hint and "${NODE_ADMIN_PASSWORD}" in d.hint
+    monkeypatch.setenv("NODE_ADMIN_PASSWORD", "Sup3rS3cret!x")
+    assert not check(tmp_path, body.format(pw="${NODE_ADMIN_PASSWORD}")).of("cluster.ssh-password-inline")
+    # `$$` is an escaped dollar, not a reference: still written in the file.
+    assert check(tmp_path, body.format(pw="'pa$$word'")).of("cluster.ssh-password-inline")
+
+
 def test_cluster_in_another_region_warns(tmp_path):
     r = check(tmp_path, f"clusters:\n  gpu:\n    size: {A100}\n    location: West US 2\n")
     r.one("cluster.location", "warning", "West US 2")
@@ -191,6 +202,18 @@ def test_missing_conda_file(tmp_path):
 def test_missing_build_context(tmp_path):
     r = check(tmp_path, "environments:\n  env:\n    build: {path: no-such-dir}\n")
     r.one("environment.file-missing", "error", "no-such-dir")
+
+
+def test_build_context_without_its_dockerfile(tmp_path):
+    (tmp_path / "ctx").mkdir()
+    r = check(tmp_path, "environments:\n  env:\n    build: {path: ctx}\n")
+    d = r.one("environment.file-missing", "error", "ctx}")
+    assert "has no Dockerfile" in d.message
+    (tmp_path / "ctx" / "gpu.Dockerfile").write_text("FROM scratch\n")
+    assert not check(tmp_path, "environments:\n  env:\n    build: {path: ctx, dockerfile_path: gpu.Dockerfile}\n"
+                     ).of("environment.file-missing")
+    # `/` has no Dockerfile either: refused before plan would hash the whole filesystem.
+    assert check(tmp_path, "environments:\n  env:\n    build: {path: /}\n").of("environment.file-missing")
 
 
 def test_unknown_build_template(tmp_path):

@@ -89,14 +89,17 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
     def error(message: str, hint: str) -> DiagnosticError:
         return DiagnosticError([Diagnostic("error", "import.invalid", message, file, None, None, hint)])
 
-    if kind != "cluster":
+    if kind == "environment":
         raise error(f"{address}: only clusters can be imported",
-                    "environments need no import: infra registers new versions next to existing ones under another name")
+                    "environments need no import: infra registers new versions next to existing ones")
+    if kind != "cluster" or not name:
+        raise error(f"{address!r} is not a cluster address", "write cluster.NAME, NAME as in the stack's clusters")
     if name not in loaded.stack.clusters:
         raise error(f"{address} is not declared in the stack", f"add clusters.{name} to {file} first")
     if azure_name != name:
         raise error(f"the stack names this cluster {name!r} but the Azure cluster is {azure_name!r}",
-                    f"rename clusters.{name} to {azure_name} (Azure ML cannot rename a cluster)")
+                    f"import it under its Azure name: declare clusters.{azure_name} (Azure ML cannot rename a "
+                    f"cluster) and run `infra import cluster.{azure_name} {azure_name} {file}`")
     clients = clients or build_clients(loaded.stack.workspace, local=local)
     from infra_cli.azure.provider import Provider
     from infra_cli.plan.desired import ClusterSecrets

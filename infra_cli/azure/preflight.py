@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.model import Workspace
 
 LOCAL_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
@@ -18,6 +19,10 @@ def sku_availability(location: str, names: list[str], *, local: bool) -> dict[st
     workspace = Workspace(subscription_id=subscription, resource_group="infra-skus", name="infra-skus",
                           location=location)
     live = Provider(build_clients(workspace, local=local))._live_skus(workspace.location)
+    if not live:  # every region offers some sizes: an empty answer means the name is not a region
+        raise DiagnosticError([Diagnostic(
+            "error", "skus.unknown-location", f"Azure offers no VM sizes in {location!r}: it is not a region name",
+            hint="use a region's programmatic name, e.g. eastus, westus3, southcentralus (az account list-locations)")])
     out = {}
     for name in names:
         sku = live.get(name.lower())

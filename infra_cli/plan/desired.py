@@ -50,12 +50,14 @@ def subnet_id(workspace: Workspace, vnet_name: str | None, subnet: str | None) -
 
 
 def ssh_credentials_hash(stack_name: str, cluster_name: str, secrets: ClusterSecrets) -> str | None:
+    """What tells a changed SSH secret from an unchanged one, since Azure never returns the secret. It lives in a
+    tag and plan files, so it is scrypt (memory-hard, ~30 ms a guess) rather than a fast hash a weak password
+    could be guessed from offline; the salt makes it differ per stack and cluster."""
     if not (secrets.ssh_key_value or secrets.admin_password):
         return None
-    salt = f"{stack_name}/{cluster_name}".encode()
-    digest = hashlib.sha256(salt + b"\0" + (secrets.ssh_key_value or "").encode() + b"\0"
-                            + (secrets.admin_password or "").encode())
-    return digest.hexdigest()[:16]
+    salt = f"infra-ssh/{stack_name}/{cluster_name}".encode()
+    secret = (secrets.ssh_key_value or "").encode() + b"\0" + (secrets.admin_password or "").encode()
+    return hashlib.scrypt(secret, salt=salt, n=2**14, r=8, p=1, maxmem=64 * 1024 * 1024, dklen=16).hex()
 
 
 def cluster_secrets(cluster: Cluster) -> ClusterSecrets:

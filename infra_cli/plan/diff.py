@@ -15,6 +15,7 @@ from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, UPDATE, Resource, ResourceChange,
                                   content_hash)
 from infra_cli.plan.semantics import semantics
+from infra_cli.stack.source import SourceMap
 
 
 @dataclass
@@ -39,17 +40,41 @@ class DiffResult:
     drift: list[ResourceChange] = field(default_factory=list)
 
 
-def _not_owned(address: str, name: str, kind: str, live: Resource, stack: str, stack_file: str) -> Diagnostic:
+def _section(kind: str) -> str:
+    return {"cluster": "clusters", "environment": "environments"}[kind]
+
+
+def _not_owned(address: str, name: str, kind: str, live: Resource, stack: str, source: SourceMap) -> Diagnostic:
     owner = live.owner_stack
+    at = (_section(kind), name)
     if owner and owner != stack:
-        return Diagnostic("error", "plan.owned-by-other-stack",
-                          f"{kind} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
-                          stack_file, None, None,
-                          f"rename {address} in this stack, or remove it from stack {owner!r} first")
-    return Diagnostic("error", "plan.unmanaged-resource",
-                      f"{kind} {name!r} already exists in Azure without this stack's ownership tag; "
-                      "the plan will not touch it", stack_file, None, None,
-                      f"adopt it with `infra import {address} {name} {stack_file}`, or rename {address}")
+        return source.diagnostic(at, "plan.owned-by-other-stack",
+                                 f"{kind} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
+                                 f"rename {address} in this stack, or remove it from stack {owner!r} first", key=True)
+    return source.diagnostic(at, "plan.unmanaged-resource",
+                             f"{kind} {name!r} already exists in Azure without this stack's ownership tag; "
+                             "the plan will not touch it",
+                             f"adopt it with `infra import {address} {name} {source.file}`, or rename {address}",
+                             key=True)
+
+
+def _protection(name: str, desired: Resource | None, live: Resource, source: SourceMap, what: str,
+                in_stack_hint: str) -> Diagnostic | None:
+    """prevent_destroy from the stack (as written now) or from the live tag (as last applied), either wins."""
+    if desired is not None and desired.attributes.get("prevent_destroy"):
+        return source.diagnostic(("clusters", name, "lifecycle", "prevent_destroy"), "plan.prevent-destroy",
+                                 f"cluster.{name} {what}, but the stack sets lifecycle.prevent_destroy",
+                                 in_stack_hint)
+    if live.attributes.get("prevent_destroy"):
+        if desired is not None:
+            return source.diagnostic(("clusters", name), "plan.prevent-destroy",
+                                     f"cluster.{name} {what}, but it was applied with lifecycle.prevent_destroy",
+                                     in_stack_hint, key=True)
+        return Diagnostic("error", "plan.prevent-destroy",
+                          f"cluster.{name} {what}, but it was applied with lifecycle.prevent_destroy", source.file,
+                          None, None, f"put clusters.{name} back in the stack, or set lifecycle.prevent_destroy: "
+                          "false on it and apply before removing it")
+    return None
 
 
 def _cluster_change(desired: Resource, live: Resource) -> ResourceChange:
@@ -67,7 +92,7 @@ def _cluster_change(desired: Resource, live: Resource) -> ResourceChange:
     return ResourceChange(desired.address, "cluster", desired.name, NO_OP, before, after)
 
 
-def _environment_change(desired: Resource, live: Resource | None, stack_file: str) -> tuple[ResourceChange | None, Diagnostic | None]:
+def _environment_change(desired: Resource, live: Resource | None, source: SourceMap) -> tuple[ResourceChange | None, Diagnostic | None]:
     after = dict(desired.attributes)
     if after["kind"] == "curated":
         return ResourceChange(desired.address, "environment", desired.name, NO_OP, None, after, [],
@@ -82,10 +107,10 @@ def _environment_change(desired: Resource, live: Resource | None, stack_file: st
         after["version"] = before["version"]
         return ResourceChange(desired.address, "environment", desired.name, NO_OP, before, after), None
     if pinned and before.get("version") == pinned:
-        return None, Diagnostic(
-            "error", "plan.environment-version-immutable",
+        return None, source.diagnostic(
+            ("environments", desired.name, "version"), "plan.environment-version-immutable",
             f"environment {desired.name!r} version {pinned} already exists with different content; "
-            "Azure ML environment versions are immutable", stack_file, None, None,
+            "Azure ML environment versions are immutable",
             f"bump environments.{desired.name}.version (or remove it to let infra number versions)")
     after["version"] = pinned or before.get("next_version") or _next(before.get("version"))
     return ResourceChange(desired.address, "environment", desired.name, CREATE, before, after, [],
@@ -97,8 +122,9 @@ def _next(version: str | None) -> str:
     return str(int(version) + 1) if version and version.isdigit() else "1"
 
 
-def diff(desired: list[Resource], live: LiveState, *, stack: str, stack_file: str,
+def diff(desired: list[Resource], live: LiveState, *, stack: str, source: SourceMap,
          mode: str = "normal") -> DiffResult:
+    """`source`: where each key of the stack file is, so diagnostics point at the line that causes them."""
     changes: list[ResourceChange] = []
     diagnostics: list[Diagnostic] = []
     desired_clusters = {r.name: r for r in desired if r.type == "cluster"}
@@ -111,22 +137,23 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, stack_file: st
                     changes.append(ResourceChange(res.address, "cluster", res.name, CREATE, None, res.attributes,
                                                   [], "new cluster"))
                 elif current.owner_stack != stack:
-                    diagnostics.append(_not_owned(res.address, res.name, "cluster", current, stack, stack_file))
+                    diagnostics.append(_not_owned(res.address, res.name, "cluster", current, stack, source))
                 else:
                     change = _cluster_change(res, current)
-                    if change.actions == REPLACE and current.attributes.get("prevent_destroy"):
-                        diagnostics.append(Diagnostic(
-                            "error", "plan.prevent-destroy",
-                            f"{res.address} must be replaced ({', '.join(p[0] for p in change.replace_paths)}), "
-                            "but it has lifecycle.prevent_destroy", stack_file, None, None,
-                            "set lifecycle.prevent_destroy: false and apply that first, or keep the old value"))
+                    if change.actions == REPLACE:
+                        fields = ", ".join(p[0] for p in change.replace_paths)
+                        protected = _protection(res.name, res, current, source, f"must be replaced ({fields})",
+                                                "set lifecycle.prevent_destroy: false and apply that first, "
+                                                "or keep the old value")
+                        if protected:
+                            diagnostics.append(protected)
                     changes.append(change)
             else:
                 current = live.environments.get(res.name)
                 if current is not None and current.attributes.get("version") and current.owner_stack != stack:
-                    diagnostics.append(_not_owned(res.address, res.name, "environment", current, stack, stack_file))
+                    diagnostics.append(_not_owned(res.address, res.name, "environment", current, stack, source))
                     continue
-                change, problem = _environment_change(res, current, stack_file)
+                change, problem = _environment_change(res, current, source)
                 if problem:
                     diagnostics.append(problem)
                 if change:
@@ -135,12 +162,10 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, stack_file: st
     for name, current in sorted(live.clusters.items()):
         if current.owner_stack != stack or (mode != "destroy" and name in desired_clusters):
             continue
-        if current.attributes.get("prevent_destroy"):
-            diagnostics.append(Diagnostic(
-                "error", "plan.prevent-destroy",
-                f"{current.address} would be destroyed, but it was created with lifecycle.prevent_destroy",
-                stack_file, None, None,
-                f"put {current.address} back in the stack, or set prevent_destroy: false on it and apply before removing it"))
+        protected = _protection(name, desired_clusters.get(name), current, source, "would be destroyed",
+                                f"set clusters.{name}.lifecycle.prevent_destroy: false and apply it, then destroy")
+        if protected:
+            diagnostics.append(protected)
         changes.append(ResourceChange(current.address, "cluster", name, DELETE, current.attributes, None, [],
                                       "destroy requested" if mode == "destroy" else "no longer in the stack"))
     return DiffResult(changes, diagnostics)

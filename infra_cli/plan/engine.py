@@ -51,15 +51,14 @@ def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targe
         live = live_f.result()
         facts = facts_f.result() if facts_f else None
         image_diagnostics = images_f.result() if images_f else []
-    file = str(loaded.path)
-    result = diff(desired, live, stack=stack.stack, stack_file=file, mode="destroy" if mode == "destroy" else "normal")
+    result = diff(desired, live, stack=stack.stack, source=loaded.source, mode="destroy" if mode == "destroy" else "normal")
     deps = distribution_dependencies(stack)
     changes = result.changes
     if targets:
         changes = select_targets(changes, targets, deps)
     diagnostics = list(warnings or []) + result.diagnostics + image_diagnostics
     if facts is not None:
-        diagnostics += preflight(changes, desired, facts, load_catalog(), file, stack.workspace.name)
+        diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
     drifted = drift(desired, live, stack=stack.stack) if mode == "refresh-only" else []
     plan = Plan(
         stack=stack.stack, mode=mode,

@@ -58,6 +58,17 @@ class Resource:
                    tuple(data.get("depends_on") or ()))
 
 
+# Attributes derived from secrets: compared and stored (hardened, in tags and 0600 plan files), never shown.
+SENSITIVE_ATTRIBUTES = frozenset({"ssh_credentials_hash"})
+SENSITIVE_MARK = "(sensitive value)"
+
+
+def masked(attributes: dict | None) -> dict | None:
+    if attributes is None:
+        return None
+    return {k: (SENSITIVE_MARK if k in SENSITIVE_ATTRIBUTES and v is not None else v) for k, v in attributes.items()}
+
+
 @dataclass(frozen=True)
 class ResourceChange:
     address: str
@@ -77,10 +88,11 @@ class ResourceChange:
         before, after = self.before or {}, self.after or {}
         return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
-    def to_json(self) -> dict:
+    def to_json(self, *, mask_sensitive: bool = True) -> dict:
+        show = masked if mask_sensitive else (lambda attributes: attributes)
         return {
             "address": self.address, "type": self.type, "name": self.name,
-            "change": {"actions": list(self.actions), "before": self.before, "after": self.after},
+            "change": {"actions": list(self.actions), "before": show(self.before), "after": show(self.after)},
             "replace_paths": self.replace_paths, "action_reason": self.action_reason,
         }
 
@@ -116,13 +128,14 @@ class Plan:
     def has_errors(self) -> bool:
         return any(d.get("severity") == "error" for d in self.diagnostics)
 
-    def to_json(self) -> dict:
+    def to_json(self, *, mask_sensitive: bool = True) -> dict:
+        """`mask_sensitive=False` only for plan files, whose apply compares the real (hardened) values."""
         return {
             "format_version": self.format_version,
             "stack": self.stack,
             "mode": self.mode,
-            "resource_changes": [c.to_json() for c in self.resource_changes],
-            "resource_drift": [c.to_json() for c in self.drift],
+            "resource_changes": [c.to_json(mask_sensitive=mask_sensitive) for c in self.resource_changes],
+            "resource_drift": [c.to_json(mask_sensitive=mask_sensitive) for c in self.drift],
             "smoke_jobs": list(self.smoke_jobs),
             "diagnostics": list(self.diagnostics),
             "live_fingerprint": self.live_fingerprint,

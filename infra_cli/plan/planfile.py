@@ -27,7 +27,7 @@ class SavedPlan:
 def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]) -> None:
     body = {
         "kind": KIND,
-        **plan.to_json(),
+        **plan.to_json(mask_sensitive=False),
         "stack_path": str(stack_path),
         "targets": targets,
         "desired": [r.to_json() for r in plan.desired],

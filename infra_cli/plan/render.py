@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra_cli.plan.model import CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, ResourceChange
+from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, SENSITIVE_MARK, UPDATE, Plan, ResourceChange,
+                                  masked)
 
 _SYMBOL = {"create": ("+", "32"), "update": ("~", "33"), "replace": ("-/+", "31"), "delete": ("-", "31")}
 
@@ -29,6 +30,8 @@ def _kind(change: ResourceChange) -> str | None:
 def _value(v: Any) -> str:
     if v is None:
         return "null"
+    if v == SENSITIVE_MARK:
+        return v
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, bool):
@@ -69,23 +72,25 @@ def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
         lines.append(f"  # ({change.action_reason})")
     lines.append(f"  {paint(symbol, code)} resource \"{change.type}\" \"{change.name}\" {{")
     before, after = change.before or {}, change.after or {}
+    shown_before, shown_after = masked(before), masked(after)  # compared raw, shown masked
     forcing = {p[0] for p in change.replace_paths}
     keys = sorted(set(before) | set(after))
     width = max((len(k) for k in keys), default=0)
     unchanged = 0
     for key in keys:
         b, a = before.get(key), after.get(key)
+        shown_b, shown_a = _value(shown_before.get(key)), _value(shown_after.get(key))
         if kind == "create":
             if a is None:
                 continue
-            lines.append(f"      {paint('+', '32')} {key.ljust(width)} = {_value(a)}")
+            lines.append(f"      {paint('+', '32')} {key.ljust(width)} = {shown_a}")
         elif kind == "delete":
             if b is None:
                 continue
-            lines.append(f"      {paint('-', '31')} {key.ljust(width)} = {_value(b)}")
+            lines.append(f"      {paint('-', '31')} {key.ljust(width)} = {shown_b}")
         elif a != b:
             marker = paint(" # forces replacement", "31") if key in forcing else ""
-            lines.append(f"      {paint('~', '33')} {key.ljust(width)} = {_value(b)} -> {_value(a)}{marker}")
+            lines.append(f"      {paint('~', '33')} {key.ljust(width)} = {shown_b} -> {shown_a}{marker}")
         else:
             unchanged += 1
     if unchanged:
@@ -110,7 +115,9 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
                     if change.before is None:
                         continue
                     if before.get(key) != after.get(key):
-                        out.append(f"      {paint('~', '33')} {key} = {_value(before.get(key))} -> {_value(after.get(key))}")
+                        shown_before, shown_after = masked(before), masked(after)
+                        out.append(f"      {paint('~', '33')} {key} = {_value(shown_before.get(key))} -> "
+                                   f"{_value(shown_after.get(key))}")
                 if change.before is None:
                     out.append("      (the stack changed since the last apply, so the previous values are unknown)")
                 out.append("")
@@ -119,8 +126,15 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
         return "\n".join(out)
 
     changes = plan.changes
+    errors = sum(d.get("severity") == "error" for d in plan.diagnostics)
+    if errors:  # the changes are shown for context; a plan with errors never claims to be fine
+        out.append(paint(f"The plan has {errors} error{'s' if errors != 1 else ''} (above): apply refuses it "
+                         "until they are fixed.", "1;31"))
+        if changes:
+            out.append("")
     if not changes:
-        out.append("No changes. Your infrastructure matches the stack.")
+        if not errors:
+            out.append("No changes. Your infrastructure matches the stack.")
     else:
         out.append("infra will perform the following actions:\n")
         order = {"delete": 0, "replace": 1, "update": 2, "create": 3}

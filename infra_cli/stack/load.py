@@ -81,7 +81,8 @@ def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagn
 
 
 def _is_secret_path(loc: tuple) -> bool:
-    return any(p in ("admin_password", "ssh_key_value") for p in loc)
+    # Anything under ssh_settings may be a secret written in the wrong place (a password where a mapping goes).
+    return any(p in ("ssh_settings", "admin_password", "ssh_key_value") for p in loc)
 
 
 def _type_hint(kind: str, loc: tuple) -> str:

@@ -7,11 +7,34 @@ The model checks shapes and types only; knowledge-based rules (InfiniBand, GPUs,
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+# Curated references Azure ML resolves: azureml:NAME@latest, azureml:NAME:VERSION, or a registry URI.
+_CURATED_REFERENCE = re.compile(
+    r"^azureml:[A-Za-z0-9][A-Za-z0-9_.-]*(?:@latest|:[A-Za-z0-9][A-Za-z0-9_.-]*)$"
+    r"|^azureml://registries/[A-Za-z0-9_-]+/environments/[A-Za-z0-9][A-Za-z0-9_.-]*/(?:versions|labels)/[A-Za-z0-9_.-]+$")
+_INT32_MAX = 2**31 - 1  # Azure ML's integer fields (seconds, counts) are 32-bit
+
+
+def _filled(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be empty")
+    return v
+
+
+def _number_not_bool(v: Any) -> Any:
+    if isinstance(v, bool):  # YAML true/false would otherwise read as 1/0
+        raise ValueError("expected a whole number, not true/false")
+    return v
+
+
+# A string that says something: "" or "  " is never a usable name, path or reference.
+Text = Annotated[str, AfterValidator(_filled)]
+# A whole number written as one (not true/false).
+Count = Annotated[int, BeforeValidator(_number_not_bool)]
 
 
 class _Strict(BaseModel):
@@ -22,9 +45,9 @@ class Workspace(_Strict):
     """The Azure ML workspace every resource of the stack lives in."""
 
     subscription_id: str = Field(description="Azure subscription id (a GUID)")
-    resource_group: str = Field(description="resource group of the workspace")
-    name: str = Field(description="workspace name")
-    location: str = Field(description="Azure region of the workspace, e.g. eastus")
+    resource_group: Text = Field(description="resource group of the workspace")
+    name: Text = Field(description="workspace name")
+    location: Text = Field(description="Azure region of the workspace, e.g. eastus")
 
     @field_validator("subscription_id")
     @classmethod
@@ -42,7 +65,7 @@ class Workspace(_Strict):
 class SshSettings(_Strict):
     """SSH access to the nodes (amlCompute ssh_settings). Pass secrets as ${VAR}: they are never written out."""
 
-    admin_username: str | None = Field(None, description="administrator user on each node")
+    admin_username: Text | None = Field(None, description="administrator user on each node")
     admin_password: SecretStr | None = Field(None, description="secret: write ${VAR}, never the password itself")
     ssh_key_value: SecretStr | None = Field(None, description="SSH public key; write ${VAR} (e.g. ${SSH_PUBLIC_KEY})")
 
@@ -50,14 +73,14 @@ class SshSettings(_Strict):
 class NetworkSettings(_Strict):
     """Virtual network placement (amlCompute network_settings); changing it replaces the cluster."""
 
-    vnet_name: str | None = Field(None, description="virtual network name (with subnet as a name)")
-    subnet: str | None = Field(None, description="subnet name (with vnet_name) or full ARM id")
+    vnet_name: Text | None = Field(None, description="virtual network name (with subnet as a name)")
+    subnet: Text | None = Field(None, description="subnet name (with vnet_name) or full ARM id")
 
 
 class UserAssignedIdentity(_Strict):
     """One user-assigned managed identity."""
 
-    resource_id: str = Field(description="ARM id of a user-assigned managed identity")
+    resource_id: Text = Field(description="ARM id of a user-assigned managed identity")
 
 
 class Identity(_Strict):
@@ -79,17 +102,17 @@ class Cluster(_Strict):
     """An Azure ML compute cluster; field names are amlCompute's in Azure ML CLI v2 YAML."""
 
     type: Literal["amlcompute"] = Field("amlcompute", description="only amlcompute clusters are managed")
-    size: str = Field(description="VM size, e.g. Standard_ND96asr_v4 (see `infra skus --infiniband`)")
+    size: Text = Field(description="VM size, e.g. Standard_ND96asr_v4 (see `infra skus --infiniband`)")
     tier: Literal["dedicated", "low_priority"] = Field("dedicated", description="VM priority; changing it replaces the cluster")
-    min_instances: int = Field(0, ge=0, description="nodes kept running when idle (changes in place)")
-    max_instances: int = Field(1, ge=1, description="most nodes the cluster scales to (changes in place)")
-    idle_time_before_scale_down: int = Field(120, ge=0, description="seconds a node idles before it is released")
+    min_instances: Count = Field(0, ge=0, le=_INT32_MAX, description="nodes kept running when idle (changes in place)")
+    max_instances: Count = Field(1, ge=1, le=_INT32_MAX, description="most nodes the cluster scales to (changes in place)")
+    idle_time_before_scale_down: Count = Field(120, ge=0, le=_INT32_MAX, description="seconds a node idles before it is released")
     enable_node_public_ip: bool = Field(True, description="give nodes public IPs; false needs a subnet with outbound access")
     ssh_public_access_enabled: bool | None = Field(None, description="open the SSH port of the nodes")
     ssh_settings: SshSettings | None = None
     network_settings: NetworkSettings | None = None
     identity: Identity | None = None
-    location: str | None = Field(None, description="region of the cluster; defaults to the workspace's")
+    location: Text | None = Field(None, description="region of the cluster; defaults to the workspace's")
     tags: dict[str, str] = Field(default_factory=dict, description="Azure tags (text values)")
     description: str | None = Field(None, description="free text shown in Azure ML studio")
     infiniband: Literal["required", "optional"] | None = Field(
@@ -106,10 +129,10 @@ class Cluster(_Strict):
 class Build(_Strict):
     """An image Azure ML builds: from one of our Dockerfile templates, or from your own build context."""
 
-    template: str | None = Field(None, description="a Dockerfile template from templates/docker/, e.g. openmpi-rdma")
+    template: Text | None = Field(None, description="a Dockerfile template from templates/docker/, e.g. openmpi-rdma")
     parameters: dict[str, Any] = Field(default_factory=dict, description="the template's parameters")
-    path: str | None = Field(None, description="a build context directory, relative to the stack file")
-    dockerfile_path: str = Field("Dockerfile", description="the Dockerfile inside the build context")
+    path: Text | None = Field(None, description="a build context directory, relative to the stack file")
+    dockerfile_path: Text = Field("Dockerfile", description="the Dockerfile inside the build context")
 
     @model_validator(mode="after")
     def _one_source(self) -> "Build":
@@ -121,12 +144,12 @@ class Build(_Strict):
 class Environment(_Strict):
     """A training environment: exactly one of `curated`, `image` or `build`."""
 
-    curated: str | None = Field(None, description="azureml:NAME@latest, azureml:NAME:VERSION or azureml://registries/...")
-    image: str | None = Field(None, description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
-    conda_file: str | None = Field(None, description="with image: a conda YAML file, relative to the stack file")
+    curated: Text | None = Field(None, description="azureml:NAME@latest, azureml:NAME:VERSION or azureml://registries/...")
+    image: Text | None = Field(None, description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
+    conda_file: Text | None = Field(None, description="with image: a conda YAML file, relative to the stack file")
     build: Build | None = None
     requires: list[str] = Field(default_factory=list, description="image requirement specs, e.g. openmpi>=4.1")
-    version: str | None = Field(None, description="environment version; default: derived from the content")
+    version: Text | None = Field(None, description="environment version; default: derived from the content")
     tags: dict[str, str] = Field(default_factory=dict, description="Azure tags (text values)")
     description: str | None = Field(None, description="free text")
     os_type: Literal["linux"] = Field("linux", description="only Linux images run distributed GPU training")
@@ -137,6 +160,14 @@ class Environment(_Strict):
         if isinstance(v, float):  # YAML reads 1.10 as 1.1: the text the user meant is already lost
             raise ValueError(f"write the version in quotes (version: \"{v}\"); YAML reads it as a number")
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("curated")
+    @classmethod
+    def _curated_reference(cls, v: str | None) -> str | None:
+        if v is not None and not _CURATED_REFERENCE.match(v.strip()):
+            raise ValueError(f"{v!r} is not a curated environment reference: write azureml:NAME@latest, "
+                             "azureml:NAME:VERSION or azureml://registries/REGISTRY/environments/NAME/versions/VERSION")
+        return v
 
     @model_validator(mode="after")
     def _one_source(self) -> "Environment":
@@ -159,11 +190,11 @@ class Smoke(_Strict):
     """The smoke-test job `infra apply` / `infra smoke` run to prove the distribution works."""
 
     enabled: bool = Field(True, description="run the smoke job after apply")
-    busbw_fraction: float = Field(0.8, gt=0, le=2.0, description="fraction of the size's healthy busbw to pass")
-    max_message_bytes: int | None = Field(None, gt=0, description="largest all_reduce message; default: the size's")
-    steps: int = Field(5, ge=1, le=1000, description="timed all_reduce iterations per message size")
-    timeout_minutes: int = Field(30, ge=1, description="give up on the smoke job after this long")
-    experiment_name: str | None = Field(None, description="Azure ML experiment of the smoke job")
+    busbw_fraction: float = Field(0.8, gt=0, le=1.0, description="fraction of the size's healthy busbw to pass")
+    max_message_bytes: Count | None = Field(None, gt=0, le=1 << 34, description="largest all_reduce message; default: the size's")
+    steps: Count = Field(5, ge=1, le=1000, description="timed all_reduce iterations per message size")
+    timeout_minutes: Count = Field(30, ge=1, le=60 * 24 * 30, description="give up on the smoke job after this long")
+    experiment_name: Text | None = Field(None, description="Azure ML experiment of the smoke job")
 
 
 Framework = Literal["ddp", "deepspeed", "horovod", "lightning", "transformers", "tensorflow"]
@@ -172,21 +203,21 @@ Framework = Literal["ddp", "deepspeed", "horovod", "lightning", "transformers", 
 class Distribution(_Strict):
     """How a training job spreads over a cluster (command job `distribution` and `resources`)."""
 
-    cluster: str = Field(description="name of a cluster in this stack")
-    environment: str = Field(description="name of an environment in this stack")
+    cluster: Text = Field(description="name of a cluster in this stack")
+    environment: Text = Field(description="name of an environment in this stack")
     type: Literal["pytorch", "mpi", "tensorflow"] = Field(description="Azure ML distribution type")
-    instance_count: int = Field(1, ge=1, description="nodes the job runs on")
-    process_count_per_instance: int | None = Field(
-        None, ge=1, description="processes Azure ML starts per node (pytorch, mpi); one per GPU")
-    worker_count: int | None = Field(None, ge=1, description="tensorflow: workers (default instance_count)")
-    parameter_server_count: int | None = Field(None, ge=0, description="tensorflow: parameter servers")
+    instance_count: Count = Field(1, ge=1, le=_INT32_MAX, description="nodes the job runs on")
+    process_count_per_instance: Count | None = Field(
+        None, ge=1, le=_INT32_MAX, description="processes Azure ML starts per node (pytorch, mpi); one per GPU")
+    worker_count: Count | None = Field(None, ge=1, le=_INT32_MAX, description="tensorflow: workers (default instance_count)")
+    parameter_server_count: Count | None = Field(None, ge=0, le=_INT32_MAX, description="tensorflow: parameter servers")
     launcher: Literal["per-process", "per-node"] = Field(
         "per-process", description="per-process: Azure ML starts every process; per-node: torchrun/Lightning do")
     framework: Framework | None = Field(None, description="the training framework, for its launch rules")
     environment_variables: dict[str, str] = Field(default_factory=dict, description="set in every process")
     smoke: Smoke = Field(default_factory=Smoke)
-    command: str | None = Field(None, description="your own training command, rendered next to the smoke job")
-    code: str | None = Field(None, description="directory of your training code, relative to the stack file")
+    command: Text | None = Field(None, description="your own training command, rendered next to the smoke job")
+    code: Text | None = Field(None, description="directory of your training code, relative to the stack file")
 
     @field_validator("environment_variables", mode="before")
     @classmethod

@@ -25,11 +25,16 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Path = tuple  # a path into the document: keys (str) and list indices (int)
 
 
+_CORE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null"))
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
 @dataclass
 class SourceMap:
     file: str
     values: dict[Path, tuple[int, int]] = field(default_factory=dict)
     keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    interpolated: set = field(default_factory=set)  # paths whose value came (partly) from ${VAR}
 
     def position(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of `path`, or of its nearest ancestor that has one."""
@@ -80,9 +85,12 @@ class _Builder:
                 return self._build_collection(node, path)
             finally:
                 self._open.discard(id(node))
-        value = self._scalars.construct_object(node)
+        value = self._scalar(node)
         if isinstance(value, str) and "$" in value:
-            value = self._interpolate(value, node)
+            interpolated = self._interpolate(value, node)
+            if interpolated != value.replace("$$", "$"):
+                self.source.interpolated.add(path)
+            value = interpolated
         return value
 
     def _build_collection(self, node: yaml.Node, path: Path) -> Any:
@@ -97,7 +105,7 @@ class _Builder:
                     self._error(key_node, "stack.syntax", "YAML merge keys (<<) are not supported",
                                 "repeat the fields instead of merging")
                     continue
-                key = self._scalars.construct_object(key_node)
+                key = self._scalar(key_node)
                 key = str(key) if not isinstance(key, str) else key
                 if key in out:
                     first = self.source.keys[path + (key,)]
@@ -109,6 +117,23 @@ class _Builder:
                 out[key] = self.build(value_node, path + (key,))
             return out
         return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+
+    def _scalar(self, node: yaml.ScalarNode) -> Any:
+        """A scalar of YAML's core schema. Dates stay the text written (a version like 2024-01-02 is text);
+        other explicit tags (!!binary, !!python/..., !custom) are refused, as is a value its tag cannot read."""
+        if node.tag == _TIMESTAMP_TAG:
+            return node.value
+        if node.tag not in _CORE_TAGS:
+            self._error(node, "stack.syntax", f"unsupported YAML tag {node.tag!r}",
+                        "remove the tag: stacks use plain strings, numbers, booleans and null")
+            return None
+        try:
+            return self._scalars.construct_object(node)
+        except (ValueError, TypeError, ArithmeticError, yaml.YAMLError) as exc:
+            what = node.tag.rsplit(":", 1)[-1]
+            self._error(node, "stack.syntax", f"{node.value!r} is not a valid {what}: {exc}",
+                        f"write a valid {what}, or quote the value to make it text")
+            return None
 
     def _interpolate(self, text: str, node: yaml.Node) -> str:
         places = self._reference_positions(node)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from infra_cli.catalog import Catalog
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.model import CREATE, REPLACE, UPDATE, Resource, ResourceChange
+from infra_cli.stack.source import SourceMap
 
 
 @dataclass(frozen=True)
@@ -58,60 +59,64 @@ def _vcpus_delta(change: ResourceChange, facts: LiveFacts) -> tuple[str, int] | 
 
 
 def preflight(changes: list[ResourceChange], desired: list[Resource], facts: LiveFacts, catalog: Catalog,
-              stack_file: str, workspace_name: str) -> list[Diagnostic]:
+              source: SourceMap, workspace_name: str) -> list[Diagnostic]:
+    """`source`: where each key of the stack file is, so each finding points at the value that causes it."""
     out: list[Diagnostic] = []
 
-    def error(rule: str, message: str, hint: str, severity: str = "error") -> None:
-        out.append(Diagnostic(severity, rule, message, stack_file, None, None, hint))
+    def error(at: tuple, rule: str, message: str, hint: str, severity: str = "error") -> None:
+        out.append(source.diagnostic(at, rule, message, hint, severity))
 
     if facts.workspace_location is None:
-        error("preflight.workspace-missing", f"workspace {workspace_name!r} does not exist",
+        error(("workspace", "name"), "preflight.workspace-missing", f"workspace {workspace_name!r} does not exist",
               "create it (az ml workspace create) or fix workspace.name / resource_group / subscription_id")
     clusters = [c for c in changes if c.type == "cluster" and c.actions in (CREATE, REPLACE, UPDATE)]
     for change in clusters:
         after = change.after or {}
         size, location = after.get("size", ""), after.get("location") or facts.location
+        at = ("clusters", change.name)
         if facts.workspace_location and location != facts.workspace_location:
-            error("preflight.location-mismatch",
+            error(at + ("location",) if after.get("location") else ("workspace", "location"), "preflight.location-mismatch",
                   f"{change.address} is in {location} but workspace {workspace_name!r} is in {facts.workspace_location}",
                   f"remove the cluster's location or set it to {facts.workspace_location}")
         if change.actions == UPDATE:
             continue
         sku = facts.skus.get(size.lower())
         if sku is None:
-            error("preflight.size-unavailable", f"{change.address}: size {size} is not offered in {location}",
+            error(at + ("size",), "preflight.size-unavailable", f"{change.address}: size {size} is not offered in {location}",
                   "pick a region that offers it (infra skus --location REGION) or another size")
             continue
         if sku.restrictions:
-            error("preflight.size-restricted",
+            error(at + ("size",), "preflight.size-restricted",
                   f"{change.address}: size {size} is restricted in {location} for this subscription "
                   f"({', '.join(sku.restrictions)})",
                   "request access through an Azure support ticket, or use another region or size")
         known = catalog.get(size)
         if known is not None and sku.rdma_enabled is not None:
             if sku.rdma_enabled and not known.infiniband_eligible and known.rdma:
-                error("preflight.rdma-without-sriov",
+                error(at + ("size",), "preflight.rdma-without-sriov",
                       f"{size} reports RdmaEnabled=True, but it has no SR-IOV: NCCL and MPI in Azure ML cannot use it",
                       "the catalog's SR-IOV knowledge overrides the SKU API here; use an SR-IOV size", "warning")
             elif sku.rdma_enabled != known.rdma:
-                error("preflight.rdma-disagrees",
+                error(at + ("size",), "preflight.rdma-disagrees",
                       f"{size}: Azure says RdmaEnabled={sku.rdma_enabled} but the catalog says rdma={known.rdma}",
                       f"check validators/skus.yaml's row for {size} against its source", "warning")
 
     needed: dict[str, int] = defaultdict(int)
     sizes: dict[str, set[str]] = defaultdict(set)
+    first_cluster: dict[str, str] = {}
     for change in clusters:
         delta = _vcpus_delta(change, facts)
         if delta and delta[1] > 0:
             needed[delta[0]] += delta[1]
             sizes[delta[0]].add((change.after or {}).get("size", ""))
+            first_cluster.setdefault(delta[0], change.name)
     for family, extra in sorted(needed.items()):
         usage = facts.quota.get(family)
         if usage is None:
             continue
         available = usage.limit - usage.current
         if extra > available:
-            error("preflight.quota",
+            error(("clusters", first_cluster[family], "max_instances"), "preflight.quota",
                   f"not enough vCPU quota for {', '.join(sorted(sizes[family]))} in {facts.location}: the plan needs "
                   f"{extra} more vCPUs of {family}, {available} are available ({usage.current} used of {usage.limit})",
                   "request a quota increase for the family in this region, or lower max_instances")

@@ -134,6 +134,20 @@ def cluster_ssh(ctx: Context) -> Iterator[Diagnostic]:
 
 
 @rule
+def cluster_ssh_secret_inline(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        if cluster.ssh_settings is None or cluster.ssh_settings.admin_password is None:
+            continue
+        path = ("clusters", name, "ssh_settings", "admin_password")
+        if path not in ctx.loaded.source.interpolated:
+            yield ctx.at(path, "cluster.ssh-password-inline",
+                         f"cluster {name!r} has its SSH admin password written in the stack file, where anyone who "
+                         "reads the file (or its git history) has it",
+                         "write admin_password: ${NODE_ADMIN_PASSWORD} and set that variable where infra runs, "
+                         "or use ssh_key_value instead", "warning")
+
+
+@rule
 def cluster_location(ctx: Context) -> Iterator[Diagnostic]:
     ws = ctx.stack.workspace.location
     for name, cluster in ctx.stack.clusters.items():
@@ -187,6 +201,12 @@ def environment_files(ctx: Context) -> Iterator[Diagnostic]:
             yield ctx.at(("environments", name, "build", "path"), "environment.file-missing",
                          f"build context {env.build.path!r} is not a directory (looked in {base})",
                          "build.path is relative to the stack file")
+        elif env.build and env.build.path and not (base / env.build.path / env.build.dockerfile_path).is_file():
+            # Azure ML uploads the whole directory before it finds there is nothing to build.
+            yield ctx.at(("environments", name, "build", "path"), "environment.file-missing",
+                         f"build context {env.build.path!r} has no {env.build.dockerfile_path} "
+                         f"(looked for {base / env.build.path / env.build.dockerfile_path})",
+                         "point build.path at the directory that holds the Dockerfile, or set build.dockerfile_path")
         if env.build and env.build.template and build_template_provides(env.build.template) is None:
             known = sorted(p.name for p in (templates_dir() / "docker").glob("*") if (p / "template.yaml").is_file()) \
                 if (templates_dir() / "docker").is_dir() else []
