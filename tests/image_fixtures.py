@@ -195,6 +195,28 @@ def add_index(layout: Path, tag: str, members: list[str]) -> str:
     return f"oci:{layout}:{tag}"
 
 
+def write_blob(layout: Path, content: bytes | dict | list) -> tuple[str, int]:
+    """Store `content` (JSON unless bytes) as a blob of the layout, whatever its shape; returns (digest, size)."""
+    data = content if isinstance(content, bytes) else json.dumps(content).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    (layout / "blobs/sha256" / digest).write_bytes(data)
+    return f"sha256:{digest}", len(data)
+
+
+def point_tag(layout: Path, tag: str, document: bytes | dict | list,
+              media_type: str = "application/vnd.oci.image.manifest.v1+json") -> str:
+    """Store `document` as the manifest (or index) that `tag` names in index.json, as a hand-edited layout
+    would; the digest matches, so only the document's shape is wrong. Returns `oci:DIR:TAG`."""
+    digest, size = write_blob(layout, document)
+    index = json.loads((layout / "index.json").read_text())
+    index["manifests"] = [m for m in index["manifests"]
+                          if m.get("annotations", {}).get("org.opencontainers.image.ref.name") != tag]
+    index["manifests"].append({"mediaType": media_type, "digest": digest, "size": size,
+                               "annotations": {"org.opencontainers.image.ref.name": tag}})
+    (layout / "index.json").write_text(json.dumps(index))
+    return f"oci:{layout}:{tag}"
+
+
 def skopeo_copy(src: str, dest: str, *extra: str) -> None:
     run("skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false", *extra, src, dest)
 

@@ -10,9 +10,10 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
 
-from image_fixtures import (Layer, base_layer, build_oci, images, manifest_of, registry,  # noqa: F401 (fixtures)
-                            skopeo_copy)
+from image_fixtures import (Layer, base_layer, build_oci, images, manifest_of, point_tag,  # noqa: F401 (fixtures)
+                            registry, skopeo_copy)
 from infra_cli.image.check import check_image
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,6 +125,53 @@ def test_multi_arch_index_platform_selection(images):
     assert code == 1 and out["platform"] == "linux/arm64"
     proc = cli(ref, "--platform", "linux/s390x")
     assert proc.returncode == 2 and "offers: linux/amd64, linux/arm64" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["nonsense", "linux", "linux/", "/amd64", "linux/amd64/v8/extra", "linux/amd 64", ""])
+def test_malformed_platform_is_a_usage_error_before_the_image_is_read(images, value):
+    for ref in (images.refs["openmpi"], "oci:/nonexistent:tag"):     # refused before the image is even opened
+        proc = cli(ref, "--platform", value)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"error[image.platform]: --platform {value!r} is not OS/ARCH[/VARIANT]" in proc.stderr, proc.stderr
+        assert "cannot be read as asked" in proc.stderr and "e.g. linux/amd64" in proc.stderr
+
+
+def test_platform_must_match_a_single_platform_image(images):
+    """An amd64 image asked for as arm64 is exit 2 saying what it is, from every source; without --platform,
+    a single-platform image is judged as it is."""
+    registry_ref = f"{images.registry.host}/test/openmpi:oci"
+    for ref in (images.refs["openmpi"], registry_ref):
+        proc = cli(ref, "--platform", "linux/arm64")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "no manifest for linux/arm64; it offers: linux/amd64 (a single-platform image" in proc.stderr
+        assert ref.split("oci:")[-1] in proc.stderr          # which image
+        code, out = cli_json(ref, "--platform", "linux/amd64")
+        assert code == 0 and out["platform"] == "linux/amd64"
+    code, out = cli_json(registry_ref, "--platform", "Linux/AMD64")     # read as docker reads it
+    assert code == 0 and out["platform"] == "linux/amd64"
+    code, out = cli_json(images.refs["arm64"])                          # no --platform: as before
+    assert code == 1 and out["platform"] == "linux/arm64"
+    code, out = cli_json(images.refs["arm64"], "--platform", "linux/arm64")
+    assert code == 1 and out["platform"] == "linux/arm64"
+    proc = cli(images.refs["arm64"], "--platform", "linux/amd64", "--json")
+    assert proc.returncode == 2
+    error = json.loads(proc.stdout)["errors"][0]
+    assert error["rule"] == "image.read" and "it offers: linux/arm64" in error["message"]
+    assert "--platform linux/arm64" in error["hint"]
+
+
+def test_platform_index_entry_whose_config_disagrees_is_exit_2(images, tmp_path):
+    """An index that lists an amd64 image as arm64: asked for arm64, the config's word wins."""
+    layout = tmp_path / "l"
+    shutil.copytree(images.layout, layout)
+    index = json.loads((layout / "index.json").read_text())
+    amd64 = next(m for m in index["manifests"] if m["annotations"]["org.opencontainers.image.ref.name"] == "openmpi")
+    entry = {k: v for k, v in amd64.items() if k != "annotations"}
+    ref = point_tag(layout, "liar", {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                                     "manifests": [{**entry, "platform": {"os": "linux", "architecture": "arm64"}}]},
+                    "application/vnd.oci.image.index.v1+json")
+    proc = cli(ref, "--platform", "linux/arm64")
+    assert proc.returncode == 2 and "lists a manifest for linux/arm64, but its config says linux/amd64" in proc.stderr
 
 
 def test_early_exit_skips_lower_layers_only_when_they_cannot_matter(images):

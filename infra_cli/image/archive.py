@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from infra_cli.image.blob import Descriptor, check_digest_syntax
+from infra_cli.image.document import (json_type, list_of_strings, load_json, load_object, malformed, optional_list,
+                                      optional_object)
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.manifest import DOCKER_MANIFEST, MAX_MANIFEST_BYTES
 
@@ -45,9 +47,27 @@ class OciLayoutStore:
     def _blob_path(self, digest: str) -> Path:
         return self.root_dir / "blobs" / "sha256" / check_digest_syntax(digest)
 
+    def _index_entries(self) -> list[Descriptor]:
+        """index.json's manifests; anyone may have edited the file, so its every shape is checked."""
+        path = self.root_dir / "index.json"
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as exc:
+            raise ImageReadError(f"cannot read {path}: {exc.strerror or exc}", None, where=self.description) from None
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise malformed(str(path), f"it is larger than {MAX_MANIFEST_BYTES >> 20} MiB", self.description)
+        index = load_object(data, str(path), self.description)
+        entries = [Descriptor.from_json(m, f"{path} manifests[{i}]", self.description)
+                   for i, m in enumerate(optional_list(index, "manifests", str(path), self.description))]
+        for i, entry in enumerate(entries):
+            tag = entry.annotations.get(REF_NAME)
+            if tag is not None and not isinstance(tag, str):
+                raise malformed(f"{path} manifests[{i}]", f"its {REF_NAME} is {json_type(tag)}", self.description)
+        return entries
+
     def root(self) -> tuple[bytes, str, str | None]:
-        index = json.loads((self.root_dir / "index.json").read_bytes())
-        entries = [Descriptor.from_json(m) for m in index.get("manifests") or []]
+        entries = self._index_entries()
         tags = [e.annotations.get(REF_NAME) for e in entries]
         if self.tag is not None:
             entries = [e for e in entries if e.annotations.get(REF_NAME) == self.tag]
@@ -57,6 +77,8 @@ class OciLayoutStore:
                 f"{self.description}: {'no' if not entries else 'several'} manifests match (tags: {known})",
                 "name one tag: oci:DIR:TAG", where=self.description)
         chosen = entries[0]
+        tag = chosen.annotations.get(REF_NAME)
+        check_digest_syntax(chosen.digest, f"{self.root_dir / 'index.json'} entry" + (f" {tag!r}" if tag else ""))
         return self.manifest(chosen.digest)[0], chosen.media_type, chosen.digest
 
     def manifest(self, digest: str) -> tuple[bytes, str]:
@@ -66,8 +88,11 @@ class OciLayoutStore:
         path = self._blob_path(digest)
         if not path.is_file():
             raise ImageReadError(f"{self.description}: blob {digest} is missing", "copy the image again", where=self.description)
-        with open(path, "rb") as fh:
-            return fh.read(MAX_MANIFEST_BYTES + 1)
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as exc:
+            raise ImageReadError(f"cannot read {path}: {exc.strerror or exc}", None, where=self.description) from None
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         path = self._blob_path(desc.digest)
@@ -94,14 +119,37 @@ class DockerArchiveStore:
             raise ImageReadError(f"cannot read {path} as a docker save archive: {exc}",
                                  "pass an uncompressed `docker save -o FILE IMAGE` tar (gunzip it first if compressed)",
                                  where=self.description) from None
-        try:
-            entry = json.loads(self._read_member("manifest.json"))[0]
-            self._config_name, self._layer_names = entry["Config"], list(entry["Layers"])
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ImageReadError(f"{path}: manifest.json is missing or malformed ({exc})",
-                                 "this is not `docker save` output", where=self.description) from None
+        self._config_name, self._layer_names = self._first_image()
         self._config = self._read_member(self._config_name)
         self._digests: dict[str, str] = {}
+
+    def _first_image(self) -> tuple[str, list[str]]:
+        """(config name, layer names) of manifest.json's first image, every shape checked."""
+        what, hint = f"{self.path}: manifest.json", "this is not `docker save` output; save the image again"
+        images = load_json(self._read_member("manifest.json"), what, self.description)
+        if not isinstance(images, list) or not images:
+            problem = "it lists no image" if images == [] else f"it is {json_type(images)} where a list of images belongs"
+            raise malformed(what, problem, self.description, hint)
+        first, what = images[0], f"{what}[0]"
+        if not isinstance(first, dict):
+            raise malformed(what, f"it is {json_type(first)} where an object belongs", self.description, hint)
+        config = first.get("Config")
+        if not isinstance(config, str) or not config:
+            raise malformed(what, "it names no Config" if config is None else f"its Config is {json_type(config)}",
+                            self.description, hint)
+        if first.get("Layers") is None:
+            raise malformed(what, "it names no Layers", self.description, hint)
+        return config, list_of_strings(first, "Layers", what, self.description)
+
+    def _diff_ids(self) -> list[str]:
+        """The config's rootfs.diff_ids: the layers' digests in the old format, where blob names carry none."""
+        what = f"{self.path}: {self._config_name}"
+        config = load_object(self._config, what, self.description)
+        diff_ids = list_of_strings(optional_object(config, "rootfs", what, self.description), "diff_ids",
+                                   f"{what} rootfs", self.description)
+        for i, diff_id in enumerate(diff_ids):
+            check_digest_syntax(diff_id, f"{what} rootfs.diff_ids[{i}]")
+        return diff_ids
 
     def _member(self, name: str) -> tarfile.TarInfo:
         member = self._members.get(name.lstrip("./"))
@@ -137,10 +185,7 @@ class DockerArchiveStore:
 
     def root(self) -> tuple[bytes, str, str | None]:
         config_digest = self._digest_of(self._config_name, None)
-        try:
-            diff_ids = list(json.loads(self._config)["rootfs"]["diff_ids"])
-        except (KeyError, TypeError, ValueError):
-            diff_ids = [None] * len(self._layer_names)
+        diff_ids = self._diff_ids()
         layers = []
         for name, diff_id in zip(self._layer_names, diff_ids + [None] * len(self._layer_names)):
             digest = self._digest_of(name, diff_id)

@@ -46,40 +46,62 @@ def _host_of(key: str) -> str:
     return key.split("/", 1)[0]
 
 
-def _helper(name: str, host: str) -> Credentials | None:
+def _object(value: object) -> dict:
+    """A JSON object, or {} for anything else: a malformed login is treated as none (the registry's 401 then
+    says to log in), as docker's own unreadable config is."""
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _helper(name: object, host: str) -> Credentials | None:
+    if not isinstance(name, str):
+        return None
     try:
         proc = subprocess.run([f"docker-credential-{name}", "get"], input=host.encode(), capture_output=True, timeout=30)
         if proc.returncode != 0:
             return None
-        data = json.loads(proc.stdout)
+        data = _object(json.loads(proc.stdout))
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return None
     if data.get("Username") == "<token>":
-        return Credentials(identity_token=data.get("Secret"))
-    return Credentials(data.get("Username"), data.get("Secret"))
+        return Credentials(identity_token=_text(data.get("Secret")))
+    return Credentials(_text(data.get("Username")), _text(data.get("Secret")))
+
+
+def _from_auths_entry(entry: dict) -> Credentials | None:
+    if _text(entry.get("identitytoken")):
+        return Credentials(identity_token=entry["identitytoken"])
+    if _text(entry.get("auth")):
+        try:
+            user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+        except ValueError:     # binascii.Error and UnicodeDecodeError: not base64 of user:password
+            return None
+        return Credentials(user, password)
+    if _text(entry.get("username")):
+        return Credentials(entry["username"], _text(entry.get("password")))
+    return None
 
 
 def lookup_credentials(host: str) -> Credentials | None:
     hub_keys = {"registry-1.docker.io", "index.docker.io", "docker.io"}
     for path in config_files():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = _object(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue
-        helper = (data.get("credHelpers") or {}).get(host)
+        helper = _object(data.get("credHelpers")).get(host)
         if helper:
             return _helper(helper, host)
-        for key, entry in (data.get("auths") or {}).items():
+        for key, entry in _object(data.get("auths")).items():
             key_host = _host_of(key)
             if key_host != host and not (key_host in hub_keys and host in hub_keys):
                 continue
-            if entry.get("identitytoken"):
-                return Credentials(identity_token=entry["identitytoken"])
-            if entry.get("auth"):
-                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-                return Credentials(user, password)
-            if entry.get("username"):
-                return Credentials(entry["username"], entry.get("password"))
+            found = _from_auths_entry(_object(entry))
+            if found:
+                return found
         if data.get("credsStore"):
             found = _helper(data["credsStore"], host)
             if found:

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
+from infra_cli.image.document import json_type, malformed, optional_object, optional_string
 from infra_cli.image.errors import ImageReadError
 
 RAW_CHUNK = 1 << 20          # compressed bytes read per call
@@ -28,19 +29,25 @@ class Descriptor:
     annotations: dict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_json(cls, data: dict) -> "Descriptor":
-        try:
-            return cls(str(data.get("mediaType", "")), str(data["digest"]), int(data.get("size", -1)),
-                       dict(data.get("platform") or {}), dict(data.get("annotations") or {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ImageReadError(f"malformed descriptor {data!r}: {exc}",
-                                 "the manifest is not valid OCI/Docker JSON; rebuild or re-push the image") from None
+    def from_json(cls, data: object, what: str, where: str | None = None) -> "Descriptor":
+        """`data` as found at `what` (e.g. "manifest sha256:... layers[2]"), every field's type checked."""
+        if not isinstance(data, dict):
+            raise malformed(what, f"it is {json_type(data)} where a descriptor object belongs", where)
+        digest = data.get("digest")
+        if not isinstance(digest, str) or not digest:
+            raise malformed(what, "it has no digest" if digest is None else f"its digest is {json_type(digest)}", where)
+        size = data.get("size", -1)
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise malformed(what, f"its size is {json_type(size)} where an integer belongs", where)
+        return cls(optional_string(data, "mediaType", what, where) or "", digest, size,
+                   optional_object(data, "platform", what, where), optional_object(data, "annotations", what, where))
 
 
-def check_digest_syntax(digest: str) -> str:
+def check_digest_syntax(digest: str, what: str | None = None) -> str:
+    """The hex part of a sha256 digest; `what` names where the digest was found, for the message."""
     algo, _, hexpart = digest.partition(":")
     if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
-        raise ImageReadError(f"unsupported or malformed digest {digest!r}",
+        raise ImageReadError(f"{what + ': ' if what else ''}unsupported or malformed digest {digest!r}",
                              "digests look like sha256:<64 lowercase hex digits>")
     return hexpart
 

@@ -19,7 +19,7 @@ from infra_cli.image.errors import ImageReadError
 from infra_cli.image.evidence import (ImageEnv, Profile, VariantFinding, build_matcher, judge_profile,
                                       load_profiles)
 from infra_cli.image.layers import LayerIndex, Matcher, index_layer
-from infra_cli.image.manifest import DEFAULT_PLATFORM, ImageStore, ResolvedImage, resolve
+from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
 from infra_cli.image.merged import MergedView, State
 from infra_cli.image.spec import Requirement, parse_requirement
 
@@ -144,11 +144,20 @@ def _decided(findings: list[VariantFinding], req: Requirement) -> bool:
     return all(f.decided for f in findings)
 
 
-def check_store(store: ImageStore, requirements: list[Requirement], *, platform: str = DEFAULT_PLATFORM,
+def _resolve(store: ImageStore, platform: Platform | None) -> ResolvedImage:
+    try:
+        return resolve(store, platform)
+    except ImageReadError as exc:    # say which image, where the reader could not (a manifest, a config)
+        store.close()
+        raise exc.located(store.description) from None
+
+
+def check_store(store: ImageStore, requirements: list[Requirement], *, platform: Platform | None = None,
                 profiles: dict[str, Profile] | None = None, early_exit: bool = True) -> CheckResult:
+    """`platform` None: linux/amd64 out of an index, a single-platform image whatever its config says."""
     started = time.perf_counter()
     profiles = profiles or load_profiles()
-    image = resolve(store, platform)
+    image = _resolve(store, platform)
     env = image_env(image)
     wanted = {r.name for r in requirements}
     extra = [name for r in requirements for name in profiles[r.name].see_also if name not in wanted]
@@ -180,6 +189,8 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
                     _decided(judge_profile(view, profiles[r.name], env), r) for r in requirements):
                 stopped_early = True
                 break
+    except ImageReadError as exc:
+        raise exc.located(store.description) from None
     finally:
         stop.set()
         for future in fetches:
@@ -203,13 +214,16 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
 
 
 def check_image(reference: str, requirements: list[Requirement] | list[str] | None = None, *,
-                platform: str = DEFAULT_PLATFORM, insecure: bool = False, credential=None,
+                platform: str | None = None, insecure: bool = False, credential=None,
                 early_exit: bool = True) -> CheckResult:
     """Check that the image at `reference` meets `requirements` (specs or strings, default openmpi).
 
-    Raises ImageReadError (a DiagnosticError) when the image cannot be read or a blob does not verify,
-    and SpecError for a malformed requirement.
+    `platform` (OS/ARCH[/VARIANT]) picks from a multi-arch index (default linux/amd64); given, it must also
+    be what a single-platform image's config says.
+    Raises ImageReadError (a DiagnosticError) when the image cannot be read, is not of `platform`, or a blob
+    does not verify, or `platform` is malformed; and SpecError for a malformed requirement.
     """
     reqs = [parse_requirement(r) if isinstance(r, str) else r for r in (requirements or DEFAULT_REQUIREMENTS)]
+    wanted = parse_platform(platform) if platform is not None else None   # refused before the image is opened
     store = open_store(reference, insecure=insecure, credential=credential)
-    return check_store(store, reqs, platform=platform, early_exit=early_exit)
+    return check_store(store, reqs, platform=wanted, early_exit=early_exit)

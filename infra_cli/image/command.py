@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -20,7 +20,9 @@ def check(
     require: List[str] = typer.Option([], "--require", "-r", metavar="SPEC",
                                       help="e.g. openmpi>=4.1, mpi, ibverbs, mofed, hpcx, ucx, nccl>=2.18 (default: openmpi)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
-    platform: str = typer.Option("linux/amd64", "--platform", metavar="OS/ARCH", help="which image of a multi-arch index"),
+    platform: Optional[str] = typer.Option(
+        None, "--platform", metavar="OS/ARCH",
+        help="which image of a multi-arch index (default linux/amd64); given, a single-platform image must be it too"),
     insecure: bool = typer.Option(False, "--insecure", help="allow plain http and unverified TLS for this registry"),
 ) -> None:
     """Check that IMAGE carries what MPI/InfiniBand jobs need, from its layers, with no Docker daemon.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from infra_cli.image.blob import Descriptor, verify_bytes
+from infra_cli.image.blob import Descriptor, check_digest_syntax, verify_bytes
+from infra_cli.image.document import (list_of_strings, load_object, malformed, optional_list, optional_object,
+                                      optional_string)
 from infra_cli.image.errors import ImageReadError
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -56,66 +58,137 @@ class ResolvedImage:
         return out
 
 
-def parse_platform(text: str) -> tuple[str, str, str | None]:
-    parts = (text or DEFAULT_PLATFORM).split("/")
-    if len(parts) not in (2, 3) or not all(parts):
-        raise ImageReadError(f"--platform {text!r} is not OS/ARCH[/VARIANT]", "e.g. --platform linux/amd64")
-    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+_PLATFORM_PART = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+PLATFORM_HINT = "write --platform OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64/v8"
 
 
-def _json(data: bytes, what: str) -> dict:
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise ImageReadError(f"{what} is not JSON ({exc})", "the image metadata is corrupt; push or save it again") from None
-    if not isinstance(doc, dict):
-        raise ImageReadError(f"{what} is not a JSON object", "the image metadata is corrupt; push or save it again")
-    return doc
+@dataclass(frozen=True)
+class Platform:
+    os: str
+    architecture: str
+    variant: str | None = None
+
+    def __str__(self) -> str:
+        return "/".join(x for x in (self.os, self.architecture, self.variant) if x)
 
 
-def _media_type(doc: dict, declared: str) -> str:
-    kind = doc.get("mediaType") or declared.split(";")[0].strip()
+def parse_platform(text: str) -> Platform:
+    """--platform's value, lower-cased as docker reads it; anything else is refused before the image is opened
+    (exit 2: the image cannot be read as asked)."""
+    parts = text.strip().lower().split("/")
+    if len(parts) not in (2, 3) or not all(_PLATFORM_PART.match(p) for p in parts):
+        raise ImageReadError(f"--platform {text!r} is not OS/ARCH[/VARIANT], so the image cannot be read as asked",
+                             PLATFORM_HINT, rule="image.platform")
+    return Platform(*parts)
+
+
+LINUX_AMD64 = parse_platform(DEFAULT_PLATFORM)   # what an index is read as without --platform
+
+
+def platform_of(doc: dict, what: str) -> Platform | None:
+    """The os/architecture/variant an index entry's platform or an image config states (None: it states none)."""
+    os_name, arch = optional_string(doc, "os", what), optional_string(doc, "architecture", what)
+    variant = optional_string(doc, "variant", what)
+    return Platform(os_name or "", arch or "", variant or None) if os_name or arch else None
+
+
+def _media_type(doc: dict, declared: str, what: str) -> str:
+    kind = optional_string(doc, "mediaType", what) or declared.split(";")[0].strip()
     if not kind:  # OCI allows leaving it out: tell by shape
         kind = OCI_INDEX if "manifests" in doc else OCI_MANIFEST if "layers" in doc else ""
     return kind
 
 
-def _pick(doc: dict, platform: str) -> Descriptor:
-    want_os, want_arch, want_variant = parse_platform(platform)
+def _pick(doc: dict, platform: Platform, what: str) -> Descriptor:
     offered = []
-    for item in doc.get("manifests") or []:
-        desc = Descriptor.from_json(item)
-        p = desc.platform
-        offered.append("/".join(x for x in (p.get("os"), p.get("architecture"), p.get("variant")) if x) or "unknown")
-        if p.get("os") == want_os and p.get("architecture") == want_arch and (
-                want_variant is None or p.get("variant") == want_variant):
+    for i, item in enumerate(optional_list(doc, "manifests", what)):
+        desc = Descriptor.from_json(item, f"{what} manifests[{i}]")
+        p = platform_of(desc.platform, f"{what} manifests[{i}].platform")
+        offered.append(str(p) if p else "unknown")
+        if p and (p.os, p.architecture) == (platform.os, platform.architecture) and (
+                platform.variant is None or p.variant == platform.variant):
             return desc
     raise ImageReadError(f"the image index has no manifest for {platform}; it offers: {', '.join(offered) or 'nothing'}",
                          "pick one with --platform OS/ARCH")
 
 
-def resolve(store: ImageStore, platform: str = DEFAULT_PLATFORM) -> ResolvedImage:
+def image_config(data: bytes, what: str) -> dict:
+    """The config blob, with the fields the checker reads (Env, os/architecture/variant) of the right types."""
+    config = load_object(data, what)
+    list_of_strings(optional_object(config, "config", what), "Env", f"{what} config")
+    platform_of(config, what)
+    return config
+
+
+def _contradicts(stated: Platform | None, requested: Platform) -> bool:
+    """Whether what a config states rules out the platform asked for. Only stated fields count: configs often
+    leave the variant out (arm64 means v8 unless it says otherwise), and one that states nothing proves nothing."""
+    if stated is None:
+        return False
+    pairs = ((stated.os, requested.os), (stated.architecture, requested.architecture),
+             (stated.variant, requested.variant))
+    return any(have and want and have != want for have, want in pairs)
+
+
+def _check_platform(config: Platform | None, requested: Platform, listed_in_index: bool) -> None:
+    """Refuse an image whose config names another platform than the one asked for."""
+    if not _contradicts(config, requested):
+        return
+    if listed_in_index:
+        raise ImageReadError(f"the image index lists a manifest for {requested}, but its config says {config}",
+                             "the index is wrong; rebuild and push it again")
+    raise ImageReadError(f"the image has no manifest for {requested}; it offers: {config} "
+                         "(a single-platform image, not a multi-arch index)",
+                         f"check it with --platform {config}, or point at an index that offers {requested}")
+
+
+def _blob_descriptor(data: object, what: str) -> Descriptor:
+    """A config or layer descriptor, its digest checked here where the message can say which one it is."""
+    desc = Descriptor.from_json(data, what)
+    check_digest_syntax(desc.digest, what)
+    return desc
+
+
+def _read_small_blob(store: ImageStore, desc: Descriptor) -> bytes:
+    stream = store.open_blob(desc)
+    try:
+        return stream.read(MAX_MANIFEST_BYTES + 1)
+    finally:
+        stream.close()
+
+
+def resolve(store: ImageStore, platform: Platform | None = None) -> ResolvedImage:
+    """The image `platform` names (None: linux/amd64 out of an index, and a single image as it is)."""
     data, declared, digest = store.root()
     if digest:
         verify_bytes(data, digest, "manifest")
-    doc = _json(data, "the manifest")
-    kind = _media_type(doc, declared)
-    if kind in INDEX_TYPES:
-        chosen = _pick(doc, platform)
+    what = f"manifest {digest}" if digest else "the manifest"
+    doc = load_object(data, what)
+    kind = _media_type(doc, declared, what)
+    from_index = kind in INDEX_TYPES
+    if from_index:
+        what, wanted = (f"image index {digest}" if digest else "the image index"), platform or LINUX_AMD64
+        chosen = _pick(doc, wanted, what)
+        check_digest_syntax(chosen.digest, f"{what} entry for {wanted}")   # before a URL or a path holds it
         data, declared = store.manifest(chosen.digest)
         verify_bytes(data, chosen.digest, "manifest")
-        digest, doc = chosen.digest, _json(data, f"manifest {chosen.digest}")
-        kind = _media_type(doc, declared or chosen.media_type)
+        digest, what = chosen.digest, f"manifest {chosen.digest}"
+        doc = load_object(data, what)
+        kind = _media_type(doc, declared or chosen.media_type, what)
     if kind in DOCKER_SCHEMA1 or doc.get("schemaVersion") == 1:
         raise ImageReadError("the image uses Docker manifest schema 1, which has no config blob",
                              "re-push the image with a current docker/buildah/skopeo (schema 2 or OCI)")
     if kind not in MANIFEST_TYPES:
         raise ImageReadError(f"unsupported manifest media type {kind!r}",
                              "expected an OCI or Docker schema 2 image manifest (or an index of them)")
-    config_desc = Descriptor.from_json(doc.get("config") or {})
-    config_bytes = store.open_blob(config_desc).read(MAX_MANIFEST_BYTES + 1)
-    verify_bytes(config_bytes, config_desc.digest, "config")
-    config = _json(config_bytes, f"config {config_desc.digest}")
-    layers = tuple(Descriptor.from_json(item) for item in doc.get("layers") or [])
-    os_arch = "/".join(x for x in (config.get("os"), config.get("architecture"), config.get("variant")) if x)
-    return ResolvedImage(digest, kind, os_arch or platform, config, layers)
+    if doc.get("config") is None:
+        raise malformed(what, "it has no config descriptor")
+    config_desc = _blob_descriptor(doc["config"], f"{what} config")
+    layers = tuple(_blob_descriptor(item, f"{what} layers[{i}]")
+                   for i, item in enumerate(optional_list(doc, "layers", what)))
+    config_bytes = verify_bytes(_read_small_blob(store, config_desc), config_desc.digest, "config")
+    config = image_config(config_bytes, f"config {config_desc.digest}")
+    stated = platform_of(config, "config")
+    if platform is not None:
+        _check_platform(stated, platform, from_index)
+    return ResolvedImage(digest, kind, str(stated) if stated else str(platform or LINUX_AMD64), config, layers)

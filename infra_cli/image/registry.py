@@ -8,7 +8,6 @@ Blob redirects to another host drop the Authorization header (storage URLs carry
 from __future__ import annotations
 
 import http.client
-import json
 import ssl
 import threading
 import urllib.parse
@@ -16,6 +15,7 @@ from typing import BinaryIO
 
 from infra_cli.image import auth
 from infra_cli.image.blob import Descriptor
+from infra_cli.image.document import json_type, load_object, malformed
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.manifest import ACCEPT, MAX_MANIFEST_BYTES
 from infra_cli.image.reference import RegistryReference
@@ -23,6 +23,13 @@ from infra_cli.image.reference import RegistryReference
 TIMEOUT_S = 60
 MAX_REDIRECTS = 5
 USER_AGENT = "infra-image-check/0.1"
+
+
+def _token_text(value: object, what: str, where: str) -> str:
+    """A token out of an auth answer. It is a secret: a wrong type is reported by its type, never its value."""
+    if not isinstance(value, str):
+        raise malformed(what, f"its token is {json_type(value)} where a string belongs", where)
+    return value
 
 
 class RegistryStore:
@@ -149,7 +156,7 @@ class RegistryStore:
         if resp.status != 200:
             raise ImageReadError(f"{urllib.parse.urlsplit(url).netloc} refused the token request (HTTP {resp.status})",
                                  "check your login (docker login / az acr login / az login)", where=self.description)
-        return json.loads(data)
+        return load_object(data, f"the answer of {url.split('?')[0]}", self.description)
 
     def _token(self, realm: str, service: str, scope: str, creds: auth.Credentials | None) -> str:
         if creds and creds.identity_token:     # OAuth2 refresh token (docker's identitytoken, ACR)
@@ -164,11 +171,11 @@ class RegistryStore:
                 raise ImageReadError(f"the token service of {self.ref.host} refused (HTTP {resp.status})",
                                      "docker login to the registry, or check that the repository exists",
                                      where=self.description)
-            data = json.loads(raw)
+            data = load_object(raw, f"the answer of {realm}", self.description)
         token = data.get("token") or data.get("access_token")
         if not token:
             raise ImageReadError(f"the token service of {self.ref.host} returned no token", None, where=self.description)
-        return token
+        return _token_text(token, f"the answer of {realm}", self.description)
 
     def _acr_refresh_token(self, service: str, realm: str) -> str:
         """Azure AD token -> ACR refresh token via POST /oauth2/exchange (ACR's documented AAD flow)."""
@@ -177,11 +184,12 @@ class RegistryStore:
         if tenant:
             form["tenant"] = tenant
         base = urllib.parse.urlsplit(realm)
-        data = self._post_form(f"{base.scheme}://{base.netloc}/oauth2/exchange", form)
+        exchange = f"{base.scheme}://{base.netloc}/oauth2/exchange"
+        data = self._post_form(exchange, form)
         if not data.get("refresh_token"):
             raise ImageReadError(f"{self.ref.host} returned no refresh token for the Azure AD token",
                                  "grant your identity AcrPull on the registry", where=self.description)
-        return data["refresh_token"]
+        return _token_text(data["refresh_token"], f"the answer of {exchange}", self.description)
 
     # ---- the store interface ------------------------------------------------------------------------
     def _manifest(self, reference: str) -> tuple[bytes, str, str | None]:
