@@ -143,7 +143,6 @@ def line_of(text: str, needle: str) -> int:
 def test_the_stacks_prevent_destroy_protects_before_it_is_applied(tmp_path):
     """Live says unprotected (applied before the user added prevent_destroy): the stack as written wins."""
     live = applied(desired_resources(load(tmp_path)))
-    loaded = load(tmp_path, PROTECTED)
     for mode, text in (("destroy", PROTECTED), ("normal", PROTECTED.replace("Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4"))):
         loaded = load(tmp_path, text)
         result = run(loaded, live, mode=mode)

@@ -110,15 +110,14 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
             for change in plan.drift:
                 out.append(paint(f"  # {change.address} has changed", "1"))
                 out.append(f"  # ({change.action_reason})")
-                before, after = change.before or {}, change.after or {}
-                for key in sorted(after):
-                    if change.before is None:
-                        continue
-                    if before.get(key) != after.get(key):
-                        shown_before, shown_after = masked(before), masked(after)
-                        out.append(f"      {paint('~', '33')} {key} = {_value(shown_before.get(key))} -> "
-                                   f"{_value(shown_after.get(key))}")
-                if change.before is None:
+                if change.before is not None:
+                    before, after = change.before, change.after or {}
+                    shown_before, shown_after = masked(before), masked(after)  # compared raw, shown masked
+                    for key in sorted(after):
+                        if before.get(key) != after.get(key):
+                            out.append(f"      {paint('~', '33')} {key} = {_value(shown_before.get(key))} -> "
+                                       f"{_value(shown_after.get(key))}")
+                else:
                     out.append("      (the stack changed since the last apply, so the previous values are unknown)")
                 out.append("")
             out.append(f"Drift: {len(plan.drift)} object(s) changed outside of infra. "

@@ -79,10 +79,13 @@ def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
     except Exception as exc:  # any SDK failure here means: no result to judge, said in the verdict
         return JobOutputs(None, why_no_result=f"could not download the outputs of job {job_name}: "
                                               f"{type(exc).__name__}: {exc}")
-    nccl = sorted(into.rglob("nccl/*.log"))
-    logs = {p.relative_to(into).as_posix().removeprefix("artifacts/"): _read_tail(p)
-            for p in sorted([*into.rglob("user_logs/*.txt"), *into.rglob("system_logs/*.txt"), *nccl])}
-    nccl_logs = [logs[p.relative_to(into).as_posix().removeprefix("artifacts/")] for p in nccl]
+    def name(path: Path) -> str:  # as Azure ML studio shows it: user_logs/std_log_process_0.txt
+        return path.relative_to(into).as_posix().removeprefix("artifacts/")
+
+    nccl = [name(p) for p in sorted(into.rglob("nccl/*.log"))]
+    logs = {name(p): _read_tail(p) for p in sorted([*into.rglob("user_logs/*.txt"), *into.rglob("system_logs/*.txt"),
+                                                    *into.rglob("nccl/*.log")])}
+    nccl_logs = [logs[n] for n in nccl]
     found = sorted(into.rglob(RESULT_FILE))
     if not found:
         return JobOutputs(None, nccl_logs, logs, f"job {job_name} wrote no {RESULT_FILE} under outputs/")
