@@ -109,7 +109,7 @@ def test_patch_changes_scale_settings_in_place(clients, emulator):
            f"Microsoft.MachineLearningServices/workspaces/{clients.workspace_name}/computes/gpu"
            "?api-version=2023-08-01-preview")
     r = requests.patch(url, json={"properties": {"scaleSettings": {"maxNodeCount": 1}}},
-                       headers={"Authorization": "Bearer t"}, verify=str(emulator.cert_path))
+                       headers={"Authorization": f"Bearer {emulator.token}"}, verify=str(emulator.cert_path))
     assert r.status_code == 200 and "Azure-AsyncOperation" in r.headers
     assert r.json()["properties"]["provisioningState"] == "Updating"
     import time

@@ -29,12 +29,13 @@ def test_request_without_bearer_token_gets_arm_401(emulator):
     assert r.status_code == 401
     assert r.json()["error"]["code"] == "AuthenticationFailed"
     assert r.headers["WWW-Authenticate"].startswith("Bearer ")
-    ok = requests.get(emulator.url + SKUS, headers={"Authorization": "Bearer anything"}, verify=str(emulator.cert_path))
+    ok = requests.get(emulator.url + SKUS, headers={"Authorization": f"Bearer {emulator.token}"},
+                      verify=str(emulator.cert_path))
     assert ok.status_code == 200 and ok.json()["value"]
 
 
 def test_arm_errors_have_arm_bodies(emulator):
-    auth = {"Authorization": "Bearer t"}
+    auth = {"Authorization": f"Bearer {emulator.token}"}
     r = requests.get(emulator.url + SKUS.split("?")[0], headers=auth, verify=str(emulator.cert_path))
     assert (r.status_code, r.json()["error"]["code"]) == (400, "MissingApiVersionParameter")
     r = requests.get(emulator.url + "subscriptions/x/nothing?api-version=1", headers=auth, verify=str(emulator.cert_path))
@@ -128,11 +129,15 @@ def test_serve_command_runs_in_the_foreground_and_says_how_to_connect(tmp_path):
         assert url.startswith("https://127.0.0.1:")
         r = requests.get(url + SKUS, verify=str(tmp_path / "d" / "cert.pem"))
         assert r.status_code == 401
+        token = (tmp_path / "d" / "token").read_text().strip()
+        r = requests.get(url + SKUS, headers={"Authorization": f"Bearer {token}"}, verify=str(tmp_path / "d" / "cert.pem"))
+        assert r.status_code == 200
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    rest = proc.stdout.read()
-    assert "REQUESTS_CA_BUNDLE" in rest and "cloud_metadata" in rest and "az cloud register" in rest
+    rest = first + proc.stdout.read()
+    assert "REQUESTS_CA_BUNDLE" in rest and "cloud_metadata" in rest and str(tmp_path / "d" / "token") in rest
+    assert token not in rest   # the token's path is printed, never the token
 
 
 def test_serve_refuses_bad_fault_settings_without_a_traceback(tmp_path):

@@ -94,7 +94,7 @@ def _local_options(server: "EmulatorServer") -> dict[str, Any]:
     url = server.url
     trust_emulator_certificate(server.cert_path)
     return {
-        "credential": LocalCredential(),
+        "credential": LocalCredential(server.token),
         # A cloud name per URL: azure-ai-ml refuses to redefine a cloud name within a process.
         "cloud": f"{EMULATOR_CLOUD_PREFIX}{server.port}",
         "cloud_metadata": {"resource_manager": url, "azure_portal": url, "active_directory": url,

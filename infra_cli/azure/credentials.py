@@ -1,4 +1,4 @@
-"""Credentials: Azure's DefaultAzureCredential, or a local one for the emulator (which accepts any token)."""
+"""Credentials: Azure's DefaultAzureCredential, or the local emulator's token (DIR/token, see emulator/auth.py)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,18 @@ import time
 
 
 class LocalCredential:
-    """A TokenCredential for the local emulator: a fixed, meaningless bearer token."""
+    """A TokenCredential for the local emulator: the random token it wrote to its state directory."""
 
-    TOKEN = "infra-local-emulator-token"
+    def __init__(self, token: str):
+        self._token = token
 
     def get_token(self, *scopes: str, **kwargs):
         from azure.core.credentials import AccessToken
 
-        return AccessToken(self.TOKEN, int(time.time()) + 3600)
+        return AccessToken(self._token, int(time.time()) + 3600)
+
+    def __repr__(self) -> str:   # never the token itself
+        return "LocalCredential(<emulator token>)"
 
     def close(self) -> None:
         pass

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
+from infra_cli.emulator.auth import ensure_token
 from infra_cli.emulator.blobs import BlobStore
 from infra_cli.emulator.faults import FaultInjector
 from infra_cli.emulator.state import Operation, Store
@@ -53,7 +54,8 @@ class Backend:
         self.store = Store(state_dir)
         self.world = world
         self.faults = faults
-        self.blobs = BlobStore(self.store, state_dir / "blobs")
+        self.token = ensure_token(state_dir)   # what every request must prove it holds (emulator/auth.py)
+        self.blobs = BlobStore(self.store, state_dir / "blobs", self.token)
         self.page_size = _DEFAULT_PAGE_SIZE
         self.base_url = ""      # "https://127.0.0.1:PORT/", set once the server is bound
         self.runner = None      # the JobRunner, set by the server (jobs run in this process)

@@ -2,7 +2,9 @@
 
 Serves what azure-storage-blob needs for code upload and for job logs and outputs: container create and
 list, blob PUT (whole, or blocks plus a block list), HEAD, ranged GET, metadata and DELETE. Bytes live in
-files under STATE/blobs/, metadata in SQLite. Any SAS signature or bearer token is accepted.
+files under STATE/blobs/, metadata in SQLite. Requests must carry the emulator's token or a SAS it issued
+(emulator/auth.py, checked by the server before a request gets here). Container and blob names are held to
+Azure's naming rules before they touch the file system, so no name reaches outside STATE/blobs/.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from urllib.parse import quote
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
+from infra_cli.emulator import auth
 from infra_cli.emulator.state import Store
 from infra_cli.emulator.wire import Request, Response
 
 ACCOUNT = "devstoreaccount1"
 _STORAGE_VERSION = "2021-08-06"
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+# Azure's rules: 3-63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit
+# (https://learn.microsoft.com/rest/api/storageservices/naming-and-referencing-containers--blobs--and-metadata).
+_CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
+_BLOB_NAME_MAX = 1024
 
 
 class BlobError(Exception):
@@ -39,16 +46,33 @@ class BlobError(Exception):
                                             **_common_headers()})
 
 
+def check_container_name(container: str) -> str:
+    if not _CONTAINER.fullmatch(container):
+        raise BlobError(400, "InvalidResourceName",
+                        f"The container name {container[:80]!r} is not valid: 3-63 lower-case letters, digits "
+                        "and single hyphens.")
+    return container
+
+
 class BlobStore:
-    def __init__(self, store: Store, root: Path):
+    def __init__(self, store: Store, root: Path, token: str):
         self._store = store
         self.root = root
+        self._token = token
+
+    def container_dir(self, container: str) -> Path:
+        return self.root / check_container_name(container)
 
     def path(self, container: str, name: str) -> Path:
         parts = name.split("/")
-        if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise BlobError(400, "InvalidResourceName", f"The blob name {name!r} is not valid.")
-        return self.root / container / Path(*parts)
+        if (not name or len(name) > _BLOB_NAME_MAX or any(p in ("", ".", "..") for p in parts)
+                or any(ord(c) < 0x20 or c == "\\" for c in name)):
+            raise BlobError(400, "InvalidResourceName", f"The blob name {name[:80]!r} is not valid.")
+        return self.container_dir(container) / Path(*parts)
+
+    def sas_url(self, base_url: str, container: str, name: str | None = None, permissions: str = auth.READ) -> str:
+        """A link to a container (name None) or one blob that this endpoint honours without a bearer token."""
+        return f"{blob_url(base_url, container, name or '')}?{auth.sas_query(self._token, container, name, permissions)}"
 
     def write(self, container: str, name: str, data: bytes, metadata: dict[str, str] | None = None,
               content_type: str | None = None) -> str:
@@ -86,12 +110,12 @@ class BlobStore:
     def _container(self, req: Request, container: str) -> Response:
         comp = req.query.get("comp")
         if req.method == "PUT" and comp is None:
-            (self.root / container).mkdir(parents=True, exist_ok=True)
+            self.container_dir(container).mkdir(parents=True, exist_ok=True)
             return Response(201, b"", {"ETag": '"0x1"', **_common_headers()})
         if req.method == "GET" and comp == "list":
             return self._list(req, container)
         if req.method in ("GET", "HEAD") and comp is None:
-            if not (self.root / container).exists() and not self.names(container):
+            if not self.container_dir(container).exists() and not self.names(container):
                 raise BlobError(404, "ContainerNotFound", "The specified container does not exist.")
             return Response(200, b"", {"ETag": '"0x1"', "Last-Modified": formatdate(usegmt=True),
                                        **_common_headers()})
@@ -183,7 +207,7 @@ class BlobStore:
         return Response(200, b"", {"ETag": meta["etag"], **_common_headers()})
 
     def _blocks_dir(self, container: str, name: str) -> Path:
-        return self.root / ".blocks" / container / hashlib.sha256(name.encode()).hexdigest()
+        return self.root / ".blocks" / check_container_name(container) / hashlib.sha256(name.encode()).hexdigest()
 
     def _put_block(self, req: Request, container: str, name: str) -> Response:
         block_id = req.query.get("blockid", "")

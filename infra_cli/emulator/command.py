@@ -38,16 +38,18 @@ def serve(
         print("  hint: pick another --port, check --dir is writable and --world is a readable YAML file",
               file=sys.stderr)
         raise typer.Exit(1)
-    print(connection_help(server.url, server.cert_path, state_dir), flush=True)
+    print(connection_help(server.url, server.cert_path, server.token_path, state_dir), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         print("emulator stopped", file=sys.stderr)
 
 
-def connection_help(url: str, cert: Path, state_dir: Path) -> str:
+def connection_help(url: str, cert: Path, token: Path, state_dir: Path) -> str:
     return f"""infra local Azure emulator: {url}  (state: {state_dir})
-Any bearer token is accepted; TLS uses a self-signed certificate clients must trust: {cert}
+Only the bearer token in {token} (mode 0600) is accepted, on every endpoint; TLS uses a self-signed
+certificate clients must trust: {cert}
+`infra ... --local` uses this emulator with: export INFRA_EMULATOR_URL={url} INFRA_LOCAL_DIR={state_dir}
 
 Python SDKs:
   export REQUESTS_CA_BUNDLE={cert}
@@ -57,13 +59,14 @@ Python SDKs:
                            "storage_endpoint": "core.windows.net", "registry_discovery_endpoint": "{url}"}},
            connection_verify="{cert}")
   ComputeManagementClient(credential, SUBSCRIPTION_ID, base_url="{url}", connection_verify="{cert}")
-  (credential: any object whose get_token() returns an azure.core.credentials.AccessToken)
+  credential: an object whose get_token() returns AccessToken(open("{token}").read().strip(), expiry), e.g.
+    class EmulatorCredential:
+        def get_token(self, *scopes, **kwargs):
+            from azure.core.credentials import AccessToken
+            return AccessToken(open("{token}").read().strip(), int(time.time()) + 3600)
   Workspaces: PUT {url}subscriptions/SUB/resourceGroups/RG/providers/Microsoft.MachineLearningServices/workspaces/WS?api-version=2024-10-01-preview
   with body {{"location": "eastus"}}; `infra ... --local` creates the stack's workspace itself.
 
-az CLI (needs a logged-in account; the emulator ignores the token):
-  az cloud register -n InfraLocal --endpoint-resource-manager {url} --endpoint-active-directory-resource-id {url}
-  az cloud set -n InfraLocal
-  export REQUESTS_CA_BUNDLE={cert}
+The az CLI presents Azure AD tokens, which the emulator refuses: use the SDKs as above, or `infra --local`.
 
 Ctrl-C stops it; the state stays in {state_dir}."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.auth import UPLOAD
 from infra_cli.emulator.blobs import blob_url
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response, not_found, system_data, utc_now_iso
 
@@ -156,4 +157,5 @@ def start_pending_upload(backend: Backend, req: Request, scope: Scope, kind: str
         "pendingUploadId": uuid.uuid4().hex, "pendingUploadType": "TemporaryBlobReference",
         "blobReferenceForConsumption": {
             "blobUri": url, "storageAccountArmId": None,
-            "credential": {"credentialType": "SAS", "sasUri": f"{url}?sv=2021-08-06&sr=c&sp=rcwl&sig=emulated"}}})
+            "credential": {"credentialType": "SAS",
+                           "sasUri": backend.blobs.sas_url(backend.base_url, container, permissions=UPLOAD)}}})

@@ -8,7 +8,6 @@ import time
 from urllib.parse import quote
 
 from infra_cli.emulator.backend import Backend, Scope
-from infra_cli.emulator.blobs import blob_url
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.runner import TERMINAL, job_prefix
 from infra_cli.emulator.wire import (ArmError, Request, Response, json_response, not_found, public, system_data,
@@ -125,7 +124,7 @@ def _run_details(backend: Backend, scope: Scope, name: str) -> dict:
     private = body.get("_private") or {}
     container = artifact_container(backend.workspace(scope))
     prefix = job_prefix(body["name"])
-    logs = {n[len(prefix):]: blob_url(backend.base_url, container, n) + "?sv=2021-08-06&sr=b&sp=r&sig=emulated"
+    logs = {n[len(prefix):]: backend.blobs.sas_url(backend.base_url, container, n)
             for n in backend.blobs.names(container, prefix)
             if n[len(prefix):].startswith(("user_logs/", "system_logs/"))}
     props = body["properties"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from infra_cli.emulator.auth import signed_link_query
 from infra_cli.emulator.backend import Backend, Scope
 from infra_cli.emulator.blobs import ACCOUNT
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response, not_found, system_data, utc_now_iso
@@ -49,7 +50,9 @@ def _new_workspace(scope: Scope, location: str, request: dict) -> dict:
 def _with_urls(backend: Backend, body: dict) -> dict:
     # The discovery URL carries the server's current port, so it is computed on read, never stored.
     props = dict(body["properties"])
-    props["discoveryUrl"] = f"{backend.base_url}discovery/workspaces/{props['workspaceId']}"
+    workspace_id = props["workspaceId"]
+    props["discoveryUrl"] = (f"{backend.base_url}discovery/workspaces/{workspace_id}?"
+                             + signed_link_query(backend.token, "discovery", workspace_id))
     props["mlFlowTrackingUri"] = f"azureml://{backend.base_url.split('//', 1)[1]}mlflow/v1.0{body['id']}"
     return {**body, "properties": props}
 

@@ -1,5 +1,6 @@
-"""URL patterns -> handlers. Management-plane routes need a bearer token (401 otherwise, as ARM) and an
-api-version, and are where faults are injected; the blob and discovery endpoints are data-plane."""
+"""URL patterns -> handlers. Every route needs the emulator's token (emulator/auth.py; the blob routes take a SAS
+the emulator issued instead); management-plane routes also need an api-version, and are where faults are
+injected; the blob and discovery endpoints are data-plane."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import unquote
 
-from infra_cli.emulator import compute_rp, ml_assets, ml_computes, ml_jobs, ml_workspace
+from infra_cli.emulator import auth, compute_rp, ml_assets, ml_computes, ml_jobs, ml_registry, ml_workspace
 from infra_cli.emulator.backend import Backend, Scope
 from infra_cli.emulator.blobs import ACCOUNT
 from infra_cli.emulator.wire import ArmError, Request, Response
@@ -29,15 +30,27 @@ class Route:
     method: str
     pattern: re.Pattern
     handler: Handler
-    management: bool     # bearer token required, faults injected
+    management: bool     # faults injected
     api_version: bool    # ARM requires ?api-version=
+    # (request, path arguments, token) -> True if the request carries a link the emulator signed, which stands
+    # in for the token: SAS on the blob endpoint, the signed discovery link
+    signed_link: Callable[[Request, dict, str], bool] | None = None
 
 
-def _route(method: str, pattern: str, handler: Handler, *, management: bool = True, api_version: bool = True) -> Route:
-    return Route(method, re.compile(f"^{pattern}$", re.IGNORECASE), handler, management, api_version)
+def _route(method: str, pattern: str, handler: Handler, *, management: bool = True, api_version: bool = True,
+           signed_link: Callable[[Request, dict, str], bool] | None = None) -> Route:
+    return Route(method, re.compile(f"^{pattern}$", re.IGNORECASE), handler, management, api_version, signed_link)
 
 
-def _blob(backend: Backend, req: Request, container: str, blob: str | None = None) -> Response:
+def _blob_sas(req: Request, args: dict, token: str) -> bool:
+    return auth.sas_allows(req.query, token, req.method, args["container"], args.get("blob"))
+
+
+def _discovery_link(req: Request, args: dict, token: str) -> bool:
+    return auth.signed_link_allows(req.query, token, "discovery", args["workspace_id"])
+
+
+def blob_handler(backend: Backend, req: Request, container: str, blob: str | None = None) -> Response:
     return backend.blobs.handle(req, container, blob)
 
 
@@ -75,9 +88,11 @@ ROUTES: tuple[Route, ...] = (
     _route("GET", _HISTORY + _EXPERIMENT + rf"/runs/(?P<run_id>{_NAME})", ml_jobs.get_run, api_version=False),
     _route("POST", _HISTORY + "/rundata", ml_jobs.run_data, api_version=False),
     _route("GET", rf"/discovery/workspaces/(?P<workspace_id>{_NAME})", ml_workspace.get_discovery,
-           management=False, api_version=False),
-    *(_route(m, rf"/{ACCOUNT}/(?P<container>{_NAME})(?:/(?P<blob>.+))?", _blob, management=False, api_version=False)
+           management=False, api_version=False, signed_link=_discovery_link),
+    *(_route(m, rf"/{ACCOUNT}/(?P<container>{_NAME})(?:/(?P<blob>.+))?", blob_handler, management=False, api_version=False,
+             signed_link=_blob_sas)
       for m in ("GET", "HEAD", "PUT", "DELETE")),
+    *(_route(m, p, h, management=mgmt) for m, p, h, mgmt in ml_registry.ROUTE_TABLE),
 )
 
 

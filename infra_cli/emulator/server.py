@@ -1,4 +1,5 @@
-"""The emulator's HTTPS server: loopback only, TLS with its own certificate, any bearer token accepted.
+"""The emulator's HTTPS server: loopback only, TLS with its own certificate, and only the holder of DIR/token
+(or of a SAS the emulator issued, on the blob endpoint) gets an answer: see emulator/auth.py.
 
     with EmulatorServer(tmp_path, faults=FaultConfig(provisioning_delay_s=0.2)) as server:
         server.ensure_workspace(subscription, "rg", "ws", "eastus")
@@ -12,10 +13,14 @@ import logging
 import ssl
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
-from infra_cli.emulator import routes
+from infra_cli.emulator import auth, routes
+from infra_cli.emulator.auth import token_path
+from infra_cli.emulator.blobs import BlobError
 from infra_cli.emulator.backend import Backend, Scope
 from infra_cli.emulator.faults import FaultConfig, FaultInjector
 from infra_cli.emulator.ml_workspace import ensure_workspace
@@ -113,17 +118,35 @@ class EmulatorServer:
             raise RuntimeError("the emulator is not running: call start() first")
         return ensure_workspace(self.backend, Scope(subscription_id, resource_group, name), location)
 
+    @property
+    def token(self) -> str:
+        """The bearer token every request must carry (also in DIR/token, mode 0600)."""
+        if self.backend is None:
+            raise RuntimeError("the emulator is not running: call start() first")
+        return self.backend.token
+
+    @property
+    def token_path(self) -> Path:
+        return token_path(self.state_dir)
+
     # one request
-    def handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Response:
-        req = Request.parse(method, raw_path, headers, body)
+    def handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes | Callable[[], bytes]) -> Response:
+        """The answer to one request. `body` may be a function reading it: it is called only once the request
+        is authorised, so nobody without the token can make the emulator buffer a body."""
+        req = Request.parse(method, raw_path, headers, b"")
         try:
-            route, args = routes.match(method, req.path)
+            route, args = self._authorised_route(req)
+            if callable(body):
+                body = body()
+            req = replace(req, body=body)
             if route.management:
                 self._management_checks(req, route)
             self.backend.settle()
             response = route.handler(self.backend, req, **args)
         except ArmError as exc:
             response = exc.response()
+        except BlobError as exc:
+            response = exc.response(method)
         except Exception:  # noqa: BLE001 - a bug in the emulator answers 500 like a service would, and is logged
             log.exception("emulator error on %s %s", method, req.path)
             response = json_response(500, {"error": {"code": "InternalServerError",
@@ -131,12 +154,28 @@ class EmulatorServer:
         self.stats.record(method, req.path, response.status)
         return response
 
+    def _authorised_route(self, req: Request) -> tuple[routes.Route, dict]:
+        """The route for req if it proves it holds the token (or a SAS covering it); 401 otherwise, before
+        anything else is said about the path (an unknown path is a 404 only to the token's holder)."""
+        token = self.backend.token
+        try:
+            route, args = routes.match(req.method, req.path)
+        except ArmError:
+            if not auth.bearer_ok(req.headers, token):
+                raise _arm_unauthorised(req)
+            raise
+        if auth.bearer_ok(req.headers, token):
+            return route, args
+        if route.signed_link is not None and route.signed_link(req, args, token):
+            return route, args
+        if route.handler is routes.blob_handler:
+            code = "AuthenticationFailed" if req.query.get("sig") or "authorization" in req.headers \
+                else "NoAuthenticationInformation"
+            raise BlobError(401, code, "Server failed to authenticate the request. Present the emulator's token "
+                                       "(DIR/token) as a bearer token, or a SAS it issued.")
+        raise _arm_unauthorised(req)
+
     def _management_checks(self, req: Request, route: routes.Route) -> None:
-        if not req.headers.get("authorization", "").lower().startswith("bearer "):
-            raise ArmError(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing.",
-                           headers={"WWW-Authenticate": 'Bearer authorization_uri="https://login.microsoftonline.com/'
-                                    'common", error="invalid_token", error_description="The authentication failed '
-                                    "because of missing 'Authorization' header.\""})
         if route.api_version and "api-version" not in req.query:
             raise ArmError(400, "MissingApiVersionParameter",
                            "The api-version query parameter (?api-version=) is required for all requests.")
@@ -148,6 +187,16 @@ class EmulatorServer:
                            headers={"Retry-After": str(self.faults.retry_after_s)})
         if fault == "error":
             raise ArmError(500, "InternalServerError", "The server failed (injected by the emulator).")
+
+
+def _arm_unauthorised(req: Request) -> ArmError:
+    missing = "authorization" not in req.headers
+    code = "AuthenticationFailed" if missing else "InvalidAuthenticationToken"
+    message = ("Authentication failed. The 'Authorization' header is missing." if missing else
+               "The access token is invalid: present the emulator's token (DIR/token) as a bearer token.")
+    return ArmError(401, code, message, headers={
+        "WWW-Authenticate": 'Bearer authorization_uri="https://login.microsoftonline.com/common", '
+                            f'error="invalid_token", error_description="{message.replace(chr(34), chr(39))}"'})
 
 
 class _Server(ThreadingHTTPServer):
@@ -165,9 +214,16 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        read: list[bool] = []
+
+        def body() -> bytes:
+            read.append(True)
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length > 0 else b""
+
         response = self.server.emulator.handle(self.command, self.path, dict(self.headers.items()), body)
+        if not read and int(self.headers.get("Content-Length") or 0):
+            self.close_connection = True   # the refused request's body is still on the wire
         self.send_response(response.status)
         for name, value in response.headers.items():
             self.send_header(name, value)
