@@ -38,7 +38,7 @@ DUMP_ENV = """
 import json, os
 rank = os.environ.get("OMPI_COMM_WORLD_RANK") or json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index")
 os.makedirs("outputs", exist_ok=True)
-json.dump(dict(os.environ), open(f"outputs/env_{rank}.json", "w"))
+json.dump({**os.environ, "CWD": os.getcwd()}, open(f"outputs/env_{rank}.json", "w"))
 print("done", rank)
 """
 
@@ -97,9 +97,18 @@ def test_mpi_job_runs_under_a_real_mpirun(ready, tmp_path):
     artifacts = _download(ready, submitted.name, tmp_path)
     envs = [json.loads((artifacts / "outputs" / f"env_{r}.json").read_text()) for r in range(4)]
     assert [e["OMPI_COMM_WORLD_SIZE"] for e in envs] == ["4"] * 4
-    assert [e["NODE_RANK"] for e in envs] == ["0", "0", "1", "1"]
     assert all("PMIX_RANK" in e for e in envs), "ranks must have been started by mpirun"
-    assert all(e["AZ_BATCH_MASTER_NODE"].startswith("127.0.0.1:") for e in envs)
+    # Open MPI saw two hosts of two slots: it numbers local ranks per node itself.
+    assert [e["OMPI_COMM_WORLD_LOCAL_RANK"] for e in envs] == ["0", "1", "0", "1"]
+    assert [e["OMPI_COMM_WORLD_LOCAL_SIZE"] for e in envs] == ["2"] * 4
+    # Open MPI's NODE_RANK: the rank among the node's processes, NOT the node's index (the guides warn of it).
+    assert [e["OMPI_COMM_WORLD_NODE_RANK"] for e in envs] == ["0", "1", "0", "1"]
+    assert [e["AZUREML_NODE_HOSTNAME"] for e in envs] == ["cpu-node-0", "cpu-node-0", "cpu-node-1", "cpu-node-1"]
+    assert [Path(e["CWD"]).name for e in envs] == ["node-0", "node-0", "node-1", "node-1"]
+    # Azure ML sets no NODE_RANK (nor MASTER_ADDR/PORT) on MPI jobs; the master is AZ_BATCH_MASTER_NODE.
+    assert not any("NODE_RANK" in e or "MASTER_PORT" in e for e in envs)
+    host, _, port = envs[0]["AZ_BATCH_MASTER_NODE"].partition(":")
+    assert host == "127.0.0.1" and port.isdigit() and {e["AZ_BATCH_MASTER_NODE"] for e in envs} == {f"{host}:{port}"}
     assert "AZUREML_CURRENT_CLOUD" not in envs[0]
 
 

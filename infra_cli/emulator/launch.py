@@ -1,8 +1,13 @@
 """How Azure ML launches a command job's processes, as data: one Launch per process (or one mpirun).
 
-Pure functions of the job's spec: the distribution decides the process count and the environment
-variables each process gets (PyTorch: MASTER_ADDR/PORT, WORLD_SIZE, RANK, LOCAL_RANK, NODE_RANK;
-MPI: a real mpirun whose ranks get OMPI_COMM_WORLD_* plus AZ_BATCH_MASTER_NODE; TensorFlow: TF_CONFIG).
+Pure functions of the job's spec: the distribution decides the process count and the variables each
+process gets, exactly those Azure ML sets (https://learn.microsoft.com/azure/machine-learning/how-to-train-distributed-gpu):
+- PyTorch: MASTER_ADDR, MASTER_PORT (6105 by default), WORLD_SIZE, NODE_RANK per node, RANK and
+  LOCAL_RANK per process; nothing torchrun alone sets (GROUP_RANK, LOCAL_WORLD_SIZE, TORCHELASTIC_*).
+- MPI: a real `mpirun` over a host list of the emulated nodes, so Open MPI itself sets OMPI_COMM_WORLD_*
+  (LOCAL_RANK 0..ppn-1 on each node, NODE_RANK by Open MPI's own meaning), plus AZ_BATCH_MASTER_NODE
+  ("addr:port", several nodes) or AZ_BATCHAI_MPI_MASTER_NODE (one node). No NODE_RANK: Azure ML sets none.
+- TensorFlow: TF_CONFIG.
 Each emulated node has its own working directory holding a copy of the code.
 """
 
@@ -19,6 +24,12 @@ from pathlib import Path
 # Set to "1" on every process the emulator launches, so a smoke result can say its node was emulated: the
 # job ran on this machine's CPU, not on the GPUs of the size the cluster names (the judge skips GPU checks).
 EMULATED_NODE_VARIABLE = "INFRA_EMULATED_NODE"
+# Azure ML's MASTER_PORT unless the job sets its own (the guides above: "Azure ML sets MASTER_PORT to 6105").
+AZUREML_MASTER_PORT = 6105
+MASTER_ADDR = "127.0.0.1"
+# Files the MPI launch needs, relative to the job's working directory (written by the runner).
+MPI_HOSTFILE = "mpi/hostfile"
+MPI_NODE_AGENT = "mpi/node-agent.sh"
 
 _BINDING = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z0-9_]+)\s*\}\}")
 
@@ -52,10 +63,16 @@ class Launch:
     cwd: Path
     log: str                # where its stdout and stderr go, e.g. "user_logs/std_log_process_0.txt"
     rank_logs: tuple[str, ...] = ()     # logs its ranks write themselves (mpirun)
+    files: tuple[tuple[Path, str, int], ...] = ()   # (path, text, mode) to write before it starts
 
 
 def node_dir(workdir: Path, node: int) -> Path:
     return workdir / f"node-{node}"
+
+
+def node_hostname(spec: JobSpec, node: int) -> str:
+    """A distinct host name per node, as each Azure ML node has its own (never resolved: see _node_agent)."""
+    return f"{spec.compute}-node-{node}"
 
 
 def resolve_command(spec: JobSpec, node_path: Path) -> str:
@@ -75,7 +92,7 @@ def resolve_command(spec: JobSpec, node_path: Path) -> str:
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((MASTER_ADDR, 0))
         return s.getsockname()[1]
 
 
@@ -83,16 +100,20 @@ def _log_name(rank: int, total: int) -> str:
     return "user_logs/std_log.txt" if total == 1 else f"user_logs/std_log_process_{rank}.txt"
 
 
-def plan_launches(spec: JobSpec, workdir: Path, logs_dir: Path, *, mpirun: str | None = None) -> list[Launch]:
-    """logs_dir: the folder that holds "user_logs/" (ranks under mpirun write their logs there)."""
+def plan_launches(spec: JobSpec, workdir: Path, logs_dir: Path, *, mpirun: str | None = None,
+                  master_port: int = AZUREML_MASTER_PORT) -> list[Launch]:
+    """logs_dir: the folder that holds "user_logs/" (ranks under mpirun write their logs there).
+    master_port: the rendezvous port (Azure ML's 6105 unless the runner must avoid a clash on this machine)."""
     dist = spec.distribution or {}
     kind = (dist.get("distributionType") or "").lower()
     nodes = spec.instance_count
+    ppn = int(dist.get("processCountPerInstance") or 1)
     if kind == "pytorch":
-        return _pytorch(spec, workdir, nodes, int(dist.get("processCountPerInstance") or 1))
+        return _pytorch(spec, workdir, nodes, ppn, master_port)
     if kind == "mpi":
-        ppn = int(dist.get("processCountPerInstance") or 1)
-        return [_mpirun(spec, workdir, logs_dir, nodes, ppn, mpirun)] if mpirun else _mpi_without_mpirun(spec, workdir, nodes, ppn)
+        if mpirun:
+            return [_mpirun(spec, workdir, logs_dir, nodes, ppn, mpirun, master_port)]
+        return _mpi_without_mpirun(spec, workdir, nodes, ppn, master_port)
     if kind == "tensorflow":
         return _tensorflow(spec, workdir, nodes, int(dist.get("workerCount") or nodes),
                            int(dist.get("parameterServerCount") or 0))
@@ -102,64 +123,90 @@ def plan_launches(spec: JobSpec, workdir: Path, logs_dir: Path, *, mpirun: str |
 
 
 def _node_env(spec: JobSpec, node: int) -> dict[str, str]:
-    # A distinct fake host name per node, as each Azure ML node has its own.
-    return {"AZUREML_NODE_HOSTNAME": f"{spec.compute}-node-{node}", "AZUREML_CR_NODE_RANK": str(node)}
+    return {"AZUREML_NODE_HOSTNAME": node_hostname(spec, node), "AZUREML_CR_NODE_RANK": str(node)}
 
 
-def _pytorch(spec: JobSpec, workdir: Path, nodes: int, ppn: int) -> list[Launch]:
-    world, port = nodes * ppn, str(free_port())
+def _pytorch(spec: JobSpec, workdir: Path, nodes: int, ppn: int, port: int) -> list[Launch]:
+    world = nodes * ppn
     launches = []
     for node in range(nodes):
         for local in range(ppn):
             rank = node * ppn + local
-            env = {**_node_env(spec, node), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-                   "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(local),
-                   "NODE_RANK": str(node), "LOCAL_WORLD_SIZE": str(ppn), "GROUP_RANK": str(node)}
+            env = {**_node_env(spec, node), "MASTER_ADDR": MASTER_ADDR, "MASTER_PORT": str(port),
+                   "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(local), "NODE_RANK": str(node)}
             launches.append(Launch(["sh", "-c", resolve_command(spec, node_dir(workdir, node))], env,
                                    node_dir(workdir, node), _log_name(rank, world)))
     return launches
 
 
-def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, mpirun: str) -> Launch:
+def _mpi_master(nodes: int, port: int) -> dict[str, str]:
+    # Several nodes: "addr:port" of the first node; one node: its address alone (the guides' MPI section).
+    return {"AZ_BATCH_MASTER_NODE": f"{MASTER_ADDR}:{port}"} if nodes > 1 else {"AZ_BATCHAI_MPI_MASTER_NODE": MASTER_ADDR}
+
+
+def _node_agent(spec: JobSpec, nodes: int) -> str:
+    """Open MPI starts its daemon on every host of the host list through its remote shell (plm_rsh_agent).
+    The emulated nodes are this machine, so this "ssh" runs the daemon here, with the node's own
+    variables; Open MPI still sees one host per node and numbers local ranks per node itself."""
+    cases = "\n".join(f"  {shlex.quote(node_hostname(spec, n))}) node={n} ;;" for n in range(nodes))
+    return f"""#!/bin/sh
+# Written by infra's local emulator: the remote shell Open MPI uses to start its daemon on an emulated node.
+while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
+case "$1" in
+{cases}
+  *) echo "infra emulator: no emulated node named $1" >&2; exit 255 ;;
+esac
+export AZUREML_NODE_HOSTNAME="$1" AZUREML_CR_NODE_RANK="$node"
+shift
+exec /bin/sh -c "$*"
+"""
+
+
+def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, mpirun: str, port: int) -> Launch:
     world = nodes * ppn
-    command = [resolve_command(spec, node_dir(workdir, n)) for n in range(nodes)][0]
-    # Each rank finds its node's directory and its log from OMPI_COMM_WORLD_RANK (set by mpirun).
+    command = resolve_command(spec, node_dir(workdir, 0))
+    for n in range(1, nodes):
+        resolve_command(spec, node_dir(workdir, n))     # each node's outputs/ folders
     logs = logs_dir / "user_logs"
-    script = (
-        f'n=$((OMPI_COMM_WORLD_RANK / {ppn})); export NODE_RANK=$n AZUREML_CR_NODE_RANK=$n '
-        f'AZUREML_NODE_HOSTNAME={shlex.quote(spec.compute)}-node-$n; '
-        f'cd {shlex.quote(str(workdir))}/node-$n && '
-        f'exec sh -c "$AZUREML_EMULATOR_COMMAND" > {shlex.quote(str(logs))}/std_log_process_$OMPI_COMM_WORLD_RANK.txt 2>&1')
-    env = {"AZ_BATCH_MASTER_NODE": f"127.0.0.1:{free_port()}", "AZ_BATCHAI_MPI_MASTER_NODE": "127.0.0.1",
-           "AZUREML_EMULATOR_COMMAND": command,
-           # Ranks share one host: no CPU binding, no cross-memory attach (refused in most containers).
-           "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1",
-           "OMPI_MCA_hwloc_base_binding_policy": "none"}
-    argv = [mpirun, "-np", str(world), "--host", f"localhost:{world}", "sh", "-c", script]
+    # Each rank runs in its node's directory (AZUREML_CR_NODE_RANK comes from the node agent) and writes
+    # its own log, as Azure ML's std_log_process_N.txt.
+    script = (f'cd {shlex.quote(str(workdir))}/node-"$AZUREML_CR_NODE_RANK" && exec sh -c {shlex.quote(command)} '
+              f'> {shlex.quote(str(logs))}/std_log_process_"$OMPI_COMM_WORLD_RANK".txt 2>&1')
+    hostfile = "".join(f"{node_hostname(spec, n)} slots={ppn}\n" for n in range(nodes))
+    env = {**_mpi_master(nodes, port),
+           # The emulated nodes share this machine: Open MPI's own traffic stays on loopback, ranks are not
+           # bound to cores, and no cross-memory attach (refused in most containers).
+           "OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl_tcp_if_include": "lo",
+           "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_hwloc_base_binding_policy": "none",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    # Azure ML runs the job as root and passes --allow-run-as-root to its own mpirun; so does the emulator.
+    argv = [mpirun, "--allow-run-as-root", "-np", str(world), "--hostfile", str(workdir / MPI_HOSTFILE),
+            "--mca", "plm_rsh_agent", str(workdir / MPI_NODE_AGENT), "sh", "-c", script]
     return Launch(argv, env, workdir, "system_logs/mpirun.txt",
-                  tuple(f"user_logs/std_log_process_{r}.txt" for r in range(world)))
+                  tuple(f"user_logs/std_log_process_{r}.txt" for r in range(world)),
+                  ((workdir / MPI_HOSTFILE, hostfile, 0o644), (workdir / MPI_NODE_AGENT, _node_agent(spec, nodes), 0o755)))
 
 
-def _mpi_without_mpirun(spec: JobSpec, workdir: Path, nodes: int, ppn: int) -> list[Launch]:
+def _mpi_without_mpirun(spec: JobSpec, workdir: Path, nodes: int, ppn: int, port: int) -> list[Launch]:
     # Without Open MPI the ranks still get the variables mpirun would give them (no MPI transport).
     world = nodes * ppn
-    master = f"127.0.0.1:{free_port()}"
     launches = []
     for node in range(nodes):
         for local in range(ppn):
             rank = node * ppn + local
-            env = {**_node_env(spec, node), "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(world),
-                   "OMPI_COMM_WORLD_LOCAL_RANK": str(local), "OMPI_COMM_WORLD_LOCAL_SIZE": str(ppn),
-                   "OMPI_COMM_WORLD_NODE_RANK": str(node), "NODE_RANK": str(node), "AZ_BATCH_MASTER_NODE": master,
-                   "AZ_BATCHAI_MPI_MASTER_NODE": "127.0.0.1"}
+            # Open MPI's NODE_RANK is the process's rank among those of the job on its node (not the node's index).
+            env = {**_node_env(spec, node), **_mpi_master(nodes, port), "OMPI_COMM_WORLD_RANK": str(rank),
+                   "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+                   "OMPI_COMM_WORLD_LOCAL_SIZE": str(ppn), "OMPI_COMM_WORLD_NODE_RANK": str(local)}
             launches.append(Launch(["sh", "-c", resolve_command(spec, node_dir(workdir, node))], env,
                                    node_dir(workdir, node), _log_name(rank, world)))
     return launches
 
 
 def _tensorflow(spec: JobSpec, workdir: Path, nodes: int, workers: int, ps: int) -> list[Launch]:
-    worker_hosts = [f"127.0.0.1:{free_port()}" for _ in range(workers)]
-    ps_hosts = [f"127.0.0.1:{free_port()}" for _ in range(ps)]
+    # Every task listens on its own port: here the tasks of all nodes share one address.
+    worker_hosts = [f"{MASTER_ADDR}:{free_port()}" for _ in range(workers)]
+    ps_hosts = [f"{MASTER_ADDR}:{free_port()}" for _ in range(ps)]
     cluster = {"worker": worker_hosts, **({"ps": ps_hosts} if ps else {})}
     tasks = [("worker", i) for i in range(workers)] + [("ps", i) for i in range(ps)]
     launches = []
@@ -169,7 +216,7 @@ def _tensorflow(spec: JobSpec, workdir: Path, nodes: int, workers: int, ps: int)
         log = (f"user_logs/std_log_{task_type}_{task_index}.txt" if task_type == "ps"
                else _log_name(task_index, len(tasks)))
         launches.append(Launch(["sh", "-c", resolve_command(spec, node_dir(workdir, node))],
-                               {**_node_env(spec, node), "TF_CONFIG": json.dumps(tf_config), "NODE_RANK": str(node)},
+                               {**_node_env(spec, node), "TF_CONFIG": json.dumps(tf_config)},
                                node_dir(workdir, node), log))
     return launches
 

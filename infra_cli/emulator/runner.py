@@ -5,31 +5,107 @@ directory with a copy of it. Processes are launched as launch.py plans them, wit
 emulator's interpreter. Their logs are written straight into the workspace's artifact store
 (ExperimentRun/dcid.JOB/user_logs/...), so run history and `jobs.stream` read them while the job runs;
 each node's outputs/ folder is collected there when the job ends.
+
+Several emulators may share one state directory (every `--local` command starts its own): a job records
+the process that runs it (pid and start time), and a starting emulator fails only jobs whose runner
+process is gone, never those another live process is running. A cancel from any of them reaches the
+runner through the job's status.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from infra_cli.emulator.backend import Backend, Scope
 from infra_cli.emulator.blobs import ACCOUNT
-from infra_cli.emulator.launch import EMULATED_NODE_VARIABLE, JobSpec, Launch, find_mpirun, node_dir, plan_launches
+from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, EMULATED_NODE_VARIABLE, JobSpec, Launch, find_mpirun,
+                                      free_port, node_dir, plan_launches)
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.wire import utc_now_iso
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
+_POLL_S = 0.5
 _STRIPPED_ENV = ("AZUREML_CURRENT_CLOUD",)     # set by MLClient in the parent; crashes azure.ai.ml in children
 
 
 def job_prefix(name: str) -> str:
     return f"ExperimentRun/dcid.{name}/"
+
+
+def _process_start(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat field 22); None if it is gone.
+    A pid alone could have been reused by another process since."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count fields after its closing one.
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def runner_identity() -> dict:
+    """This process, as the runner of the jobs it accepts (recorded on each job)."""
+    return {"pid": os.getpid(), "start": _process_start(os.getpid())}
+
+
+def runner_alive(identity: dict | None) -> bool:
+    if not identity or not identity.get("pid"):
+        return False
+    start = _process_start(int(identity["pid"]))
+    return start is not None and start == identity.get("start")
+
+
+class MasterPortLease:
+    """The rendezvous port of one job: Azure ML's 6105 when no other job on this machine holds it, else a
+    free port. Each Azure ML job has its own master node, so 6105 never clashes there; here every job's
+    rank 0 shares one machine (and torch's TCPStore listens on all addresses), so concurrent jobs of any
+    emulator on the machine, whoever runs it, take turns through a lock file beside other temporary files."""
+
+    def __init__(self) -> None:
+        self.port = AZUREML_MASTER_PORT
+        self._fd: int | None = None
+        path = os.path.join(tempfile.gettempdir(), f"infra-emulator-master-port-{AZUREML_MASTER_PORT}.lock")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if _port_free(AZUREML_MASTER_PORT):
+                    self._fd = fd
+                    return
+            except OSError:
+                pass
+            os.close(fd)
+        self.port = free_port()
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)     # closing drops the lock
+            self._fd = None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as a listener would: TIME_WAIT is no clash
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
 
 
 class JobRunner:
@@ -42,12 +118,16 @@ class JobRunner:
         self._shim = self._python_shim()
 
     def recover(self) -> None:
-        """Jobs left unfinished by a previous emulator process cannot be resumed: mark them Failed."""
+        """Jobs whose runner process is gone (an emulator that stopped) cannot be resumed: mark them Failed.
+        Jobs another live emulator process runs are left to it."""
         for row in self._backend.store.rows("job"):
-            if row.body["properties"].get("status") not in TERMINAL:
-                scope = Scope(*row.scope.split("/"))
-                self._set_status(scope, row.name, "Failed", error={
-                    "code": "ServiceError", "message": "The emulator stopped while this job ran; submit it again."})
+            if row.body["properties"].get("status") in TERMINAL:
+                continue
+            if runner_alive((row.body.get("_private") or {}).get("runner")):
+                continue
+            scope = Scope(*row.scope.split("/"))
+            self._set_status(scope, row.name, "Failed", error={
+                "code": "ServiceError", "message": "The emulator stopped while this job ran; submit it again."})
 
     def submit(self, scope: Scope, name: str) -> None:
         thread = threading.Thread(target=self._run, args=(scope, name), name=f"job-{name}", daemon=True)
@@ -75,6 +155,7 @@ class JobRunner:
     # one job
     def _run(self, scope: Scope, name: str) -> None:
         key = (scope.key, name.lower())
+        leases: list[MasterPortLease] = []
         try:
             self._set_status(scope, name, "Starting")
             body = self._backend.store.get("job", scope.key, name)
@@ -92,15 +173,21 @@ class JobRunner:
                     (target / rel).parent.mkdir(parents=True, exist_ok=True)
                     (target / rel).write_bytes(data)
                 (target / "outputs").mkdir(parents=True, exist_ok=True)
-            launches = plan_launches(spec, workdir, logs_dir, mpirun=find_mpirun())
+            port = MasterPortLease()
+            leases.append(port)
+            launches = plan_launches(spec, workdir, logs_dir, mpirun=find_mpirun(), master_port=port.port)
             for launch in launches:
+                for path, text, mode in launch.files:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text, encoding="utf-8")
+                    path.chmod(mode)
                 for log in (launch.log, *launch.rank_logs):
                     self._backend.blobs.register(container, prefix + log, content_type="text/plain")
             with self._lock:
                 if key in self._canceled:
                     raise _Canceled()
             self._set_status(scope, name, "Running")
-            codes = self._launch_and_wait(key, launches, logs_dir, self._base_env(scope, body, spec))
+            codes = self._launch_and_wait(scope, key, launches, logs_dir, self._base_env(scope, body, spec))
             with self._lock:
                 if key in self._canceled:
                     raise _Canceled()
@@ -121,11 +208,13 @@ class JobRunner:
             self._set_status(scope, name, "Failed", error={"code": "ServiceError",
                                                            "message": f"{type(exc).__name__}: {exc}"})
         finally:
+            for lease in leases:
+                lease.release()
             with self._lock:
                 self._running.pop(key, None)
                 self._canceled.discard(key)
 
-    def _launch_and_wait(self, key: tuple[str, str], launches: list[Launch], logs_dir: Path,
+    def _launch_and_wait(self, scope: Scope, key: tuple[str, str], launches: list[Launch], logs_dir: Path,
                          base_env: dict[str, str]) -> list[int]:
         procs = []
         try:
@@ -142,6 +231,12 @@ class JobRunner:
             for proc in procs:
                 _kill_group(proc)
             raise
+        while any(proc.poll() is None for proc in procs):
+            time.sleep(_POLL_S)
+            # A cancel accepted by another emulator process over the same state reaches this runner here.
+            current = self._backend.store.get("job", scope.key, key[1]) or {}
+            if current.get("properties", {}).get("status") == "CancelRequested":
+                self.cancel(scope, key[1])
         return [proc.wait() for proc in procs]
 
     def _base_env(self, scope: Scope, body: dict, spec: JobSpec) -> dict[str, str]:
