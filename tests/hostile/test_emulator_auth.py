@@ -177,3 +177,27 @@ def test_sdk_clients_work_with_the_token(clients):
     """The real SDKs, given the token through LocalCredential, are let in (the other side of the lock)."""
     assert clients.ml.compute.list() is not None
     assert list(clients.compute.resource_skus.list(filter="location eq 'eastus'"))
+
+
+def _race_token(args) -> str:
+    from infra_cli.emulator.auth import ensure_token
+
+    state, start = args
+    while time.time() < start:
+        pass
+    return ensure_token(Path(state))
+
+
+def test_two_processes_starting_at_once_agree_on_one_token(tmp_path):
+    """Emulators started together over a new state directory (two `--local` commands) must not each keep a
+    token of their own: the one that lost would refuse the other's clients."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        for trial in range(10):
+            state = tmp_path / f"s{trial}"
+            state.mkdir()
+            start = time.time() + 0.3
+            tokens = list(pool.map(_race_token, [(str(state), start)] * 2))
+            assert tokens[0] == tokens[1] == (state / "token").read_text().strip()
+            assert [p.name for p in state.iterdir()] == ["token"]   # no temporary file left behind
