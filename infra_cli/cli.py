@@ -115,6 +115,18 @@ def schema() -> None:
 
 
 @app.command()
+def graph(stack: Path = typer.Argument(..., metavar="STACK")) -> None:
+    """Print the stack's resources and dependencies as Graphviz DOT (`infra graph S | dot -Tsvg > g.svg`)."""
+    from infra_cli.plan.graph import stack_graph
+    from infra_cli.stack.load import load_stack
+
+    try:
+        print(stack_graph(load_stack(stack).stack), end="")
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+
+
+@app.command()
 def render(
     stack: Path = typer.Argument(..., metavar="STACK"),
     out: Path = typer.Option(..., "--out", help="directory to write Azure ML CLI v2 YAML and scripts into"),
