@@ -5,6 +5,10 @@ The lock lives in the workspace itself, as the versions of an Azure ML environme
 exactly one writer, a second writer with different content is refused. That gives atomic
 create-if-absent with no extra service, in Azure and in the local emulator alike. The latest version's
 tags say whether the lock is held, by whom and since when; releasing registers a "free" version.
+
+A failed registration is read back before it is believed: the version may be ours after all (an error
+after the service committed it), someone else's (they hold the lock), or nobody's (a transient error,
+raised as such rather than reported as a lock held by nobody).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class LockInfo:
     version: int
     host: str | None = None
     pid: int | None = None
+    token: str | None = None   # unique per acquisition: tells our own registration from another's
 
     def holder_is_dead_here(self) -> bool:
         """Held by a process of this machine that no longer exists (a killed apply): safe to take over."""
@@ -66,7 +71,8 @@ def _read(ml: Any, name: str) -> LockInfo:
     version = int(env.version) if str(env.version).isdigit() else 0
     return LockInfo(tags.get("infra.lock") == "held", tags.get("infra.lock.holder"), tags.get("infra.lock.since"),
                     tags.get("infra.lock.operation"), version, tags.get("infra.lock.host"),
-                    int(tags["infra.lock.pid"]) if str(tags.get("infra.lock.pid", "")).isdigit() else None)
+                    int(tags["infra.lock.pid"]) if str(tags.get("infra.lock.pid", "")).isdigit() else None,
+                    tags.get("infra.lock.token"))
 
 
 def _register(ml: Any, name: str, version: int, tags: dict[str, str]) -> None:
@@ -91,22 +97,34 @@ class StackLock:
         self.ml, self.name, self.operation = ml, lock_name(stack), operation
         self.version: int | None = None
 
-    def acquire(self) -> None:
+    def acquire(self, *, attempts: int = 3) -> None:
         from azure.core.exceptions import HttpResponseError
 
-        info = _read(self.ml, self.name)
-        if info.held and not info.holder_is_dead_here():
-            raise LockHeld(info)
-        version = info.version + 1
-        tags = {"infra.lock": "held", "infra.lock.holder": holder_id(), "infra.lock.operation": self.operation,
-                "infra.lock.since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "infra.lock.host": socket.gethostname(), "infra.lock.pid": str(os.getpid())}
-        try:
-            _register(self.ml, self.name, version, tags)
-        except HttpResponseError:
-            # someone registered that version first: they hold the lock
-            raise LockHeld(_read(self.ml, self.name)) from None
-        self.version = version
+        for attempt in range(attempts):
+            info = _read(self.ml, self.name)
+            if info.held and not info.holder_is_dead_here():
+                raise LockHeld(info)
+            version, token = info.version + 1, uuid.uuid4().hex
+            tags = {"infra.lock": "held", "infra.lock.holder": holder_id(), "infra.lock.operation": self.operation,
+                    "infra.lock.since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "infra.lock.host": socket.gethostname(), "infra.lock.pid": str(os.getpid()),
+                    "infra.lock.token": token}
+            try:
+                _register(self.ml, self.name, version, tags)
+            except HttpResponseError:
+                now = _read(self.ml, self.name)
+                if now.token == token:
+                    self.version = version      # the service kept our registration before the error
+                    return
+                if now.version < version:
+                    raise                       # nobody registered it: a transient error, say what it was
+                if now.held and now.token != token:
+                    raise LockHeld(now) from None
+                if attempt + 1 == attempts:
+                    raise
+                continue                        # we lost a race to a holder who has already released
+            self.version = version
+            return
 
     def release(self) -> None:
         if self.version is None:

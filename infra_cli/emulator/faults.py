@@ -1,11 +1,16 @@
-"""Fault and latency injection, set when the emulator starts (tests and benchmarks)."""
+"""Fault and latency injection, set when the emulator starts (tests and benchmarks).
+
+`infra emulator serve` takes them as flags; the in-process emulator of `--local` reads the same settings
+from environment variables named after the flags (`--throttle-rate` -> INFRA_EMULATOR_THROTTLE_RATE).
+"""
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Mapping
 
 Fault = Literal["throttle", "error"]
 
@@ -30,6 +35,41 @@ class FaultConfig:
         for name in ("latency_s", "provisioning_delay_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"FaultConfig.{name} must not be negative")
+
+
+# environment variable -> FaultConfig field (the flag of `infra emulator serve`, upper-cased)
+ENVIRONMENT = {
+    "INFRA_EMULATOR_LATENCY": "latency_s",
+    "INFRA_EMULATOR_THROTTLE_RATE": "throttle_rate",
+    "INFRA_EMULATOR_ERROR_RATE": "error_rate",
+    "INFRA_EMULATOR_LRO_FAILURE_RATE": "lro_failure_rate",
+    "INFRA_EMULATOR_PROVISIONING_DELAY": "provisioning_delay_s",
+    "INFRA_EMULATOR_SEED": "seed",
+}
+
+
+def fault_config_from_environment(environ: Mapping[str, str] | None = None) -> FaultConfig:
+    """The FaultConfig the INFRA_EMULATOR_* variables describe (defaults for those unset); ValueError names
+    the variable whose value is not a number or out of range."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, float | int] = {}
+    for variable, name in ENVIRONMENT.items():
+        text = environ.get(variable, "").strip()
+        if not text:
+            continue
+        try:
+            values[name] = int(text) if name == "seed" else float(text)
+        except ValueError:
+            raise ValueError(f"{variable}={text!r} is not {'an integer' if name == 'seed' else 'a number'}") from None
+        if values[name] != values[name] or values[name] in (float("inf"), float("-inf")):
+            raise ValueError(f"{variable}={text!r} is not a finite number")
+    try:
+        return FaultConfig(**values)
+    except ValueError as exc:
+        message = str(exc)
+        for variable, name in ENVIRONMENT.items():
+            message = message.replace(f"FaultConfig.{name}", variable)
+        raise ValueError(message) from None
 
 
 class FaultInjector:

@@ -3,6 +3,12 @@
 Resources are JSON bodies keyed by (type, scope, name, version); ARM names are case-insensitive, so keys
 are lower-cased while bodies keep the caller's spelling. Long-running operations and blob metadata live
 beside them. One connection behind a lock: the emulator's request threads are few and requests short.
+
+Several emulators may share one state directory (each `--local` command runs its own, beside an `infra emulator
+serve`), so a read-check-write sequence is one SQLite transaction taken with BEGIN IMMEDIATE: the write lock
+is held from the first read, and a second process's check waits until the first one's write is committed
+(https://www.sqlite.org/lang_transaction.html). Without it, two processes could both see a version absent and
+both "create" it, and both would believe they hold the stack lock.
 """
 
 from __future__ import annotations
@@ -64,15 +70,17 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
         self._lock = threading.RLock()
+        self._transaction = _Transaction(self._db, self._lock)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
     @property
-    def lock(self) -> threading.RLock:
-        """Held across a read-check-write sequence that must not interleave with another request."""
-        return self._lock
+    def lock(self) -> "_Transaction":
+        """Held across a read-check-write sequence that must not interleave with another request, in this
+        process (a thread lock) or in another one sharing the state directory (an immediate transaction)."""
+        return self._transaction
 
     # resources
     def get(self, type_: str, scope: str, name: str, version: str = "") -> dict | None:
@@ -171,6 +179,34 @@ class Store:
     def _one(self, sql: str, args: tuple) -> tuple | None:
         with self._lock:
             return self._db.execute(sql, args).fetchone()
+
+
+class _Transaction:
+    """Re-entrant per thread: the outermost `with` begins an immediate transaction and commits it (rolls it
+    back if the block raised); nested ones join it."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
+        self._db, self._lock = db, lock
+        self._depth = 0
+
+    def __enter__(self) -> "_Transaction":
+        self._lock.acquire()
+        if self._depth == 0:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                self._lock.release()
+                raise
+        self._depth += 1
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0:
+                self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+        finally:
+            self._lock.release()
 
 
 def _operation(row: tuple) -> Operation:
