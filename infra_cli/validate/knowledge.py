@@ -96,6 +96,62 @@ def curated_name(reference: str) -> str:
     return re.split(r"[@:]", ref, maxsplit=1)[0]
 
 
+@dataclass(frozen=True)
+class RegistryEnvironment:
+    """One environment a registry serves: versions 1..latest, each with its image."""
+
+    name: str
+    latest: int
+    image: str  # with {version}
+    source: str
+
+
+@lru_cache(maxsize=1)
+def curated_registries() -> dict[str, tuple[RegistryEnvironment, ...]]:
+    """registry name (lower-case) -> the environments it serves (curated_environments.yaml `registry:`)."""
+    data = _read("curated_environments.yaml").get("registry") or {}
+    return {registry.lower(): tuple(RegistryEnvironment(r["name"], int(r["latest"]), r["image"], r["source"])
+                                    for r in rows or ())
+            for registry, rows in data.items()}
+
+
+# Workspace-form names with this prefix are curated: Azure ML resolves them from the `azureml` registry
+# (azure-ai-ml's CURATED_ENV_PREFIX passes them to the service unexpanded).
+CURATED_PREFIX = "AzureML-"
+CURATED_REGISTRY = "azureml"
+
+
+@dataclass(frozen=True)
+class EnvironmentReference:
+    """A parsed environment reference: where it lives (a registry, or None for the workspace), which
+    environment, and a version or a label (exactly one)."""
+
+    registry: str | None
+    name: str
+    version: str | None
+    label: str | None
+
+
+def parse_environment_reference(reference: str) -> EnvironmentReference:
+    """Every form azure-ai-ml accepts for a job's environment: azureml:NAME@LABEL, azureml:NAME:VERSION,
+    NAME@LABEL, NAME:VERSION, azureml://registries/R/environments/NAME/versions/V and .../labels/L."""
+    ref = reference.strip()
+    if ref.lower().startswith("azureml://registries/"):
+        parts = ref.split("/")  # azureml: '' registries R environments NAME versions|labels X
+        registry, name, kind, value = parts[3], parts[5], parts[6], parts[7]
+        return EnvironmentReference(registry, name, value if kind == "versions" else None,
+                                    value if kind == "labels" else None)
+    ref = ref[len("azureml:"):] if ref.startswith("azureml:") else ref
+    if "@" in ref:
+        name, label = ref.split("@", 1)
+        version = None
+    else:
+        name, _, version = ref.partition(":")
+        label = None if version else "latest"
+    registry = CURATED_REGISTRY if name.startswith(CURATED_PREFIX) else None
+    return EnvironmentReference(registry, name, version or None, label)
+
+
 def curated_info(reference: str) -> CuratedInfo | None:
     name = curated_name(reference)
     for row in _curated_rows():
