@@ -1,0 +1,91 @@
+"""What an Azure SDK exception says, as plain text: the ONE place every command reads Azure errors through.
+
+azure-ai-ml formats its errors for a terminal (azure/ai/ml/_exception_helper.py): colour escape codes, a
+numbered headline, a "Details:" section with "(x)" items, then "Resolutions:" and "Additional Resources:"
+boilerplate. azure-core's HttpResponseError reads "(Code) message" followed by "Code:"/"Message:" lines.
+Both become: the code, the first meaningful line, and the detail lines, with no escape codes.
+"""
+
+from __future__ import annotations
+
+import re
+
+# CSI sequences (colours, cursor moves), other two-byte escapes, and the control characters left over
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
+_SECTION_END = ("resolutions:", "additional resources:", "if using the cli")
+_HTTP_ECHO = re.compile(r"^(code|message|target|exception details|inner error|additional information):", re.I)
+_BULLET = re.compile(r"^(\d+\)|\(x\)|-|\*)\s*")
+
+
+def clean_text(text: str) -> str:
+    """Text without terminal escape codes or control characters (newlines and tabs kept)."""
+    return _ESCAPE.sub("", text.replace("\r\n", "\n"))
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in clean_text(text).splitlines() if line.strip()]
+
+
+def _reported_code(exc: BaseException) -> str:
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None)
+    if code:
+        return str(code)
+    response = getattr(exc, "response", None)
+    try:
+        body = response.json() if response is not None else None
+        if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("code"):
+            return str(body["error"]["code"])
+    except Exception:  # a body that is not JSON says nothing more
+        pass
+    status = getattr(exc, "status_code", None)
+    return f"HTTP{status}" if status else type(exc).__name__
+
+
+def _raw_message(exc: BaseException) -> str:
+    error = getattr(exc, "error", None)
+    return str(getattr(error, "message", None) or getattr(exc, "message", None) or exc or "")
+
+
+def _parts(exc: BaseException) -> tuple[str, str, list[str]]:
+    """(code, headline, details) of an SDK exception."""
+    code = _reported_code(exc)
+    lines = _lines(_raw_message(exc))
+    if not lines:
+        return code, type(exc).__name__, []
+    headline, details = _BULLET.sub("", lines[0]), []
+    for line in lines[1:]:
+        low = line.lower()
+        if low.startswith(_SECTION_END):
+            break  # boilerplate from here on
+        if low == "details:" or _HTTP_ECHO.match(line):
+            continue  # a section title, or azure-core repeating the code and message
+        details.append(_BULLET.sub("", line))
+    echoed = re.match(r"^\(([A-Za-z][\w.]*)\)\s*(.*)$", headline)  # "(Code) message": the code is shown apart
+    if echoed:
+        if code == type(exc).__name__:
+            code = echoed.group(1)
+        if echoed.group(1) == code:
+            headline = echoed.group(2)
+    return code, headline, [d for d in details if d != headline]
+
+
+def azure_error_code(exc: BaseException) -> str:
+    """The ARM error code of an SDK exception (QuotaExceeded, Conflict, ...), else the exception's type."""
+    return _parts(exc)[0]
+
+
+def azure_error_message(exc: BaseException) -> str:
+    """The first meaningful line of an SDK exception, without escape codes or numbering."""
+    return _parts(exc)[1]
+
+
+def azure_error_details(exc: BaseException) -> list[str]:
+    """The lines after the headline that say more (azure-ai-ml's "Details:" items), without boilerplate."""
+    return _parts(exc)[2]
+
+
+def describe_azure_error(exc: BaseException) -> str:
+    """`CODE: headline` and, indented below it, the details: what every command prints for an Azure refusal."""
+    code, headline, details = _parts(exc)
+    return "\n".join([f"{code}: {headline}", *(f"  {d}" for d in details)])

@@ -1,0 +1,110 @@
+"""Smoke results count in the plan (Terraform's "tainted"): which distributions must run their smoke job.
+
+A distribution's smoke inputs are the hashes of its cluster (as the stack asks for it), its environment (the
+content hash, or for a curated reference the version it resolves to now) and its own settings. Each smoke run
+leaves a record on Azure (provider.record_smoke: an environment version per record, readable through the SDK,
+never a local file): the result and the inputs it ran with. Apply writes a "pending" record for the
+distributions whose cluster or environment it changes, so a recreated cluster with the same settings still
+counts as changed. Pure: no I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from infra_cli.plan.model import DELETE, TAG_HASH, Resource, ResourceChange, content_hash
+from infra_cli.stack.load import LoadedStack
+
+PASSED, FAILED, PENDING = "passed", "failed", "pending"
+NEVER_RAN = "never ran"
+LAST_FAILED = "last smoke failed"
+
+
+@dataclass(frozen=True)
+class SmokeInputs:
+    """What a smoke result is valid for: one hash per input."""
+
+    cluster: str
+    environment: str
+    distribution: str
+
+    def encode(self) -> str:  # a tag value (Azure allows 256 characters)
+        return f"cluster={self.cluster},environment={self.environment},distribution={self.distribution}"
+
+    @classmethod
+    def decode(cls, text: str | None) -> "SmokeInputs | None":
+        try:
+            parts = dict(p.split("=", 1) for p in (text or "").split(","))
+            return cls(parts["cluster"], parts["environment"], parts["distribution"])
+        except (KeyError, ValueError):
+            return None
+
+    def changed_since(self, other: "SmokeInputs") -> list[str]:
+        """The inputs (cluster, environment, distribution) that differ from `other`."""
+        return [k for k in ("cluster", "environment", "distribution") if getattr(self, k) != getattr(other, k)]
+
+
+@dataclass(frozen=True)
+class SmokeRecord:
+    """The last smoke of a distribution, as recorded on Azure."""
+
+    distribution: str
+    result: str  # passed | failed | pending
+    inputs: SmokeInputs | None
+    job: str | None = None
+    at: str | None = None
+    reason: str | None = None  # why a pending record was written ("cluster changed")
+
+
+def smoke_inputs(loaded: LoadedStack, desired: list[Resource],
+                 resolved: Callable[[str], str | None]) -> dict[str, SmokeInputs]:
+    """distribution -> its smoke inputs. `resolved(environment name)`: a curated environment's resolved id
+    (registry, name, version), None when unknown; other environments count by their content hash."""
+    by_address = {r.address: r for r in desired}
+    out = {}
+    for name, dist in loaded.stack.distributions.items():
+        cluster = by_address.get(f"cluster.{dist.cluster}")
+        env = by_address.get(f"environment.{dist.environment}")
+        env_key = None
+        if env is not None:
+            env_key = (resolved(env.name) or env.attributes.get("curated")) if env.attributes.get("kind") == "curated" \
+                else env.attributes.get("content_hash")
+        out[name] = SmokeInputs(cluster.tags.get(TAG_HASH, "") if cluster else "", content_hash(env_key),
+                                content_hash(dist.model_dump(mode="json")))
+    return out
+
+
+def changed_smokes(changes: list[ResourceChange], dependencies: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """smoke.DIST -> why, for every distribution whose cluster or environment the plan changes."""
+    changed = {c.address for c in changes if c.is_change and c.actions != DELETE}
+    out = {}
+    for job, deps in sorted(dependencies.items()):
+        kinds = [d.split(".", 1)[0] for d in deps if d in changed]
+        if kinds:
+            out[job] = " and ".join(f"{k} changed" for k in kinds)
+    return out
+
+
+def pending_smokes(inputs: dict[str, SmokeInputs], records: dict[str, SmokeRecord | None],
+                   enabled: set[str]) -> dict[str, str]:
+    """smoke.DIST -> why it must run, for each smoke-enabled distribution whose last recorded smoke did not
+    pass with the inputs it has now."""
+    out = {}
+    for name, now in sorted(inputs.items()):
+        if name not in enabled:
+            continue
+        record = records.get(name)
+        if record is None:
+            out[f"smoke.{name}"] = NEVER_RAN
+        elif record.result == FAILED:
+            out[f"smoke.{name}"] = LAST_FAILED + (f": job {record.job}" if record.job else "")
+        elif record.result == PENDING:
+            out[f"smoke.{name}"] = f"{record.reason}, never ran since" if record.reason else NEVER_RAN
+        elif record.result != PASSED or record.inputs is None:
+            out[f"smoke.{name}"] = NEVER_RAN
+        else:
+            changed = now.changed_since(record.inputs)
+            if changed:
+                out[f"smoke.{name}"] = " and ".join(f"{k} changed" for k in changed) + " since the last passing smoke"
+    return out
