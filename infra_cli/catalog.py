@@ -5,6 +5,10 @@ Lookups are case-insensitive because Azure is (`standard_nd96asr_v4` names the s
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import json
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -12,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from infra_cli.paths import validators_dir
+from infra_cli.size_name import parse_size_name
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,22 @@ class Sku:
     infiniband: InfiniBand | None = None
     healthy_busbw_gbs: HealthyBusbw = field(default_factory=HealthyBusbw)
     nccl_env: dict[str, str] = field(default_factory=dict)
-    retired: bool = False
+    # The day Azure retires (or retired) the size; `retired: true` without a day reads as long retired.
+    retirement_date: datetime.date | None = None
+    retirement_source: str | None = None
     unconfirmed: tuple[str, ...] = ()
     note: str | None = None
+
+    def retired_as_of(self, today: datetime.date) -> bool:
+        return self.retirement_date is not None and self.retirement_date <= today
+
+    def retiring_as_of(self, today: datetime.date) -> bool:
+        """Azure announced the retirement, and the day has not come yet."""
+        return self.retirement_date is not None and self.retirement_date > today
+
+    @property
+    def retired(self) -> bool:
+        return self.retired_as_of(datetime.date.today())
 
     @property
     def infiniband_eligible(self) -> bool:
@@ -83,6 +101,9 @@ class Sku:
             "healthy_busbw_gbs": {k: v for k, v in vars(hb).items() if v is not None},
             "nccl_env": dict(self.nccl_env),
             "retired": self.retired,
+            "retirement_date": None if self.retirement_date in (None, datetime.date.min)
+            else self.retirement_date.isoformat(),
+            "retirement_source": self.retirement_source,
             "unconfirmed": list(self.unconfirmed),
             "note": self.note,
             "source": self.source,
@@ -92,6 +113,10 @@ class Sku:
 class Catalog:
     def __init__(self, skus: dict[str, Sku]):
         self._by_lower = {name.lower(): sku for name, sku in skus.items()}
+        self._families: dict[str, list[str]] = {}
+        for sku in self:
+            parsed = parse_size_name(sku.name)
+            self._families.setdefault(parsed.family if parsed else "", []).append(sku.name)
 
     def __iter__(self):
         return iter(sorted(self._by_lower.values(), key=lambda s: s.name))
@@ -101,6 +126,25 @@ class Catalog:
 
     def names(self) -> list[str]:
         return [s.name for s in self]
+
+    def family_names(self, family: str) -> list[str]:
+        """Catalogued sizes of one family (`ND`, `NC`, `HB`, ...), as named by Azure's convention."""
+        return list(self._families.get(family.upper(), ()))
+
+
+def _retirement_date(name: str, value: object) -> datetime.date | None:
+    if value is False or value is None:
+        return None
+    if value is True:
+        return datetime.date.min  # retired, day unknown
+    if isinstance(value, datetime.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise ValueError(f"skus.yaml: {name}: retired must be true, false or a day (YYYY-MM-DD), not {value!r}")
 
 
 def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
@@ -123,7 +167,8 @@ def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
         infiniband=InfiniBand(**ib) if ib else None,
         healthy_busbw_gbs=HealthyBusbw(**(row.get("healthy_busbw_gbs") or {})),
         nccl_env={k: str(v) for k, v in (env_profiles.get(profile) or {}).items()},
-        retired=bool(row.get("retired", False)),
+        retirement_date=_retirement_date(name, row.get("retired", False)),
+        retirement_source=row.get("retirement_source"),
         unconfirmed=tuple(row.get("unconfirmed") or ()),
         note=row.get("note"),
     )
@@ -136,7 +181,42 @@ def load_catalog(path: Path | None = None) -> Catalog:
 
 @lru_cache(maxsize=4)
 def _load_catalog_cached(path: str) -> Catalog:
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    data = _catalog_data(Path(path))
     profiles = data.get("nccl_env_profiles") or {}
     return Catalog({name: _sku_from_row(name, row, profiles) for name, row in data["sizes"].items()})
+
+
+def _cache_file(path: Path, stat: os.stat_result) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "infra"
+    key = hashlib.sha256(f"{path.resolve()}|{stat.st_mtime_ns}|{stat.st_size}".encode()).hexdigest()[:24]
+    return base / f"skus-{key}.json"
+
+
+def _catalog_data(path: Path) -> dict:
+    """skus.yaml as plain data. Parsing ~100 rows of YAML costs tens of milliseconds on every `infra validate`,
+    so the parsed rows are kept as JSON in the user's cache, keyed by the file's path, size and mtime."""
+    stat = path.stat()
+    cache = _cache_file(path, stat)
+    try:
+        with open(cache, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if isinstance(data, dict) and isinstance(data.get("sizes"), dict):
+            return data
+    except (OSError, ValueError):
+        pass
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, default=_json_day), encoding="utf-8")
+        os.replace(tmp, cache)
+    except (OSError, TypeError, ValueError):
+        pass  # no cache (read-only home, odd values): parse every time
+    return data
+
+
+def _json_day(value: object) -> str:
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {value!r}")

@@ -39,7 +39,7 @@ def test_create_update_delete_with_long_running_operations(clients, emulator):
 def test_list_follows_next_link(clients, emulator):
     emulator.backend.page_size = 2
     for name in ("c-one", "c-two", "c-three"):
-        clients.ml.compute.begin_create_or_update(_cluster(name, "Standard_NC24s_v3", 1))
+        clients.ml.compute.begin_create_or_update(_cluster(name, "Standard_NC24ads_A100_v4", 1))
     assert sorted(c.name for c in clients.ml.compute.list()) == ["c-one", "c-three", "c-two"]
     assert any("skipToken" in r.path or r.path.endswith("/computes") for r in emulator.stats.matching("GET", "/computes"))
     assert len(emulator.stats.matching("GET", "/computes")) >= 2
@@ -122,7 +122,7 @@ def test_region_facts_through_both_sdks(clients):
     skus = {s.name: s for s in clients.compute.resource_skus.list(filter="location eq 'westus2'")}
     a100 = {c.name: c.value for c in skus["Standard_ND96asr_v4"].capabilities}
     assert (a100["RdmaEnabled"], a100["GPUs"], a100["vCPUs"]) == ("True", "8", "96")
-    assert {c.name: c.value for c in skus["Standard_NC24s_v3"].capabilities}["RdmaEnabled"] == "False"
+    assert {c.name: c.value for c in skus["Standard_NC24ads_A100_v4"].capabilities}["RdmaEnabled"] == "False"
     assert skus["Standard_ND96isr_H200_v5"].restrictions[0].reason_code == "NotAvailableForSubscription"
     assert "Standard_NC24r" not in skus
     ml_sizes = {s.name for s in clients.ml.compute.list_sizes(location="westus2")}

@@ -35,7 +35,6 @@ clusters:
     size: Standard_ND96asr_v4
     max_instances: 2
     idle_time_before_scale_down: 900
-    enable_node_public_ip: false
     infiniband: required
   gpu2:
     size: Standard_ND96amsr_A100_v4
@@ -113,7 +112,7 @@ def test_removed_cluster_deleted_untagged_left_alone(tmp_path, clients):
 
     path = write_stack(tmp_path)
     converge(path, clients)
-    clients.ml.compute.begin_create_or_update(AmlCompute(name="someone-else", size="Standard_NC24s_v3",
+    clients.ml.compute.begin_create_or_update(AmlCompute(name="someone-else", size="Standard_NC24ads_A100_v4",
                                                          max_instances=1)).result()
     text = STACK.replace("""  gpu2:
     size: Standard_ND96amsr_A100_v4
@@ -200,7 +199,7 @@ def test_prevent_destroy_and_destroy(tmp_path, clients):
                               "    lifecycle: {prevent_destroy: true}\n")
     path = write_stack(tmp_path, protected)
     converge(path, clients)
-    clients.ml.compute.begin_create_or_update(AmlCompute(name="untagged", size="Standard_NC24s_v3",
+    clients.ml.compute.begin_create_or_update(AmlCompute(name="untagged", size="Standard_NC24ads_A100_v4",
                                                          max_instances=1)).result()
     outcome = plan(path, clients, mode="destroy")
     assert "plan.prevent-destroy" in [d["rule"] for d in outcome.plan.diagnostics]
@@ -345,7 +344,7 @@ def test_cli_plan_apply_plan_and_json_contract(tmp_path):
 
 def test_sigkill_mid_apply_then_plan_shows_rest_and_apply_finishes(tmp_path):
     text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
-        f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(6)))
+        f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(6)))
     path = write_stack(tmp_path, text)
     state = tmp_path / "state"
     env = _child_env(state)
@@ -377,7 +376,7 @@ def test_failed_operation_reported_others_finish(tmp_path):
     server = start_emulator(tmp_path / "lro", lro_failure_rate=0.5, seed=3)
     try:
         text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
-            f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(4)))
+            f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(4)))
         path = write_stack(tmp_path, text)
         clients = build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
         events = []
@@ -397,7 +396,7 @@ def test_stop_requested_starts_nothing_new(tmp_path, clients):
     from infra_cli.azure.provider import Provider
 
     text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
-        f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(4)))
+        f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(4)))
     path = write_stack(tmp_path, text)
     outcome = plan(path, clients)
     stop = threading.Event()
@@ -415,7 +414,7 @@ def test_stop_requested_starts_nothing_new(tmp_path, clients):
 
 def test_cli_sigint_stops_apply_nonzero(tmp_path):
     text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
-        f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(4)))
+        f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(4)))
     path = write_stack(tmp_path, text)
     state = tmp_path / "state"
     proc = subprocess.Popen([sys.executable, "-m", "infra_cli", "apply", str(path), "--local", "--auto-approve",
@@ -436,7 +435,7 @@ def test_cli_sigint_stops_apply_nonzero(tmp_path):
 
 def test_cli_apply_saved_plan_file_and_refuse_it_when_stale(tmp_path):
     big = STACK.replace("clusters:\n", "clusters:\n" + "".join(
-        f"  extra{i}:\n    size: Standard_NC24s_v3\n    max_instances: 1\n" for i in range(6)))
+        f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(6)))
     path = write_stack(tmp_path, big)
     state = tmp_path / "state"
     planfile = tmp_path / "changes.plan"

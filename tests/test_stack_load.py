@@ -252,9 +252,10 @@ def test_secret_values_never_appear_in_errors():
 
 
 def test_missing_required_key_points_at_its_parent():
-    d = one_error("stack: s\n" + WORKSPACE + "clusters:\n  gpu:\n    max_instances: 2\n")
+    # (a cluster's size is not required: Azure ML defaults it, see tests/test_paste_compat.py)
+    d = one_error("stack: s\n" + WORKSPACE + "distributions:\n  job:\n    cluster: gpu\n    type: mpi\n")
     assert (d.rule, d.line, d.column) == ("stack.missing-key", 4, 3)
-    assert "clusters.gpu.size is required" in d.message and d.hint == "add `size:` here"
+    assert "distributions.job.environment is required" in d.message and d.hint == "add `environment:` here"
 
 
 def test_duplicate_key_names_the_first_definition():

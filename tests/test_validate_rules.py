@@ -128,9 +128,11 @@ def test_unknown_size_is_an_error_when_infiniband_is_required(tmp_path):
     r.one("cluster.size-unknown", "error", "Standard_Made_Up")
 
 
-def test_retired_size_warns(tmp_path):
+def test_retired_size_is_an_error_offline(tmp_path):
+    # validate cannot know whether the cluster exists; `infra plan` downgrades it for a live one (test_catalog_sizes)
     r = check(tmp_path, "clusters:\n  gpu:\n    size: Standard_NC24r\n")
-    r.one("cluster.size-retired", "warning", "Standard_NC24r")
+    d = r.one("cluster.size-retired", "error", "Standard_NC24r")
+    assert "2023-09-06" in d.message and "infra plan" in d.hint
 
 
 @pytest.mark.parametrize("size, reason", [
@@ -429,3 +431,69 @@ def test_launcher_variables_of_another_type_are_yours(tmp_path):
 def test_json_shape_of_a_rule_diagnostic(tmp_path):
     r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 16\n"))
     assert list(r.diagnostics[0].to_json()) == ["severity", "rule", "message", "file", "line", "column", "hint"]
+
+
+# ---- sizes outside the catalog, retirement, pasted compute YAML ------------------------------------------
+
+def test_unknown_size_is_judged_by_its_name(tmp_path):
+    # Azure's naming convention: no `r` = no RDMA, so two nodes are an error (issue 11: NC4as_T4_v3 was a warning)
+    r = check(tmp_path, one_distribution("Standard_NC4as_T5_v3", CURATED_ENV, "type: pytorch\ninstance_count: 2\n"))
+    assert r.of("cluster.size-unknown")[0].severity == "warning"
+    d = r.one("distribution.multinode-without-infiniband", "error", "instance_count: 2")
+    assert "no `r`" in d.message
+
+
+def test_unknown_rdma_size_multinode_is_unverified(tmp_path):
+    r = check(tmp_path, one_distribution("Standard_ND96isr_B300_v7", CURATED_ENV, "type: pytorch\ninstance_count: 2\n"))
+    d = r.one("distribution.infiniband-unverified", "warning", "instance_count: 2")
+    assert "SR-IOV" in d.message
+    assert not r.of("distribution.multinode-without-infiniband")
+
+
+def test_unknown_size_requiring_infiniband(tmp_path):
+    r = check(tmp_path, "clusters:\n  gpu:\n    size: Standard_ND96isr_B300_v7\n    infiniband: required\n")
+    r.one("cluster.infiniband-unverified", "warning", "Standard_ND96isr_B300_v7")
+    r = check(tmp_path, "clusters:\n  gpu:\n    size: Standard_NC8ads_Z9_v9\n    infiniband: required\n")
+    d = r.one("cluster.infiniband-ineligible", "error", "Standard_NC8ads_Z9_v9")
+    assert "no `r`" in d.message
+
+
+def test_did_you_mean_stays_in_the_family(tmp_path):
+    r = check(tmp_path, "clusters:\n  cpu:\n    size: Standard_DS15_v2\n")
+    assert not r.of("cluster.size-unknown")  # a CPU family the catalog does not set out to cover: judged by name
+    r = check(tmp_path, one_distribution("Standard_DS15_v2", CURATED_ENV, "type: mpi\ninstance_count: 2\n"))
+    d = r.one("distribution.multinode-without-infiniband", "error", "instance_count: 2")
+    assert "ND40rs" not in (d.hint or "").split("(")[0]
+    r = check(tmp_path, "clusters:\n  gpu:\n    size: Standard_ND40rs_v3\n")
+    assert "did you mean 'Standard_ND40rs_v2'" in r.one("cluster.size-unknown", "warning", "Standard_ND40rs_v3").hint
+
+
+def test_retiring_size_warns(tmp_path):
+    import datetime
+
+    from infra_cli.validate.knowledge import checked_catalog
+    from infra_cli.validate.rules import run_rules
+
+    text = HEADER + "clusters:\n  viz:\n    size: Standard_NV12s_v3\n"
+    path = tmp_path / "stack.yaml"
+    path.write_text(text, encoding="utf-8")
+    before = run_rules(load_stack(path), checked_catalog(), today=datetime.date(2026, 1, 1))
+    r = Checked(text, before, str(path))
+    assert "2026-09-30" in r.one("cluster.size-retiring", "warning", "Standard_NV12s_v3").message
+    after = run_rules(load_stack(path), checked_catalog(), today=datetime.date(2026, 10, 1))
+    assert [d.severity for d in after if d.rule == "cluster.size-retired"] == ["error"]
+
+
+def test_public_ip_off_without_a_subnet(tmp_path):
+    r = check(tmp_path, f"clusters:\n  gpu:\n    size: {A100}\n    enable_node_public_ip: false\n")
+    r.one("cluster.public-ip-without-subnet", "error", "enable_node_public_ip: false")
+    r = check(tmp_path, f"clusters:\n  gpu:\n    size: {A100}\n    enable_node_public_ip: false\n"
+                        "    network_settings: {vnet_name: v, subnet: s}\n")
+    assert not r.of("cluster.public-ip-without-subnet")
+
+
+def test_pasted_compute_name_must_equal_the_key(tmp_path):
+    r = check(tmp_path, f"clusters:\n  gpu:\n    name: gpu-cluster\n    size: {A100}\n")
+    r.one("cluster.name-mismatch", "error", "name: gpu-cluster")
+    r = check(tmp_path, f"clusters:\n  gpu:\n    name: gpu\n    size: {A100}\n")
+    assert r.diagnostics == []

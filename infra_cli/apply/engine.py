@@ -20,6 +20,7 @@ from infra_cli.plan.engine import PlanOutcome
 from infra_cli.plan.model import Plan, canonical_json
 from infra_cli.plan.planfile import read_plan_file
 from infra_cli.validate.engine import load_valid_stack
+from infra_cli.validate.preflight import LIVE_JUDGED_RULES
 
 
 class StalePlan(DiagnosticError):
@@ -43,7 +44,7 @@ def prepare_from_plan_file(path: Path, *, local: bool) -> PlanOutcome:
     from infra_cli.azure.clients import build_clients
 
     saved = read_plan_file(path)
-    loaded, _ = load_valid_stack(saved.stack_path)
+    loaded, _ = load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES)  # the plan judged them
     now = [r.to_json() for r in desired_resources(loaded)]
     if canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired]):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
@@ -82,7 +83,7 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
     from infra_cli.plan.desired import live_comparable
     from infra_cli.plan.model import TAG_ADDRESS, TAG_HASH, TAG_STACK, content_hash
 
-    loaded, _ = load_valid_stack(stack_path)
+    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # an imported cluster exists
     file = str(loaded.path)
     kind, _, name = address.partition(".")
 

@@ -15,7 +15,7 @@ from infra_cli.plan.model import Plan, Resource
 from infra_cli.stack.load import LoadedStack
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.validate.image_requirements import image_requirement_diagnostics
-from infra_cli.validate.preflight import preflight
+from infra_cli.validate.preflight import LIVE_JUDGED_RULES, preflight
 
 
 @dataclass
@@ -74,6 +74,6 @@ def plan_file(stack_path: Path, *, local: bool, mode: str = "normal", targets: l
               check_images: bool = False) -> PlanOutcome:
     from infra_cli.azure.clients import build_clients
 
-    loaded, warnings = load_valid_stack(stack_path)
+    loaded, warnings = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # preflight judges them
     clients = build_clients(loaded.stack.workspace, local=local)
     return plan_stack(loaded, clients, mode=mode, targets=targets, warnings=warnings, check_images=check_images)

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ValidationError
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.stack.model import Stack
+from infra_cli.stack.model import Stack, flatten_distribution
 from infra_cli.stack.source import SourceMap, load_yaml
 
 
@@ -101,11 +101,41 @@ def _type_hint(kind: str, loc: tuple) -> str:
     return "fix the value here (see `infra schema`)"
 
 
+def _read_pasted_blocks(data: dict, source: SourceMap) -> dict:
+    """A distribution's pasted `distribution:`/`resources:` blocks read into its flat fields, each moved value
+    keeping its position (diagnostics about `type` point where it was written); a value given both ways with
+    two meanings is an error at the nested line."""
+    dists = data.get("distributions")
+    if not isinstance(dists, dict):
+        return data
+    errors: list[Diagnostic] = []
+    out = dict(dists)
+    for name, raw in dists.items():
+        if not isinstance(raw, dict):
+            continue
+        flat, moved, conflicts = flatten_distribution(raw)
+        base = ("distributions", name)
+        for block, key in moved:
+            for table in (source.values, source.keys):
+                if base + (block, key) in table:
+                    table[base + (key,)] = table[base + (block, key)]
+        for block, key in conflicts:
+            errors.append(source.diagnostic(
+                base + (block, key), "stack.conflict",
+                f"distributions.{name}.{block}.{key} is {raw[block][key]!r} but {key} is {raw[key]!r}",
+                f"give {key} once: keep the pasted `{block}:` block or the flat `{key}:`, not both"))
+        out[name] = flat
+    if errors:
+        raise DiagnosticError(errors)
+    return {**data, "distributions": out}
+
+
 def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Stack, SourceMap]:
     data, source = load_yaml(text, file, environ)
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic("error", "stack.invalid", "a stack file must be a mapping at the top level",
                                           file, 1, 1, "start with `stack: NAME`")])
+    data = _read_pasted_blocks(data, source)
     try:
         return Stack.model_validate(data), source
     except ValidationError as exc:

@@ -1,5 +1,6 @@
 """The stack model. Field names are Azure ML CLI v2 YAML's (amlCompute, environment, command job), so a
 user's compute.yml pastes into a stack; our additions are `infiniband`, `lifecycle`, `requires`, `smoke`.
+Enumerated values are read in any case (`tier: Dedicated`, `type: PyTorch`), as Azure ML reads them.
 
 The model checks shapes and types only; knowledge-based rules (InfiniBand, GPUs, MPI) live in validate/.
 """
@@ -35,6 +36,21 @@ def _number_not_bool(v: Any) -> Any:
 Text = Annotated[str, AfterValidator(_filled)]
 # A whole number written as one (not true/false).
 Count = Annotated[int, BeforeValidator(_number_not_bool)]
+
+
+def _enum_text(*aliases: tuple[str, str]):
+    """Read an enumerated value in any case; `aliases` maps other spellings Azure uses (REST's LowPriority)."""
+    table = {a.lower(): b for a, b in aliases}
+
+    def fold(v: Any) -> Any:
+        return table.get(v.lower(), v.lower()) if isinstance(v, str) else v
+    return BeforeValidator(fold)
+
+
+# Azure ML's default VM size for an AmlCompute cluster whose YAML omits `size`
+# (https://learn.microsoft.com/azure/machine-learning/reference-yaml-compute-aml).
+AML_DEFAULT_SIZE = "Standard_DS3_v2"
+AML_COMPUTE_SCHEMA = "https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json"
 
 
 class _Strict(BaseModel):
@@ -86,8 +102,10 @@ class UserAssignedIdentity(_Strict):
 class Identity(_Strict):
     """Managed identity of the cluster (amlCompute identity)."""
 
-    type: Literal["system_assigned", "user_assigned", "system_assigned,user_assigned", "none"] = Field(
-        description="which managed identities the nodes get")
+    type: Annotated[Literal["system_assigned", "user_assigned", "system_assigned,user_assigned", "none"],
+                    _enum_text(("SystemAssigned", "system_assigned"), ("UserAssigned", "user_assigned"),
+                               ("SystemAssigned,UserAssigned", "system_assigned,user_assigned"))] = Field(
+        description="which managed identities the nodes get (any case)")
     user_assigned_identities: list[UserAssignedIdentity] | None = Field(
         None, description="with type user_assigned: the identities, each {resource_id: ...}")
 
@@ -99,11 +117,20 @@ class Lifecycle(_Strict):
 
 
 class Cluster(_Strict):
-    """An Azure ML compute cluster; field names are amlCompute's in Azure ML CLI v2 YAML."""
+    """An Azure ML compute cluster; field names are amlCompute's in Azure ML CLI v2 YAML, so an `az ml compute`
+    YAML file pastes in unchanged (its `$schema`, `name` and `type` included)."""
 
-    type: Literal["amlcompute"] = Field("amlcompute", description="only amlcompute clusters are managed")
-    size: Text = Field(description="VM size, e.g. Standard_ND96asr_v4 (see `infra skus --infiniband`)")
-    tier: Literal["dedicated", "low_priority"] = Field("dedicated", description="VM priority; changing it replaces the cluster")
+    schema_url: str | None = Field(None, alias="$schema", description="the amlCompute YAML schema; ignored "
+                                   f"(pasted from an `az ml compute` file, e.g. {AML_COMPUTE_SCHEMA})")
+    name: Text | None = Field(None, description="the Azure ML compute name; when given (a pasted compute YAML) it "
+                              "must equal this cluster's key, which is always the name infra creates in Azure")
+    type: Annotated[Literal["amlcompute"], _enum_text()] = Field(
+        "amlcompute", description="only amlcompute clusters are managed (any case: AmlCompute)")
+    size: Text = Field(AML_DEFAULT_SIZE, description="VM size, e.g. Standard_ND96asr_v4 (see `infra skus --infiniband`); "
+                       f"default {AML_DEFAULT_SIZE}, Azure ML's default for a compute YAML without size")
+    tier: Annotated[Literal["dedicated", "low_priority"], _enum_text(("lowpriority", "low_priority"))] = Field(
+        "dedicated", description="VM priority, any case (Dedicated, low_priority, LowPriority); changing it "
+        "replaces the cluster")
     min_instances: Count = Field(0, ge=0, le=_INT32_MAX, description="nodes kept running when idle (changes in place)")
     max_instances: Count = Field(1, ge=1, le=_INT32_MAX, description="most nodes the cluster scales to (changes in place)")
     idle_time_before_scale_down: Count = Field(120, ge=0, le=_INT32_MAX, description="seconds a node idles before it is released")
@@ -198,14 +225,73 @@ class Smoke(_Strict):
 
 
 Framework = Literal["ddp", "deepspeed", "horovod", "lightning", "transformers", "tensorflow"]
+DistributionType = Annotated[Literal["pytorch", "mpi", "tensorflow"], _enum_text()]
+
+
+class JobDistribution(_Strict):
+    """A command job's `distribution:` block, pasted unchanged; read into the flat fields beside it."""
+
+    type: DistributionType = Field(description="Azure ML distribution type (any case: PyTorch, Mpi, TensorFlow)")
+    process_count_per_instance: Count | None = Field(None, ge=1, le=_INT32_MAX, description="pytorch, mpi")
+    worker_count: Count | None = Field(None, ge=1, le=_INT32_MAX, description="tensorflow")
+    parameter_server_count: Count | None = Field(None, ge=0, le=_INT32_MAX, description="tensorflow")
+
+
+class JobResources(_Strict):
+    """A command job's `resources:` block, pasted unchanged; read into the flat fields beside it."""
+
+    instance_count: Count = Field(1, ge=1, le=_INT32_MAX, description="nodes the job runs on")
+
+
+# Where each key of the nested blocks lands in the flat form (the one rules and templates read).
+NESTED_DISTRIBUTION_KEYS: dict[str, tuple[str, ...]] = {
+    "distribution": tuple(JobDistribution.model_fields),
+    "resources": tuple(JobResources.model_fields),
+}
+
+
+def flatten_distribution(raw: dict) -> tuple[dict, list[tuple[str, str]], list[tuple[str, str]]]:
+    """A distribution mapping with its pasted `distribution:`/`resources:` blocks read into the flat keys.
+
+    Returns (flat mapping, moved (block, key) pairs, conflicting (block, key) pairs: the same key given flat
+    with another value). Keys a block does not know stay in it, so the model reports them where written."""
+    flat = dict(raw)
+    moved: list[tuple[str, str]] = []
+    conflicts: list[tuple[str, str]] = []
+    for block, keys in NESTED_DISTRIBUTION_KEYS.items():
+        nested = flat.get(block)
+        if not isinstance(nested, dict):
+            continue
+        rest = dict(nested)
+        for key in keys:
+            if key not in rest:
+                continue
+            value = rest.pop(key)
+            if key in raw and not _same_value(raw[key], value):
+                conflicts.append((block, key))
+                continue
+            flat[key] = value
+            moved.append((block, key))
+        if rest:
+            flat[block] = rest
+        else:
+            del flat[block]
+    return flat, moved, conflicts
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.lower() == b.lower()  # enum text in any case
+    return type(a) is type(b) and a == b
 
 
 class Distribution(_Strict):
-    """How a training job spreads over a cluster (command job `distribution` and `resources`)."""
+    """How a training job spreads over a cluster: the command job's `distribution` and `resources` fields, flat
+    (type, instance_count, ...) or as the job's own `distribution:` and `resources:` blocks pasted unchanged."""
 
     cluster: Text = Field(description="name of a cluster in this stack")
     environment: Text = Field(description="name of an environment in this stack")
-    type: Literal["pytorch", "mpi", "tensorflow"] = Field(description="Azure ML distribution type")
+    type: DistributionType = Field(description="Azure ML distribution type (any case); or give distribution.type")
     instance_count: Count = Field(1, ge=1, le=_INT32_MAX, description="nodes the job runs on")
     process_count_per_instance: Count | None = Field(
         None, ge=1, le=_INT32_MAX, description="processes Azure ML starts per node (pytorch, mpi); one per GPU")
@@ -218,6 +304,23 @@ class Distribution(_Strict):
     smoke: Smoke = Field(default_factory=Smoke)
     command: Text | None = Field(None, description="your own training command, rendered next to the smoke job")
     code: Text | None = Field(None, description="directory of your training code, relative to the stack file")
+    distribution: JobDistribution | None = Field(
+        None, description="a command job's distribution block, pasted as is; the same as the flat type, "
+        "process_count_per_instance, worker_count, parameter_server_count (a value given both ways must agree)")
+    resources: JobResources | None = Field(
+        None, description="a command job's resources block, pasted as is; the same as the flat instance_count")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_blocks(cls, data: Any) -> Any:
+        """Read pasted blocks into the flat fields (the loader does this first, with positions)."""
+        if not isinstance(data, dict):
+            return data
+        flat, _, conflicts = flatten_distribution(data)
+        if conflicts:
+            block, key = conflicts[0]
+            raise ValueError(f"{block}.{key} and {key} disagree ({data[block][key]!r} vs {data[key]!r})")
+        return flat
 
     @field_validator("environment_variables", mode="before")
     @classmethod

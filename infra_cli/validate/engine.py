@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Collection, Iterable
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
 from infra_cli.stack.load import LoadedStack, load_stack
@@ -25,10 +25,12 @@ def validate_files(paths: Iterable[Path]) -> list[Diagnostic]:
     return out
 
 
-def load_valid_stack(path: Path) -> tuple[LoadedStack, list[Diagnostic]]:
-    """Load and validate; raise DiagnosticError if any rule reports an error. Warnings come back."""
+def load_valid_stack(path: Path, *, judged_live: Collection[str] = ()) -> tuple[LoadedStack, list[Diagnostic]]:
+    """Load and validate; raise DiagnosticError if any rule reports an error. Warnings come back.
+
+    `judged_live`: rule ids the caller judges again against the live state (the plan's preflight), left out here."""
     loaded = load_stack(path)
-    diagnostics = validate_stack(loaded)
+    diagnostics = [d for d in validate_stack(loaded) if d.rule not in judged_live]
     if has_errors(diagnostics):
         raise DiagnosticError(diagnostics)
     return loaded, diagnostics

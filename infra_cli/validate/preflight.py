@@ -7,13 +7,19 @@ knowledge wins for NC24r-class sizes); the vCPU quota of each family covers the 
 
 from __future__ import annotations
 
+import datetime
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from infra_cli.catalog import Catalog
 from infra_cli.diagnostics import Diagnostic
-from infra_cli.plan.model import CREATE, REPLACE, UPDATE, Resource, ResourceChange
+from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Resource, ResourceChange
 from infra_cli.stack.source import SourceMap
+
+
+# Offline rules whose verdict depends on what exists in Azure: `validate` reports them as for a new resource,
+# and the plan leaves them out of its validation and judges them here, against the live state.
+LIVE_JUDGED_RULES = frozenset({"cluster.size-retired"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
                       f"{size}: Azure says RdmaEnabled={sku.rdma_enabled} but the catalog says rdma={known.rdma}",
                       f"check validators/skus.yaml's row for {size} against its source", "warning")
 
+    out += retired_sizes(changes, catalog, source)
     needed: dict[str, int] = defaultdict(int)
     sizes: dict[str, set[str]] = defaultdict(set)
     first_cluster: dict[str, str] = {}
@@ -120,4 +127,27 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
                   f"not enough vCPU quota for {', '.join(sorted(sizes[family]))} in {facts.location}: the plan needs "
                   f"{extra} more vCPUs of {family}, {available} are available ({usage.current} used of {usage.limit})",
                   "request a quota increase for the family in this region, or lower max_instances")
+    return out
+
+
+def retired_sizes(changes: list[ResourceChange], catalog: Catalog, source: SourceMap,
+                  today: datetime.date | None = None) -> list[Diagnostic]:
+    """cluster.size-retired as the live state says: an error where the plan would create a cluster of a retired
+    size (Azure refuses), a warning where the cluster exists and stays (it runs until Azure deallocates it)."""
+    today = today or datetime.date.today()
+    out: list[Diagnostic] = []
+    for change in changes:
+        if change.type != "cluster" or change.actions == DELETE:
+            continue
+        sku = catalog.get(str((change.after or {}).get("size", "")))
+        if sku is None or not sku.retired_as_of(today):
+            continue
+        new = change.actions in (CREATE, REPLACE)
+        out.append(source.diagnostic(
+            ("clusters", change.name, "size"), "cluster.size-retired",
+            f"{change.address}: {sku.name} is retired by Azure"
+            + (": the plan would create a cluster of it, which Azure refuses" if new else
+               "; the cluster exists and keeps running until Azure deallocates its nodes"),
+            "choose a current size (`infra skus`)" + ("" if new else "; changing the size replaces the cluster"),
+            "error" if new else "warning"))
     return out

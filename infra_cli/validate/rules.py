@@ -6,9 +6,10 @@ it. They never touch the network; live checks (quota, region) belong to the plan
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -19,6 +20,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.dockerfile import template_parameters
 from infra_cli.image.spec import SpecError, parse_requirement
 from infra_cli.paths import templates_dir
+from infra_cli.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution, Environment
 from infra_cli.validate import knowledge
@@ -51,6 +53,7 @@ NAME_PATTERNS = (
 class Context:
     loaded: LoadedStack
     catalog: Catalog
+    today: datetime.date = field(default_factory=datetime.date.today)  # retirements are judged as of this day
 
     @property
     def stack(self):
@@ -81,7 +84,9 @@ def _ib_reason(sku: Sku) -> str:
 
 
 def _ib_sizes(catalog: Catalog) -> str:
-    return ", ".join(s.name for s in catalog if s.infiniband_eligible and s.nccl_over_ib and not s.retired)
+    # current sizes only: a retiring size is no advice
+    return ", ".join(s.name for s in catalog
+                     if s.infiniband_eligible and s.nccl_over_ib and s.retirement_date is None)
 
 
 # ---- clusters -------------------------------------------------------------------------------------------
@@ -95,32 +100,73 @@ def resource_names(ctx: Context) -> Iterator[Diagnostic]:
                              np.hint, key=True)
 
 
+def _same_family(size: str, catalog: Catalog) -> list[str]:
+    """Catalogued sizes of the same family by name (ND for ND, never ND for DS): where a did-you-mean may look."""
+    parsed = parse_size_name(size)
+    return catalog.family_names(parsed.family) if parsed else []
+
+
+def _retirement(sku: Sku) -> str:
+    day = sku.retirement_date
+    when = "" if day is None or day == datetime.date.min else f" on {day.isoformat()}"
+    return when + (f" ({sku.retirement_source})" if sku.retirement_source else "")
+
+
 @rule
 def cluster_size(ctx: Context) -> Iterator[Diagnostic]:
     for name, cluster in ctx.stack.clusters.items():
         path = ("clusters", name, "size")
         sku = ctx.catalog.get(cluster.size)
         if sku is None:
-            close = difflib.get_close_matches(cluster.size, ctx.catalog.names(), n=1, cutoff=0.75)
-            hint = (f"did you mean {close[0]!r}? " if close else "") + \
-                "add the size to validators/skus.yaml (with its source) so its InfiniBand can be checked"
-            severity = "error" if cluster.infiniband == "required" else "warning"
-            yield ctx.at(path, "cluster.size-unknown",
-                         f"size {cluster.size!r} is not in the SKU catalog; its InfiniBand cannot be verified",
-                         hint, severity)
-        elif sku.retired:
-            yield ctx.at(path, "cluster.size-retired", f"{sku.name} is retired by Azure",
-                         f"choose a current size, e.g. {_ib_sizes(ctx.catalog).split(', ')[0]}", "warning")
+            parsed = parse_size_name(cluster.size)
+            close = difflib.get_close_matches(cluster.size, _same_family(cluster.size, ctx.catalog), n=1, cutoff=0.75)
+            mean = f"did you mean {close[0]!r}? " if close else ""
+            if parsed is None:
+                yield ctx.at(path, "cluster.size-unknown",
+                             f"size {cluster.size!r} is not an Azure VM size name (Standard_<family><vCPUs><features>"
+                             "[_<accelerator>][_v<version>])",
+                             mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
+            elif parsed.gpu_or_hpc:  # the catalog sets out to cover these families: a gap worth saying
+                rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
+                yield ctx.at(path, "cluster.size-unknown",
+                             f"size {cluster.size!r} is not in the SKU catalog; judged by its name: {parsed.family} family, "
+                             f"{rdma}", mean + "add the size to validators/skus.yaml (with its source) so its GPUs and "
+                             "InfiniBand can be checked", "warning")
+        elif sku.retired_as_of(ctx.today):
+            # Azure creates no new VM of a retired size; a cluster that exists keeps its nodes until Azure
+            # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
+            yield ctx.at(path, "cluster.size-retired",
+                         f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
+                         f"choose a current size, e.g. {_ib_sizes(ctx.catalog).split(', ')[0]} "
+                         "(`infra plan` reports a cluster that already exists as a warning)")
+        elif sku.retiring_as_of(ctx.today):
+            yield ctx.at(path, "cluster.size-retiring",
+                         f"Azure retires {sku.name}{_retirement(sku)}; the cluster stops working then",
+                         "plan the move to a current size (`infra skus`)", "warning")
 
 
 @rule
 def cluster_infiniband(ctx: Context) -> Iterator[Diagnostic]:
     for name, cluster in ctx.stack.clusters.items():
+        if cluster.infiniband != "required":
+            continue
+        path = ("clusters", name, "size")
         sku = ctx.catalog.get(cluster.size)
-        if cluster.infiniband == "required" and sku is not None and not sku.infiniband_eligible:
-            yield ctx.at(("clusters", name, "size"), "cluster.infiniband-ineligible",
+        parsed = parse_size_name(cluster.size) if sku is None else None
+        if sku is not None and not sku.infiniband_eligible:
+            yield ctx.at(path, "cluster.infiniband-ineligible",
                          f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
                          f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+        elif parsed is not None and not parsed.rdma:
+            yield ctx.at(path, "cluster.infiniband-ineligible",
+                         f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
+                         f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+        elif parsed is not None:
+            yield ctx.at(path, "cluster.infiniband-unverified",
+                         f"cluster {name!r} requires InfiniBand; {cluster.size} is an RDMA size by its name, but "
+                         "whether NCCL and MPI can use it (SR-IOV) is unconfirmed: NC24r-class sizes cannot",
+                         "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`",
+                         "warning")
 
 
 @rule
@@ -156,6 +202,29 @@ def cluster_location(ctx: Context) -> Iterator[Diagnostic]:
                          f"cluster {name!r} is in {cluster.location} but the workspace is in {ws}",
                          "remove `location` (clusters default to the workspace's region) unless cross-region compute is intended",
                          "warning")
+
+
+@rule
+def cluster_node_public_ip(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        if not cluster.enable_node_public_ip and not (cluster.network_settings and cluster.network_settings.subnet):
+            # Azure ML refuses it: nodes without public IPs need a subnet to live in (and its outbound route).
+            yield ctx.at(("clusters", name, "enable_node_public_ip"), "cluster.public-ip-without-subnet",
+                         f"cluster {name!r} turns node public IPs off without a subnet; Azure ML requires a virtual "
+                         "network subnet for a cluster with no public IP",
+                         "add network_settings: {subnet: ...} (see https://learn.microsoft.com/azure/machine-learning/"
+                         "how-to-secure-training-vnet) or remove enable_node_public_ip: false")
+
+
+@rule
+def cluster_compute_name(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        if cluster.name is not None and cluster.name != name:
+            # One name per cluster: the key is the plan address (cluster.KEY) and the Azure ML compute name.
+            yield ctx.at(("clusters", name, "name"), "cluster.name-mismatch",
+                         f"cluster {name!r} says name: {cluster.name!r}; a pasted compute YAML's name must equal "
+                         "its key under clusters:",
+                         f"rename the key to {cluster.name!r} or remove `name:`")
 
 
 # ---- environments ---------------------------------------------------------------------------------------
@@ -248,12 +317,29 @@ def distribution_references(ctx: Context) -> Iterator[Diagnostic]:
 def distribution_infiniband(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
         cluster = ctx.stack.clusters.get(dist.cluster)
-        sku = ctx.sku(dist.cluster)
-        if cluster is None or sku is None or dist.instance_count < 2 or sku.infiniband_eligible:
+        if cluster is None or dist.instance_count < 2:
             continue
+        sku = ctx.sku(dist.cluster)
         path = ("distributions", name, "instance_count")
+        if sku is not None:
+            if sku.infiniband_eligible:
+                continue
+            reason = _ib_reason(sku)
+        else:
+            parsed = parse_size_name(cluster.size)
+            if parsed is None:
+                continue  # cluster.size-unknown says the name is wrong
+            if parsed.rdma:
+                yield ctx.at(path, "distribution.infiniband-unverified",
+                             f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
+                             "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
+                             "InfiniBand (SR-IOV) is unconfirmed",
+                             "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`",
+                             "warning")
+                continue
+            reason = f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand"
         message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, "
-                   f"but {_ib_reason(sku)}: inter-node traffic falls back to TCP sockets")
+                   f"but {reason}: inter-node traffic falls back to TCP sockets")
         if cluster.infiniband == "optional":
             yield ctx.at(path, "distribution.multinode-without-infiniband", message,
                          "expect a fraction of InfiniBand bandwidth", "warning")
@@ -453,8 +539,8 @@ def distribution_launcher_variables(ctx: Context) -> Iterator[Diagnostic]:
                          severity, key=True)
 
 
-def run_rules(loaded: LoadedStack, catalog: Catalog) -> list[Diagnostic]:
-    ctx = Context(loaded, catalog)
+def run_rules(loaded: LoadedStack, catalog: Catalog, today: datetime.date | None = None) -> list[Diagnostic]:
+    ctx = Context(loaded, catalog, today or datetime.date.today())
     out: list[Diagnostic] = []
     for fn in RULES:
         out.extend(fn(ctx))

@@ -1,0 +1,59 @@
+"""Azure VM size names, read by Azure's naming convention.
+
+`Standard_ND96isr_H100_v5` = family `ND`, 96 vCPUs, feature letters `isr`, accelerator `H100`, version 5.
+The convention (https://learn.microsoft.com/azure/virtual-machines/vm-naming-conventions): family letters,
+vCPU count (with `-N` for constrained cores), lower-case feature letters (`r` = RDMA, `a` = AMD, `d` = local
+disk, `s` = premium storage, `m` = more memory, `i` = isolated, ...), then `_ACCELERATOR` and `_vN`.
+Family letters come before the number and feature letters after it, so a name in any case still parses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_SIZE = re.compile(
+    r"^standard_(?P<family>[a-z]+)(?P<vcpus>\d+)(?:-(?P<active>\d+))?(?P<features>[a-z]*)(?:_(?P<rest>[a-z0-9_]+))?$",
+    re.IGNORECASE)
+_VERSION = re.compile(r"^v(\d+)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SizeName:
+    family: str                    # upper case: "ND", "NC", "HB", "DS"
+    vcpus: int                     # the number in the name (the host's vCPUs for constrained sizes)
+    active_vcpus: int | None       # `HB120-96rs_v3`: 96 of the 120 cores active
+    features: str                  # lower case: "isr", "ads", ""
+    accelerator: str | None        # upper case: "H100", "A100", "NDR_GB200", None
+    version: int                   # 1 when the name has no `_vN`
+    promo: bool = False
+
+    @property
+    def rdma(self) -> bool:
+        """Azure's convention: `r` among the feature letters marks an RDMA (InfiniBand) capable size."""
+        return "r" in self.features
+
+    @property
+    def gpu_or_hpc(self) -> bool:
+        """N* families carry GPUs, H* families are HPC: the families the SKU catalog sets out to cover."""
+        return self.family[:1] in ("N", "H")
+
+
+def parse_size_name(name: str) -> SizeName | None:
+    """The parts of an Azure VM size name, or None if it does not follow the convention."""
+    m = _SIZE.match(name.strip())
+    if m is None:
+        return None
+    version, promo, accelerator = 1, False, []
+    for part in (m.group("rest") or "").split("_") if m.group("rest") else []:
+        v = _VERSION.match(part)
+        if v:
+            version = int(v.group(1))
+        elif part.lower() == "promo":
+            promo = True
+        else:
+            accelerator.append(part.upper())
+    active = m.group("active")
+    return SizeName(family=m.group("family").upper(), vcpus=int(m.group("vcpus")),
+                    active_vcpus=int(active) if active else None, features=m.group("features").lower(),
+                    accelerator="_".join(accelerator) or None, version=version, promo=promo)
