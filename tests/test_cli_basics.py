@@ -70,7 +70,7 @@ def test_warnings_alone_exit_0(tmp_path):
     assert r.returncode == 0, r.stderr
     (d,) = json.loads(r.stdout)
     assert d == {"severity": "warning", "rule": "distribution.gpus-underused", "message": d["message"],
-                 "file": str(stack), "line": 32, "column": 33, "hint": d["hint"]}
+                 "file": str(stack), "line": 31, "column": 33, "hint": d["hint"]}
 
 
 # ---- skus -----------------------------------------------------------------------------------------------
@@ -84,6 +84,14 @@ def test_skus_json_is_the_whole_catalog():
     assert (nd["gpus"], nd["infiniband"]["total_gbps"], nd["sriov"], nd["nccl_over_ib"]) == (8, 1600, True, True)
     assert nd["healthy_busbw_gbs"]["single_node"] == 228 and nd["source"]
     assert nd["nccl_env"]["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv4-topo.xml"
+
+
+def test_skus_json_carries_the_retirement():
+    rows = {row["name"]: row for row in json.loads(run_cli("skus", "--json").stdout)}
+    ncv3 = rows["Standard_NC24rs_v3"]
+    assert (ncv3["retirement_date"], ncv3["retired"]) == ("2025-09-30", True)
+    assert ncv3["retirement_source"].startswith("https://learn.microsoft.com/")
+    assert (rows["Standard_ND96isr_H100_v5"]["retirement_date"], rows["Standard_ND96isr_H100_v5"]["retired"]) == (None, False)
 
 
 def test_skus_infiniband_keeps_only_eligible_sizes():
