@@ -318,7 +318,7 @@ def test_mpi_launch_needs_open_mpi_in_a_custom_image(tmp_path, dist):
     "build: {template: openmpi-rdma}",                 # our template installs it
 ], ids=["curated", "requires-openmpi", "requires-hpcx", "template"])
 def test_mpi_launch_with_open_mpi_is_clean(tmp_path, env):
-    r = check(tmp_path, one_distribution(A100, env, "type: mpi\nframework: horovod\nprocess_count_per_instance: 8\n"))
+    r = check(tmp_path, one_distribution(A100, env, "type: mpi\nprocess_count_per_instance: 8\n"))
     assert r.diagnostics == []
 
 
@@ -328,8 +328,7 @@ def test_deepspeed_under_pytorch_needs_no_mpi(tmp_path):
     assert not r.of("distribution.mpi-missing")
 
 
-@pytest.mark.parametrize("env", [CUSTOM_IMAGE + "\nrequires: [mpi]", "curated: azureml:SomeoneElses-env@latest"],
-                         ids=["any-mpi", "unknown-curated"])
+@pytest.mark.parametrize("env", ["curated: azureml:SomeoneElses-env@latest"], ids=["unknown-curated"])
 def test_mpi_unverifiable_environment_warns(tmp_path, env):
     r = check(tmp_path, one_distribution(A100, env, "type: mpi\nprocess_count_per_instance: 8\n"))
     r.one("distribution.mpi-unverified", "warning", "environment: env")
@@ -396,7 +395,7 @@ def test_transformers_per_process_needs_local_rank(tmp_path):
     "command: python run_glue.py --local_rank $LOCAL_RANK\n",
     "type: pytorch\nframework: transformers\nprocess_count_per_instance: 8\n"
     "command: python run_glue.py --local-rank=$LOCAL_RANK\n",
-    "type: pytorch\nframework: transformers\nlauncher: per-node\ncommand: torchrun run_glue.py\n",
+    "type: pytorch\nframework: transformers\nlauncher: per-node\ncommand: torchrun --nproc_per_node 8 run_glue.py\n",
 ], ids=["passes-local-rank", "hyphen-spelling", "per-node"])
 def test_transformers_clean(tmp_path, dist):
     assert check(tmp_path, one_distribution(A100, CURATED_ENV, dist)).diagnostics == []
@@ -497,3 +496,251 @@ def test_pasted_compute_name_must_equal_the_key(tmp_path):
     r.one("cluster.name-mismatch", "error", "name: gpu-cluster")
     r = check(tmp_path, f"clusters:\n  gpu:\n    name: gpu\n    size: {A100}\n")
     assert r.diagnostics == []
+
+
+# ---- the command: launchers read from it (infra_cli/validate/launch.py, validators/launchers.yaml) -----------
+
+def test_command_parser_finds_the_training_step():
+    from infra_cli.validate.knowledge import launchers
+    from infra_cli.validate.launch import count, parse_command, parse_steps, variables
+
+    table = launchers()
+    step = parse_command("cd src && NCCL_DEBUG=INFO OMP_NUM_THREADS=1 python -m torch.distributed.run "
+                         "--nproc_per_node=8 --nnodes ${{inputs.nodes}} --node_rank \"$NODE_RANK\" "
+                         "--master_addr $MASTER_ADDR --master_port $MASTER_PORT train.py --epochs 3 > log 2>&1", table)
+    assert (step.kind, step.launcher.name, step.invoked_as) == ("per-node", "torchrun", "python -m torch.distributed.run")
+    assert count(step.role("processes_per_node")) == 8 and count(step.role("nodes")) is None  # a placeholder
+    assert variables(step.role("node_rank")) == {"NODE_RANK"} and variables("${{inputs.x}}") == set()
+    assert (step.script, step.script_args) == ("train.py", ("--epochs", "3"))
+    inner = parse_command("bash -c 'pip install -r req.txt; exec torchrun --nproc-per-node 4 t.py'", table)
+    assert (inner.launcher.name, inner.role("processes_per_node")) == ("torchrun", "4")
+    assert parse_command("mpirun -np 16 --hostfile h python train.py", table).kind == "head-node"
+    assert parse_command("accelerate launch --multi_gpu --num_processes 16 t.py", table).role("processes_total") == "16"
+    assert parse_command("deepspeed --hostfile hosts train.py", table).kind == "head-node"  # it ssh-es into the hosts
+    assert parse_command("deepspeed --hostfile hosts --no_ssh train.py", table).kind == "per-node"
+    assert [s.script for s in parse_steps("python prep.py\npython train.py --lr 1", table)] == ["prep.py", "train.py"]
+    assert parse_command("python train.py --epochs ${{inputs.epochs}}", table).kind == "script"
+
+
+def test_a_launcher_in_the_command_decides_the_launcher(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\n"
+                                                          "command: torchrun --nproc_per_node 8 train.py\n"))
+    assert r.diagnostics == []
+    assert load_stack(tmp_path / "stack.yaml").stack.distributions["job"].launcher == "per-node"
+
+
+@pytest.mark.parametrize("command, needle", [
+    ("mpirun -np 16 python train.py", "16 x 16 = 256 processes"),
+    ("cd src && mpiexec -n 16 python train.py", "16 x 16 = 256 processes"),
+    ("horovodrun -np 16 -H localhost:8 python train.py", "16 x 16 = 256 processes"),
+    ("srun python train.py", "16 copies of srun"),
+])
+def test_head_node_launcher_in_an_azure_ml_job(tmp_path, command, needle):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: mpi\ninstance_count: 2\n"
+                                                          f"process_count_per_instance: 8\ncommand: {command}\n"))
+    d = r.one("distribution.head-node-launcher", "error", f"command: {command}")
+    assert needle in d.message and "python train.py" in d.hint
+
+
+def test_deepspeed_with_a_hostfile_starts_every_host_itself(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\ninstance_count: 2\n"
+                                                          "command: deepspeed --hostfile /job/hostfile train.py\n"))
+    d = r.one("distribution.head-node-launcher", "error", "command: deepspeed")
+    assert "--no_ssh" in d.hint
+
+
+def test_per_node_launcher_from_the_command_with_several_processes(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 4\n"
+                                                          "command: deepspeed --num_gpus 8 train.py\n"))
+    d = r.one("distribution.per-node-launcher", "error", "command: deepspeed")
+    assert "4 x 8 = 32 processes per node" in d.message
+
+
+@pytest.mark.parametrize("command, rule, severity, needle", [
+    ("python -m torch.distributed.launch --nproc_per_node 8 train.py", "distribution.gpus-exceeded", "error",
+     "--nproc_per_node 8 starts 8"),
+    ("torchrun --nproc_per_node 2 train.py", "distribution.gpus-underused", "warning", "2 of the 4 GPUs"),
+    ("torchrun train.py", "distribution.gpus-underused", "warning", "default 1"),
+    ("deepspeed --num_gpus=6 train.py", "distribution.gpus-exceeded", "error", "has 4 GPU(s)"),
+    ("accelerate launch --num_processes 8 --num_machines 1 train.py", "distribution.gpus-exceeded", "error",
+     "--num_processes 8 over 1 node(s)"),
+])
+def test_per_node_processes_against_the_gpus(tmp_path, command, rule, severity, needle):
+    r = check(tmp_path, one_distribution("Standard_NC24rs_v3", CURATED_ENV, f"type: pytorch\ncommand: {command}\n"))
+    d = r.one(rule, severity, f"command: {command}")
+    assert needle in d.message
+
+
+RENDEZVOUS = "--node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
+
+
+@pytest.mark.parametrize("command, needle", [
+    (f"torchrun --nnodes 3 --nproc_per_node 8 {RENDEZVOUS} train.py", "waits for nodes that never come"),
+    (f"torchrun --nnodes 1 --nproc_per_node 8 {RENDEZVOUS} train.py", "surplus nodes"),
+    (f"torchrun --nproc_per_node 8 {RENDEZVOUS} train.py", "without --nnodes assumes 1 node"),
+])
+def test_launcher_nodes_differ_from_instance_count(tmp_path, command, needle):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: pytorch\ninstance_count: 2\ncommand: {command}\n"))
+    d = r.one("distribution.launcher-nodes", "error", "command: torchrun")
+    assert needle in d.message and "2" in d.hint
+
+
+@pytest.mark.parametrize("kind, command, needle", [
+    ("pytorch", "torchrun --nnodes 2 --nproc_per_node 8 train.py", "without --node_rank, --master_addr, --master_port"),
+    ("pytorch", "torchrun --nnodes 2 --nproc_per_node 8 --node_rank 0 --master_addr $MASTER_ADDR "
+                "--master_port $MASTER_PORT train.py", "the same rank"),
+    ("pytorch", f"deepspeed --num_nodes 2 --num_gpus 8 {RENDEZVOUS} train.py", "needs --no_ssh"),
+    ("mpi", f"torchrun --nnodes 2 --nproc_per_node 8 {RENDEZVOUS} train.py", "$NODE_RANK, which Azure ML does not set"),
+])
+def test_multinode_per_node_launch_needs_the_rendezvous(tmp_path, kind, command, needle):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: {kind}\ninstance_count: 2\ncommand: {command}\n"))
+    d = [d for d in r.of("distribution.launcher-rendezvous") if needle in d.message]
+    assert len(d) == 1, r.diagnostics
+    assert d[0].severity == "error" and d[0].hint and (d[0].line, d[0].column) == r.position("command: ")
+
+
+@pytest.mark.parametrize("kind, command", [
+    ("pytorch", f"python -m torch.distributed.launch --nproc_per_node 8 --nnodes 2 {RENDEZVOUS} --use_env train.py"),
+    ("pytorch", "torchrun --nnodes 1:4 --nproc_per_node gpu --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:$MASTER_PORT t.py"),
+    ("pytorch", f"deepspeed --hostfile h --no_ssh --num_nodes 2 --num_gpus 8 {RENDEZVOUS} train.py"),
+    ("mpi", "torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint $AZ_BATCH_MASTER_NODE t.py"),
+], ids=["guide-launch", "elastic", "deepspeed-no-ssh", "mpi-per-node"])
+def test_multinode_per_node_launch_done_right_is_clean(tmp_path, kind, command):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: {kind}\ninstance_count: 2\ncommand: {command}\n"))
+    assert r.diagnostics == []
+
+
+@pytest.mark.parametrize("dist", [
+    "type: pytorch\nlauncher: per-process\ncommand: torchrun --nproc_per_node 8 train.py\n",
+    "type: pytorch\nlauncher: per-node\nframework: ddp\ncommand: python train.py\n",
+], ids=["per-process-with-torchrun", "per-node-with-a-plain-script"])
+def test_declared_launcher_that_disagrees_with_the_command(tmp_path, dist):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, dist))
+    r.one("distribution.launcher-mismatch", "error", "command: ")
+
+
+def test_command_that_is_not_shell(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 8\n"
+                                                          "command: python train.py --name \"x\n"))
+    d = r.one("distribution.command-syntax", "error", "command: ")
+    assert "quotation" in d.message
+
+
+@pytest.mark.parametrize("dist, rule, severity, needle", [
+    ("command: python train.py --trainer.num_nodes 3 --trainer.devices 8", "distribution.lightning-trainer", "error",
+     "--trainer.num_nodes 3"),
+    ("command: python train.py --trainer.num_nodes 2 --trainer.devices 16", "distribution.gpus-exceeded", "error",
+     "--trainer.devices 16"),
+    ("command: python train.py --num_nodes 2 --gpus 2", "distribution.gpus-underused", "warning", "--gpus 2"),
+    ("process_count_per_instance: 8\nlauncher: per-process\ncommand: python train.py --trainer.devices 4",
+     "distribution.lightning-trainer", "error", "Azure ML starts 8 processes"),
+])
+def test_lightning_trainer_flags(tmp_path, dist, rule, severity, needle):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: pytorch\nframework: lightning\ninstance_count: 2\n"
+                                                          f"{dist}\n"))
+    d = r.one(rule, severity, "command: python")
+    assert needle in d.message
+
+
+def test_lightning_trainer_read_from_the_script_in_code(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("import lightning as L\n\ntrainer = L.Trainer(\n"
+                                               "    num_nodes=4, devices=8)\n", encoding="utf-8")
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nframework: lightning\ninstance_count: 2\n"
+                                                          "command: python train.py\ncode: ./src\n"))
+    d = r.one("distribution.lightning-trainer", "error", "command: python")
+    assert "src/train.py:4" in d.message
+
+
+@pytest.mark.parametrize("command", [
+    "cd src && python run_glue.py --local_rank=$LOCAL_RANK --fp16",
+    "bash -c \"python run_glue.py --local-rank $LOCAL_RANK\"",
+])
+def test_transformers_local_rank_read_through_the_parser(tmp_path, command):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nframework: transformers\n"
+                                                          f"process_count_per_instance: 8\ncommand: {command}\n"))
+    assert r.diagnostics == []
+
+
+def test_transformers_local_rank_in_another_program_does_not_count(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nframework: transformers\n"
+                                                          "process_count_per_instance: 8\n"
+                                                          "command: echo --local_rank && python run_glue.py\n"))
+    r.one("distribution.transformers-local-rank", "error", "command: echo")
+
+
+# ---- TensorFlow as Azure ML places its tasks -----------------------------------------------------------------
+
+@pytest.mark.parametrize("nodes, workers, ps", [(2, 2, 1), (4, 4, 1), (2, 2, 0)])
+def test_tensorflow_parameter_servers_share_nodes_with_workers(tmp_path, nodes, workers, ps):
+    r = check(tmp_path, one_distribution(A100, "curated: azureml:AzureML-tensorflow-2.12-cuda11@latest",
+                                         f"type: tensorflow\ninstance_count: {nodes}\nworker_count: {workers}\n"
+                                         f"parameter_server_count: {ps}\n"))
+    assert r.diagnostics == []
+
+
+def test_tensorflow_fewer_workers_than_nodes_warns(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: tensorflow\ninstance_count: 4\nworker_count: 2\n"))
+    d = r.one("distribution.tensorflow-idle-nodes", "warning", "worker_count: 2")
+    assert "2 node(s) run no task" in d.message
+
+
+# ---- images as data ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env", [
+    "image: mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04:latest",
+    "image: mcr.microsoft.com/azureml/openmpi5.0-cuda12.2-ubuntu22.04:20240601.v1",
+    "image: mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:19",
+    "curated: azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/versions/19",
+    "curated: azureml://registries/azureml/environments/pytorch-2.0-cuda11.7/versions/1",
+    CUSTOM_IMAGE + "\nrequires: [mpi]",                # Intel MPI or MPICH: the guide allows another MPI
+    "image: mcr.microsoft.com/azureml/intelmpi2018.3-ubuntu16.04:latest",
+], ids=["openmpi4-base", "openmpi5-base", "curated-image", "registry-acpt", "registry-pytorch", "any-mpi", "intelmpi"])
+def test_mpi_on_azureml_images_and_any_mpi_is_clean(tmp_path, env):
+    r = check(tmp_path, one_distribution(A100, env, "type: mpi\nprocess_count_per_instance: 8\n"))
+    assert r.diagnostics == []
+
+
+def test_registry_names_mean_nothing_in_a_workspace(tmp_path):
+    r = check(tmp_path, one_distribution(A100, "curated: azureml:pytorch-2.0-cuda11.7@latest",
+                                         "type: mpi\nprocess_count_per_instance: 8\n"))
+    r.one("distribution.mpi-unverified", "warning", "environment: env")
+
+
+@pytest.mark.parametrize("env, framework, needle", [
+    (CUSTOM_IMAGE + "\nrequires: [openmpi>=4.1]", "deepspeed", "carry deepspeed, mpi4py"),
+    (CUSTOM_IMAGE + "\nrequires: [openmpi>=4.1, deepspeed]", "deepspeed", "carry mpi4py"),
+    ("build: {template: openmpi-rdma}", "horovod", "carry horovod"),
+], ids=["deepspeed", "deepspeed-without-mpi4py", "horovod"])
+def test_framework_packages_missing_from_a_custom_image(tmp_path, env, framework, needle):
+    r = check(tmp_path, one_distribution(A100, env, f"type: mpi\nframework: {framework}\nprocess_count_per_instance: 8\n"))
+    d = r.one("distribution.packages-missing", "error", "environment: env")
+    assert needle in d.message and "requires:" in d.hint
+
+
+def test_framework_packages_unknown_in_a_curated_environment(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: mpi\nframework: deepspeed\n"
+                                                          "process_count_per_instance: 8\n"))
+    d = r.one("distribution.packages-unverified", "warning", "environment: env")
+    assert "carries mpi4py is unknown" in d.message  # ACPT carries DeepSpeed: only mpi4py is in doubt
+
+
+@pytest.mark.parametrize("env, framework", [
+    ("build: {template: openmpi-rdma, parameters: {pip_packages: ['DeepSpeed==0.14.4']}}", "deepspeed"),
+    (CUSTOM_IMAGE + "\nrequires: [openmpi, deepspeed, mpi4py]", "deepspeed"),
+    (CUSTOM_IMAGE + "\nrequires: [openmpi]\nconda_file: conda.yml", "horovod"),
+    ("curated: azureml:AzureML-tensorflow-2.7-ubuntu20.04-py38-cuda11-gpu@latest", "horovod"),
+], ids=["template-adds-mpi4py", "declared", "conda-file", "curated-horovod"])
+def test_framework_packages_present(tmp_path, env, framework):
+    (tmp_path / "conda.yml").write_text("dependencies:\n  - python=3.10\n  - pip:\n    - horovod[pytorch]==0.28.1\n",
+                                        encoding="utf-8")
+    r = check(tmp_path, one_distribution(A100, env, f"type: mpi\nframework: {framework}\nprocess_count_per_instance: 8\n"))
+    assert r.diagnostics == []
+
+
+def test_openmpi_rdma_template_installs_mpi4py_for_deepspeed():
+    from infra_cli.image.dockerfile import render_dockerfile
+
+    assert "--no-binary=mpi4py mpi4py" in render_dockerfile("openmpi-rdma", {"pip_packages": ["deepspeed>=0.14"]})
+    assert "mpi4py" not in render_dockerfile("openmpi-rdma", {"pip_packages": ["transformers"]})
+# (end of the launcher, TensorFlow and image tests)

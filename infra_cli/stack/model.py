@@ -298,7 +298,9 @@ class Distribution(_Strict):
     worker_count: Count | None = Field(None, ge=1, le=_INT32_MAX, description="tensorflow: workers (default instance_count)")
     parameter_server_count: Count | None = Field(None, ge=0, le=_INT32_MAX, description="tensorflow: parameter servers")
     launcher: Literal["per-process", "per-node"] = Field(
-        "per-process", description="per-process: Azure ML starts every process; per-node: torchrun/Lightning do")
+        "per-process", description="per-process: Azure ML starts every process; per-node: a launcher started once "
+                                   "per node does (torchrun, deepspeed, accelerate launch, Lightning). Derived from "
+                                   "`command` and `framework` when not given; a declared one must agree")
     framework: Framework | None = Field(None, description="the training framework, for its launch rules")
     environment_variables: dict[str, str] = Field(default_factory=dict, description="set in every process")
     smoke: Smoke = Field(default_factory=Smoke)
@@ -329,6 +331,21 @@ class Distribution(_Strict):
             return {k: (str(x).lower() if isinstance(x, bool) else str(x) if isinstance(x, (int, float)) else x)
                     for k, x in v.items()}
         return v
+
+    @model_validator(mode="after")
+    def _derive_launcher(self) -> "Distribution":
+        # The command says how processes start (torchrun ... is per-node); a declared `launcher` is kept as
+        # written so `infra validate` can report where it disagrees with the command.
+        if "launcher" not in self.model_fields_set:
+            from infra_cli.validate.knowledge import derived_launcher
+
+            try:
+                derived = derived_launcher(self.command, self.framework)
+            except (OSError, LookupError, TypeError, ValueError):  # a broken validators/: the rules report it
+                derived = None
+            if derived is not None:
+                self.__dict__["launcher"] = derived  # frozen model: set once, while it is being built
+        return self
 
     @property
     def processes_per_instance(self) -> int:

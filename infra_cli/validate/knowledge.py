@@ -40,6 +40,11 @@ class FrameworkInfo:
     needs_mpi_with_type: tuple[str, ...]
     per_process_command_must_contain: str | None
     source: str
+    script_launch: str = "per-process"        # what `python script.py` is: Lightning launches per node itself
+    packages_with_type: dict[str, tuple[str, ...]] | None = None   # type -> requirement profiles it needs
+    nodes_flags: tuple[str, ...] = ()         # Lightning's trainer flags
+    devices_flags: tuple[str, ...] = ()
+    trainer_keywords: dict[str, str] | None = None   # nodes/devices -> Trainer(...) keyword
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class CuratedInfo:
     provides: dict[str, str | None]
     gpu: bool
     source: str
+    registry: str | None = None   # the row names environments of this registry only (azureml://registries/R/...)
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +62,11 @@ def frameworks() -> dict[str, FrameworkInfo]:
     return {
         name: FrameworkInfo(name, tuple(row["types"]), tuple(row["launchers"]),
                             tuple(row.get("needs_mpi_with_type") or ()),
-                            row.get("per_process_command_must_contain"), row["source"])
+                            row.get("per_process_command_must_contain"), row["source"],
+                            row.get("script_launch", "per-process"),
+                            {t: tuple(p) for t, p in (row.get("packages_with_type") or {}).items()},
+                            tuple(row.get("nodes_flags") or ()), tuple(row.get("devices_flags") or ()),
+                            dict(row.get("trainer_keywords") or {}))
         for name, row in data.items()
     }
 
@@ -77,8 +87,24 @@ def launcher_variables() -> dict[str, dict[str, str]]:
 
 @lru_cache(maxsize=1)
 def _curated_rows() -> tuple[CuratedInfo, ...]:
-    return tuple(CuratedInfo(r["pattern"], dict(r.get("provides") or {}), bool(r.get("gpu")), r["source"])
+    return tuple(CuratedInfo(r["pattern"], dict(r.get("provides") or {}), bool(r.get("gpu")), r["source"],
+                             r.get("registry"))
                  for r in _read("curated_environments.yaml")["curated"])
+
+
+@lru_cache(maxsize=1)
+def _image_rows() -> tuple[CuratedInfo, ...]:
+    return tuple(CuratedInfo(r["pattern"], dict(r.get("provides") or {}), bool(r.get("gpu")), r["source"])
+                 for r in _read("curated_environments.yaml").get("images") or ())
+
+
+def image_info(image: str) -> CuratedInfo | None:
+    """What a known image family carries (AzureML base images, curated images): curated_environments.yaml
+    `images:`, matched against the reference without its registry's letter case mattering. First match wins."""
+    for row in _image_rows():
+        if re.search(row.pattern, image.strip(), re.IGNORECASE):
+            return row
+    return None
 
 
 def curated_name(reference: str) -> str:
@@ -152,9 +178,47 @@ def parse_environment_reference(reference: str) -> EnvironmentReference:
     return EnvironmentReference(registry, name, version or None, label)
 
 
+def _registry_of(reference: str) -> str | None:
+    ref = reference.strip()
+    return ref.split("/")[3].lower() if ref.lower().startswith("azureml://registries/") and ref.count("/") > 3 else None
+
+
 def curated_info(reference: str) -> CuratedInfo | None:
     name = curated_name(reference)
+    registry = _registry_of(reference)
     for row in _curated_rows():
+        if row.registry is not None and row.registry != registry:
+            continue  # registry names (acpt-pytorch-2.2-...) mean nothing in a workspace
         if re.search(row.pattern, name, re.IGNORECASE):
             return row
     return None
+
+
+def derived_launcher(command: str | None, framework: str | None) -> str | None:
+    """The launcher a distribution's command implies (see launch.derived_launcher); with no command, the
+    framework's own (Lightning: per-node); None when nothing says."""
+    from infra_cli.validate.launch import derived_launcher as from_command
+
+    fw = frameworks().get(framework) if framework else None
+    script_launch = fw.script_launch if fw else "per-process"
+    if not command:
+        return script_launch if fw and script_launch != "per-process" else None
+    return from_command(command, launchers(), script_launch)
+
+
+@lru_cache(maxsize=1)
+def launchers() -> "LauncherTable":
+    """validators/launchers.yaml: which commands launch processes per node or from a head node, and their flags."""
+    from infra_cli.validate.launch import ROLES, LauncherSpec, LauncherTable
+
+    data = _read("launchers.yaml")
+    specs = []
+    for name, row in data["launchers"].items():
+        commands = tuple(tuple(c) if isinstance(c, list) else (c,) for c in row["commands"])
+        specs.append(LauncherSpec(
+            name, row["kind"], commands, tuple(row.get("python_modules") or ()),
+            frozenset(row.get("boolean_flags") or ()), {r: tuple(row[r]) for r in ROLES if row.get(r)},
+            row.get("processes_default"), row.get("nodes_default"), tuple(row.get("head_node_flags") or ()),
+            tuple(row.get("per_node_flags") or ()), tuple(row.get("multi_node_requires") or ()), row["source"]))
+    return LauncherTable(tuple(specs), tuple(data["python_interpreters"]), frozenset(data["wrappers"]),
+                         frozenset(data["shells"]))

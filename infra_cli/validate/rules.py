@@ -10,6 +10,7 @@ import datetime
 import difflib
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -24,6 +25,7 @@ from infra_cli.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution, Environment
 from infra_cli.validate import knowledge
+from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
 
 
@@ -247,6 +249,16 @@ def build_template_provides(name: str) -> dict[str, str | None] | None:
     return provides
 
 
+def build_template_pip_extras(name: str) -> dict[str, tuple[str, ...]]:
+    """What the template installs beside a pip package it is asked for (template.yaml `pip_extras`)."""
+    meta = _build_template_dir(name) / "template.yaml"
+    if not meta.is_file():
+        return {}
+    with open(meta, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    return {pkg: tuple(more) for pkg, more in (data.get("pip_extras") or {}).items()}
+
+
 @rule
 def environment_requires(ctx: Context) -> Iterator[Diagnostic]:
     for name, env in ctx.stack.environments.items():
@@ -384,23 +396,66 @@ def distribution_instances(ctx: Context) -> Iterator[Diagnostic]:
                          f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
 
 
-def _environment_mpi(env: Environment) -> tuple[bool | None, str]:
-    """Whether the environment carries Open MPI: True, False, or None (cannot tell); with the evidence."""
+@dataclass(frozen=True)
+class Carries:
+    """What an environment is known to carry (requirement profiles: openmpi, mpi, deepspeed, mpi4py...)."""
+
+    provides: frozenset[str]
+    complete: bool   # True: what is not listed is absent (a custom image carries only what it declares)
+    evidence: str
+
+
+def _declared(env: Environment) -> set[str]:
+    return {parse_requirement(s).name for s in env.requires if _parses(s)}
+
+
+def _pip_name(spec: str) -> str:
+    """'DeepSpeed[all]>=0.14' -> 'deepspeed' (PEP 503 normalised enough for our profile names)."""
+    return re.split(r"[\[<>=!~;@ ]", str(spec).strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _conda_packages(path: Path) -> set[str]:
+    """Package names a conda file installs (conda and pip sections); nothing if it cannot be read."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")[:1_000_000])
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return set()
+    out: set[str] = set()
+    deps = data.get("dependencies") if isinstance(data, dict) else None
+    for dep in deps if isinstance(deps, list) else []:
+        if isinstance(dep, str):
+            out.add(_pip_name(dep.split("::")[-1]))
+        elif isinstance(dep, dict):
+            out.update(_pip_name(p) for p in dep.get("pip") or [] if isinstance(p, str))
+    return out
+
+
+def environment_carries(env: Environment, base_dir: Path) -> Carries:
+    """What the environment carries, from validators/curated_environments.yaml (curated environments and
+    AzureML base images), our Dockerfile templates, a conda file and the environment's own `requires:`."""
+    declared = _declared(env)
     if env.curated:
         info = knowledge.curated_info(env.curated)
         if info is None:
-            return None, f"curated environment {env.curated!r} is not in validators/curated_environments.yaml"
-        return "openmpi" in info.provides, info.source
-    declared = {parse_requirement(s).name for s in env.requires if _parses(s)}
-    if declared & {"openmpi", "hpcx"}:
-        return True, "declared in requires"
+            return Carries(frozenset(declared), False,
+                           f"curated environment {env.curated!r} is not in validators/curated_environments.yaml")
+        return Carries(frozenset(info.provides) | declared, False, info.source)
+    provides = set(declared)
+    evidence = "declared in requires" if declared else "a custom image carries only what it declares"
+    if env.image:
+        image = knowledge.image_info(env.image)
+        if image is not None:
+            provides |= set(image.provides)
+            evidence = image.source
     if env.build and env.build.template:
-        provides = build_template_provides(env.build.template) or {}
-        if "openmpi" in provides or "hpcx" in provides:
-            return True, f"templates/docker/{env.build.template} installs it"
-    if "mpi" in declared:
-        return None, "requires `mpi` (any MPI); Azure ML launches mpi jobs with Open MPI's mpirun"
-    return False, "a custom image carries only what it declares"
+        template = build_template_provides(env.build.template) or {}
+        provides |= set(template)
+        pip = {_pip_name(p) for p in (env.build.parameters.get("pip_packages") or []) if isinstance(p, str)}
+        provides |= pip | {extra for p in pip for extra in build_template_pip_extras(env.build.template).get(p, ())}
+        evidence = f"templates/docker/{env.build.template} installs it"
+    if env.conda_file:
+        provides |= _conda_packages(base_dir / env.conda_file)
+    return Carries(frozenset(provides), True, evidence)
 
 
 def _parses(spec: str) -> bool:
@@ -421,19 +476,53 @@ def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
         needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
         if env is None or not needs:
             continue
-        has_mpi, evidence = _environment_mpi(env)
+        carries = environment_carries(env, ctx.loaded.base_dir)
+        # Open MPI is recommended; another MPI (Intel MPI, MPICH) also runs Azure ML's MPI jobs (the guide).
+        if carries.provides & {"openmpi", "hpcx", "mpi"}:
+            continue
         why = f"distribution {name!r} ({dist.framework + ' under ' if dist.framework else ''}type {dist.type}) " \
               f"is launched by Azure ML with mpirun"
-        if has_mpi is False:
+        if carries.complete:
             yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
-                         f"{why}, but environment {dist.environment!r} is not known to carry Open MPI ({evidence})",
+                         f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
+                         f"({carries.evidence})",
                          f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
-                         "`infra image check`), use a curated GPU environment, or build from templates/docker/openmpi-rdma")
-        elif has_mpi is None:
+                         "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
+                         "base image, or build from templates/docker/openmpi-rdma")
+        else:
             yield ctx.at(("distributions", name, "environment"), "distribution.mpi-unverified",
-                         f"{why}; whether environment {dist.environment!r} carries Open MPI is unknown: {evidence}",
+                         f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
+                         f"{carries.evidence}",
                          "declare `requires: [openmpi]` on the environment so `infra image check` can prove it",
                          "warning")
+
+
+@rule
+def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
+    """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        env = ctx.stack.environments.get(dist.environment)
+        fw = fws.get(dist.framework) if dist.framework else None
+        wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
+        if env is None or not wanted:
+            continue
+        carries = environment_carries(env, ctx.loaded.base_dir)
+        missing = [p for p in wanted if p not in carries.provides]
+        if not missing:
+            continue
+        what = f"{fw.name} under type {dist.type} imports {', '.join(wanted)} on every rank"
+        listed = ", ".join(missing)
+        hint = (f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by "
+                f"`infra image check`){', or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)' if fw.name == 'deepspeed' else ''}")
+        if carries.complete:
+            yield ctx.at(("distributions", name, "environment"), "distribution.packages-missing",
+                         f"{what}, but environment {dist.environment!r} is not known to carry {listed} "
+                         f"({carries.evidence})", hint)
+        else:
+            yield ctx.at(("distributions", name, "environment"), "distribution.packages-unverified",
+                         f"{what}; whether environment {dist.environment!r} carries {listed} is unknown "
+                         f"({carries.evidence})", hint, "warning")
 
 
 @rule
@@ -453,15 +542,301 @@ def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
                          f"use launcher: {' or '.join(fw.launchers)}")
 
 
+# ---- the command: what it launches (validate/launch.py reads it; validators/launchers.yaml knows launchers)
+
+@lru_cache(maxsize=256)
+def _parsed(command: str) -> tuple[tuple[Launch, ...], str | None]:
+    try:
+        return tuple(parse_steps(command, knowledge.launchers())), None
+    except CommandSyntaxError as exc:
+        return (), str(exc)
+
+
+def _training(dist: Distribution) -> Launch | None:
+    return training_step(list(_parsed(dist.command)[0])) if dist.command else None
+
+
+def _launches(ctx: Context, kind: str) -> Iterator[tuple[str, Distribution, Launch]]:
+    """(name, distribution, training step) of every distribution whose command starts a `kind` launcher."""
+    for name, dist in ctx.stack.distributions.items():
+        step = _training(dist)
+        if step is not None and step.kind == kind:
+            yield name, dist, step
+
+
+def _command_at(ctx: Context, name: str, rule_id: str, message: str, hint: str, severity: str = "error") -> Diagnostic:
+    return ctx.at(("distributions", name, "command"), rule_id, message, hint, severity)
+
+
+def _tasks_per_node(dist: Distribution) -> int:
+    return dist.processes_per_instance if dist.type != "tensorflow" else 1
+
+
+def _per_node_processes(step: Launch, dist: Distribution, gpus: int) -> tuple[int | None, str]:
+    """How many processes the per-node launcher starts on each node, and the flag that says so."""
+    spec = step.launcher
+    value = step.role("processes_per_node")
+    if value is not None:
+        flag = next(f for f in spec.flags["processes_per_node"] if f in step.options)
+        return (gpus if value.strip().lower() in ("gpu", "auto") else count(value)), f"{flag} {value}"
+    total = step.role("processes_total")
+    if total is not None:
+        nodes = count(step.role("nodes")) or dist.instance_count
+        flag = spec.flags["processes_total"][0]
+        per = count(total)
+        return (per // nodes if per is not None and per % nodes == 0 else None), f"{flag} {total} over {nodes} node(s)"
+    if spec.processes_default == "all_gpus":
+        return gpus, f"{step.invoked_as} (one process per GPU by default)"
+    if isinstance(spec.processes_default, int):
+        return spec.processes_default, f"{step.invoked_as} without {spec.flags['processes_per_node'][0]} " \
+                                       f"(default {spec.processes_default})"
+    return None, ""
+
+
+@rule
+def distribution_command_syntax(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        error = _parsed(dist.command)[1] if dist.command else None
+        if error:
+            yield _command_at(ctx, name, "distribution.command-syntax",
+                              f"the command of distribution {name!r} is not valid shell ({error})",
+                              "close the quote or escape the character; Azure ML runs the command with bash")
+
+
+@rule
+def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist, step in _launches(ctx, "head-node"):
+        nodes, per = dist.instance_count, _tasks_per_node(dist)
+        started = nodes * per
+        script = step.script or "train.py"
+        if step.launcher.kind == "per-node":   # deepspeed --hostfile: it ssh-es into every host itself
+            flag = next(f for f in step.launcher.head_node_flags if f in step.options)
+            yield _command_at(
+                ctx, name, "distribution.head-node-launcher",
+                f"{step.invoked_as} {flag} starts the processes of every host itself (over ssh), but Azure ML runs the "
+                f"command {started} time(s) ({per} on each of {nodes} node(s)): each copy would start the whole job",
+                f"run it once per node: {step.invoked_as} {' '.join(step.launcher.per_node_flags)} --node_rank $NODE_RANK "
+                f"--master_addr $MASTER_ADDR --master_port $MASTER_PORT ... with process_count_per_instance: 1 "
+                f"({step.launcher.source.split(' ')[0]})")
+            continue
+        np = count(step.role("processes"))
+        result = (f"{started} x {np} = {started * np} processes" if np else
+                  f"{started} copies of {step.invoked_as}, each starting its own set of ranks")
+        yield _command_at(
+            ctx, name, "distribution.head-node-launcher",
+            f"the command starts {step.invoked_as}{f' -np {np}' if np else ''}, a head-node launcher, inside an "
+            f"Azure ML {dist.type} job that already starts {per} process(es) on each of {nodes} node(s): {result}",
+            f"Azure ML builds the launch itself (mpirun for type mpi): drop `{step.invoked_as} ...` and write "
+            f"`command: python {script} ...`; set instance_count and process_count_per_instance (one per GPU) instead")
+
+
 @rule
 def distribution_launcher(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
-        if dist.launcher == "per-node" and dist.processes_per_instance > 1:
+        if dist.launcher != "per-node" or dist.processes_per_instance <= 1 or dist.type == "tensorflow":
+            continue
+        step = _training(dist)
+        sku = ctx.sku(dist.cluster)
+        gpus = sku.gpus if sku else 0
+        if step is not None and step.kind == "per-node":
+            each, _ = _per_node_processes(step, dist, gpus)
+            what = step.invoked_as
+        else:
+            each, what = (gpus or None), (f"{dist.framework} (a per-node launcher)" if dist.framework else
+                                          "the per-node launcher")
+        ppi = dist.processes_per_instance
+        result = f"{ppi} x {each} = {ppi * each} processes per node" if each else f"{ppi} launchers per node"
+        if each and sku and sku.gpus:
+            result += f" for {sku.gpus} GPUs"
+        message = (f"distribution {name!r} runs {what}, which starts the processes of its node itself; "
+                   f"process_count_per_instance {ppi} starts it {ppi} times on each node: {result}")
+        hint = "remove process_count_per_instance (or set it to 1): the launcher starts one process per GPU"
+        if dist.command and step is not None:
+            yield _command_at(ctx, name, "distribution.per-node-launcher", message, hint)
+        else:
             yield ctx.at(("distributions", name, "process_count_per_instance"), "distribution.per-node-launcher",
-                         f"distribution {name!r} uses a per-node launcher (torchrun, Lightning) that starts one process "
-                         f"per GPU itself; process_count_per_instance {dist.processes_per_instance} would start "
-                         f"{dist.processes_per_instance} launchers per node",
-                         "remove process_count_per_instance (or set it to 1) with launcher: per-node")
+                         message, hint)
+
+
+@rule
+def distribution_launcher_declared(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        step = _training(dist)
+        if step is None or ("distributions", name, "launcher") not in ctx.loaded.source.keys:
+            continue
+        fw = fws.get(dist.framework) if dist.framework else None
+        script_launch = fw.script_launch if fw else "per-process"
+        if step.kind == "per-node" and dist.launcher != "per-node":
+            yield _command_at(ctx, name, "distribution.launcher-mismatch",
+                              f"distribution {name!r} declares launcher: {dist.launcher}, but its command starts "
+                              f"{step.invoked_as}, a per-node launcher",
+                              "remove `launcher:` (infra derives it from the command) or set launcher: per-node")
+        elif step.kind == "script" and dist.launcher == "per-node" and script_launch != "per-node":
+            yield _command_at(ctx, name, "distribution.launcher-mismatch",
+                              f"distribution {name!r} declares launcher: per-node, but its command runs "
+                              f"{step.script or 'a script'} directly: nothing starts a process per GPU",
+                              "start it with a per-node launcher (torchrun --nproc_per_node ...), or remove "
+                              "`launcher:` and set process_count_per_instance to the GPU count")
+
+
+@rule
+def distribution_launcher_gpus(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist, step in _launches(ctx, "per-node"):
+        sku = ctx.sku(dist.cluster)
+        if sku is None or not sku.gpus or dist.processes_per_instance > 1:
+            continue
+        per_node, said = _per_node_processes(step, dist, sku.gpus)
+        if per_node is None:
+            continue
+        flag = step.launcher.flags.get("processes_per_node", step.launcher.flags.get("processes_total", ("",)))[0]
+        if per_node > sku.gpus:
+            yield _command_at(ctx, name, "distribution.gpus-exceeded",
+                              f"{said} starts {per_node} processes on each node, but {sku.name} has {sku.gpus} GPU(s)",
+                              f"pass {flag} {sku.gpus if 'total' not in flag else sku.gpus * dist.instance_count} "
+                              "(one process per GPU)")
+        elif per_node < sku.gpus:
+            yield _command_at(ctx, name, "distribution.gpus-underused",
+                              f"{said} starts {per_node} process(es) on each node: {per_node} of the {sku.gpus} GPUs "
+                              f"of {sku.name}",
+                              f"pass {flag} {sku.gpus if 'total' not in flag else sku.gpus * dist.instance_count} "
+                              "to use every GPU you pay for", "warning")
+
+
+def _nodes_range(value: str) -> tuple[int, int] | None:
+    low, sep, high = value.partition(":")
+    if count(low) is None or (sep and count(high) is None):
+        return None
+    return count(low), count(high) if sep else count(low)
+
+
+@rule
+def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist, step in _launches(ctx, "per-node"):
+        spec, nodes = step.launcher, dist.instance_count
+        value = step.role("nodes")
+        flag = spec.flags.get("nodes", ("--nnodes",))[0]
+        if value is None:
+            if spec.nodes_default is not None and spec.nodes_default != nodes:
+                yield _command_at(ctx, name, "distribution.launcher-nodes",
+                                  f"{step.invoked_as} without {flag} assumes {spec.nodes_default} node(s), but the job "
+                                  f"runs on instance_count {nodes}: each node would train alone",
+                                  f"pass {flag} {nodes}")
+            continue
+        span = _nodes_range(value)
+        if span is not None and not span[0] <= nodes <= span[1]:
+            waits = span[0] > nodes
+            yield _command_at(ctx, name, "distribution.launcher-nodes",
+                              f"{step.invoked_as} {flag} {value} but the job runs on instance_count {nodes} node(s): "
+                              + ("the rendezvous waits for nodes that never come" if waits else
+                                 "the surplus nodes cannot join the job"),
+                              f"pass {flag} {nodes} (or change instance_count)")
+
+
+@rule
+def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
+    own = knowledge.launcher_variables()
+    known = {v for sets in own.values() for v in sets}
+    for name, dist, step in _launches(ctx, "per-node"):
+        if dist.instance_count < 2:
+            continue
+        spec = step.launcher
+        values = {r: step.role(r) for r in ("node_rank", "master_addr", "master_port", "rendezvous")}
+        suggested = {"pytorch": ("$NODE_RANK", "$MASTER_ADDR", "$MASTER_PORT")}.get(dist.type)
+        missing = [r for r in ("node_rank", "master_addr", "master_port") if values[r] is None and spec.flags.get(r)]
+        if values["rendezvous"] is None and missing:
+            flags = [spec.flags[r][0] for r in ("node_rank", "master_addr", "master_port") if spec.flags.get(r)]
+            fix = " ".join(f"{f} {v}" for f, v in zip(flags, suggested)) if suggested else \
+                f"{spec.flags.get('rendezvous', flags)[0]} $AZ_BATCH_MASTER_NODE with $OMPI_COMM_WORLD_RANK as the node rank"
+            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                              f"{step.invoked_as} on {dist.instance_count} nodes without "
+                              f"{', '.join(spec.flags[r][0] for r in missing)}: every node starts its own rendezvous "
+                              "and waits for the others forever",
+                              f"pass {fix} (Azure ML sets these on each node of a {dist.type} job)")
+        literal = count(values["node_rank"])
+        if literal is not None:
+            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                              f"{step.invoked_as} {spec.flags['node_rank'][0]} {literal} gives every one of the "
+                              f"{dist.instance_count} nodes the same rank",
+                              f"pass {spec.flags['node_rank'][0]} "
+                              f"{'$NODE_RANK' if dist.type == 'pytorch' else '$OMPI_COMM_WORLD_RANK'}")
+        for flag in spec.multi_node_requires:
+            if flag not in step.options:
+                yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                                  f"{step.invoked_as} on {dist.instance_count} nodes needs {flag} to run once per node "
+                                  f"(without it, it starts the other nodes itself over ssh)",
+                                  f"add {flag} with --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port "
+                                  "$MASTER_PORT, or launch with torchrun")
+        unset = sorted({v for value in values.values() for v in variables(value)}
+                       & known - set(own.get(dist.type, {})) - set(dist.environment_variables))
+        for var in unset:
+            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                              f"the command passes ${var}, which Azure ML does not set in a {dist.type} job",
+                              f"use the variables of type {dist.type}: {', '.join(sorted(own.get(dist.type, {})))}")
+
+
+def _script_file(ctx: Context, dist: Distribution, script: str | None) -> Path | None:
+    """The training script inside `code:` (never outside it), if the command runs one that is there."""
+    if not (dist.code and script and script.endswith(".py")):
+        return None
+    code = (ctx.loaded.base_dir / dist.code).resolve()
+    path = (code / script).resolve()
+    return path if path.is_relative_to(code) and path.is_file() else None
+
+
+_TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
+
+
+@rule
+def distribution_lightning(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        fw = fws.get(dist.framework) if dist.framework else None
+        step = _training(dist)
+        sku = ctx.sku(dist.cluster)
+        if fw is None or not fw.nodes_flags or step is None or step.kind != "script":
+            continue
+        found: dict[str, tuple[str, str]] = {}   # nodes/devices -> (value, where it was read)
+        for key, flags in (("nodes", fw.nodes_flags), ("devices", fw.devices_flags)):
+            for s in _parsed(dist.command)[0]:
+                value = s.script_option(flags)
+                if value:
+                    found[key] = (value, next(f for f in flags if s.script_option([f]) is not None))
+                    break
+        script = _script_file(ctx, dist, step.script)
+        if script is not None and len(found) < 2:
+            text = script.read_text(encoding="utf-8", errors="replace")[:1_000_000]
+            for key, keyword in (fw.trainer_keywords or {}).items():
+                m = None if key in found else re.search(_TRAINER_KEYWORD.format(re.escape(keyword)), text)
+                if m:
+                    line = text.count("\n", 0, m.start()) + 1
+                    found[key] = (m.group(1).strip("'\""), f"{keyword}= in {dist.code}/{step.script}:{line}")
+        if "nodes" in found:
+            value, where = found["nodes"]
+            if count(value) is not None and count(value) != dist.instance_count:
+                yield _command_at(ctx, name, "distribution.lightning-trainer",
+                                  f"Lightning's {where} {value} but the job runs on instance_count {dist.instance_count} "
+                                  "node(s): the trainer waits for a world size that never forms",
+                                  f"set it to {dist.instance_count} (or change instance_count)")
+        if "devices" in found and sku is not None and sku.gpus:
+            value, where = found["devices"]
+            devices = sku.gpus if value in ("-1", "auto") else count(value)
+            if devices is None:
+                continue
+            if dist.launcher == "per-process" and dist.processes_per_instance > 1:
+                if devices != dist.processes_per_instance:
+                    yield _command_at(ctx, name, "distribution.lightning-trainer",
+                                      f"Lightning's {where} {value} but Azure ML starts {dist.processes_per_instance} "
+                                      "processes per node (process_count_per_instance): the ranks disagree on the "
+                                      "world size", f"set it to {dist.processes_per_instance}")
+            elif devices > sku.gpus:
+                yield _command_at(ctx, name, "distribution.gpus-exceeded",
+                                  f"Lightning's {where} {value} but {sku.name} has {sku.gpus} GPU(s)",
+                                  f"set it to {sku.gpus}")
+            elif devices < sku.gpus:
+                yield _command_at(ctx, name, "distribution.gpus-underused",
+                                  f"Lightning's {where} {value} uses {devices} of the {sku.gpus} GPUs of {sku.name}",
+                                  f"set it to {sku.gpus} to use every GPU you pay for", "warning")
 
 
 @rule
@@ -469,24 +844,35 @@ def distribution_tensorflow(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
         base = ("distributions", name)
         if dist.type != "tensorflow":
-            for field in ("worker_count", "parameter_server_count"):
-                if getattr(dist, field) is not None:
-                    yield ctx.at(base + (field,), "distribution.tensorflow-counts",
-                                 f"{field} applies only to type tensorflow (this is {dist.type})",
-                                 f"remove {field}, or set type: tensorflow")
+            for field_name in ("worker_count", "parameter_server_count"):
+                if getattr(dist, field_name) is not None:
+                    yield ctx.at(base + (field_name,), "distribution.tensorflow-counts",
+                                 f"{field_name} applies only to type tensorflow (this is {dist.type})",
+                                 f"remove {field_name}, or set type: tensorflow")
             continue
         if dist.process_count_per_instance is not None:
             # Azure ML's TensorFlow distribution has only worker_count and parameter_server_count.
             yield ctx.at(base + ("process_count_per_instance",), "distribution.tensorflow-counts",
                          "process_count_per_instance does not apply to type tensorflow",
                          "remove it and set worker_count (one worker per node uses all its GPUs)")
-        workers = dist.worker_count or dist.instance_count
+        nodes = dist.instance_count
+        workers = dist.worker_count or nodes
         ps = dist.parameter_server_count or 0
-        if workers + ps > dist.instance_count:
-            yield ctx.at(base + ("worker_count",), "distribution.tensorflow-counts",
-                         f"{workers} worker(s) + {ps} parameter server(s) need {workers + ps} nodes, but "
-                         f"instance_count is {dist.instance_count}",
-                         f"set instance_count: {workers + ps} or lower worker_count/parameter_server_count")
+        at = base + ("worker_count",)
+        # Azure ML places the worker_count + parameter_server_count tasks on instance_count nodes: parameter
+        # servers may share a node with a worker (2 workers + 1 ps on 2 nodes, as the guides show), two workers
+        # may not (each worker's strategy claims every GPU of its node).
+        if workers > nodes:
+            yield ctx.at(at, "distribution.tensorflow-counts",
+                         f"{workers} workers on instance_count {nodes} node(s): Azure ML would put two workers on a "
+                         "node, and each worker's strategy claims every GPU of its node",
+                         f"set instance_count: {workers} or worker_count: {nodes} (one worker per node)")
+        elif workers + ps < nodes:
+            yield ctx.at(at, "distribution.tensorflow-idle-nodes",
+                         f"{workers} worker(s){f' + {ps} parameter server(s)' if ps else ''} on instance_count {nodes} "
+                         f"nodes: {nodes - workers - ps} node(s) run no task and are paid for idle",
+                         f"set worker_count: {nodes - ps} (MultiWorkerMirroredStrategy: one worker per node) or "
+                         f"instance_count: {workers + ps}", "warning")
         if ps and ps >= workers:
             yield ctx.at(base + ("parameter_server_count",), "distribution.tensorflow-counts",
                          f"{ps} parameter server(s) for {workers} worker(s) is unusual and wastes nodes",
@@ -500,13 +886,16 @@ def distribution_transformers_local_rank(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
         fw = fws.get(dist.framework) if dist.framework else None
         needle = fw.per_process_command_must_contain if fw else None
-        # HF's argument parser accepts --local_rank and --local-rank alike: compare with '_' and '-' folded
-        if needle and dist.launcher == "per-process" and dist.command and \
-                needle.replace("_", "-") not in dist.command.replace("_", "-"):
-            yield ctx.at(("distributions", name, "command"), "distribution.transformers-local-rank",
-                         f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only the "
-                         "LOCAL_RANK variable",
-                         f"append `{needle} $LOCAL_RANK` to the command")
+        if not (needle and dist.launcher == "per-process" and dist.command):
+            continue
+        steps, error = _parsed(dist.command)
+        # HF's argument parser accepts --local_rank and --local-rank alike
+        spellings = (needle, needle.replace("_", "-"))
+        if error is None and not any(s.script_option(spellings) is not None for s in steps):
+            yield _command_at(ctx, name, "distribution.transformers-local-rank",
+                              f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only "
+                              "the LOCAL_RANK variable",
+                              f"append `{needle} $LOCAL_RANK` to the command")
 
 
 @rule
