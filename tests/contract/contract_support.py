@@ -1,0 +1,138 @@
+"""Replaying Azure's recorded examples (fixtures/, see fixtures/README.md) through the real SDK clients.
+
+The clients are infra's own, built by infra_cli.azure.clients.build_clients for Azure (not the emulator):
+https://management.azure.com, azure-core's RequestsTransport, with only the credential swapped for one that
+hands out a token without signing in. `responses` answers at the transport, so every request the SDKs make
+is captured and an unexpected one fails (responses refuses a URL nobody registered).
+
+Recorded examples carry placeholders where a real answer has a URL (`"nextLink": "nextLink"`, an
+`Azure-AsyncOperation` of `https://management.azure.com/subscriptions/...pathToOperationStatus...`) or an ARM id
+(`"id": "string"`). The replay swaps each for a full URL or id built from the example's own parameters, and
+every test that does so says which.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import responses
+
+from infra_cli.plan.model import TAG_ADDRESS, TAG_HASH, TAG_STACK, Resource
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ML_EXAMPLES = FIXTURES / "machinelearningservices" / "2024-10-01"
+ARM = "https://management.azure.com"
+STACK = "contract"
+# Where the replay sends an example's placeholder Azure-AsyncOperation / Location (any full URL will do)
+OPERATION_URL = ARM + "/subscriptions/{sub}/providers/Microsoft.MachineLearningServices/locations/{loc}/computeOperationsStatus/op-1"
+
+
+def example(relative: str) -> dict:
+    """A recorded example, as checked in (fixtures/<relative>)."""
+    return json.loads((FIXTURES / relative).read_text())
+
+
+def ml_example(relative: str) -> dict:
+    return example(f"machinelearningservices/2024-10-01/{relative}")
+
+
+def response_body(recorded: dict, status: str = "200") -> Any:
+    """A deep copy of a recorded response body: tests may change their copy, never the fixture."""
+    return copy.deepcopy(recorded["responses"][status].get("body"))
+
+
+class RecordingCredential:
+    """A TokenCredential that hands out a fixed token (no sign-in) and counts the scopes it was asked for."""
+
+    def __init__(self) -> None:
+        self.scopes: list[tuple[str, ...]] = []
+
+    def get_token(self, *scopes: str, **kwargs: Any):
+        from azure.core.credentials import AccessToken
+
+        self.scopes.append(scopes)
+        return AccessToken("contract-test-token", int(time.time()) + 3600)
+
+    def close(self) -> None:
+        pass
+
+
+def workspace_url(parameters: dict) -> str:
+    """The workspace's ARM URL, from an example's parameters."""
+    return (f"{ARM}/subscriptions/{parameters['subscriptionId']}/resourceGroups/{parameters['resourceGroupName']}"
+            f"/providers/Microsoft.MachineLearningServices/workspaces/{parameters['workspaceName']}")
+
+
+def workspace(parameters: dict, location: str):
+    from infra_cli.stack.model import Workspace
+
+    return Workspace(subscription_id=parameters["subscriptionId"], resource_group=parameters["resourceGroupName"],
+                     name=parameters["workspaceName"], location=location)
+
+
+def azure_clients(monkeypatch, parameters: dict, location: str):
+    """infra's clients for Azure (build_clients(local=False)) for the example's workspace, with a credential that
+    needs no sign-in and no retries (a replay answers once; a retry would only hide a wrong request)."""
+    import infra_cli.azure.credentials as credentials
+    from infra_cli.azure.clients import build_clients
+
+    credential = RecordingCredential()
+    monkeypatch.setattr(credentials, "azure_credential", lambda: credential)
+    return build_clients(workspace(parameters, location), local=False, retry_total=0)
+
+
+class _Replay(responses.RequestsMock):
+    """responses' mock that keeps the calls it saw after it stops (it forgets them on exit)."""
+
+    kept: list = []
+
+    def reset(self) -> None:
+        self.kept = list(self.calls)
+        super().reset()
+
+
+@contextmanager
+def replay(*, every_answer_used: bool = True) -> Iterator[responses.RequestsMock]:
+    """Intercept every HTTP request; a request to a URL nobody registered raises ConnectionError. With
+    every_answer_used, an answer registered but never asked for fails the test on exit."""
+    with _Replay(assert_all_requests_are_fired=every_answer_used) as mock:
+        yield mock
+
+
+def sent(mock: responses.RequestsMock, method: str) -> list:
+    """The requests of one method the SDKs sent, in order (also after the replay ended)."""
+    calls = mock.kept if isinstance(mock, _Replay) and mock.kept else mock.calls
+    return [c.request for c in calls if c.request.method == method]
+
+
+def body_of(request) -> Any:
+    body = request.body
+    return json.loads(body.decode() if isinstance(body, bytes) else body) if body else None
+
+
+def query_of(request) -> dict[str, str]:
+    from urllib.parse import parse_qsl, urlsplit
+
+    return dict(parse_qsl(urlsplit(request.url).query))
+
+
+def owned(body: dict, desired: Resource) -> dict:
+    """The recorded body with the ownership tags infra writes on what it creates (TAG_STACK, TAG_ADDRESS,
+    TAG_HASH of the desired resource): the recorded cluster as if infra had created it."""
+    out = copy.deepcopy(body)
+    out["tags"] = {**(out.get("tags") or {}), TAG_STACK: desired.tags[TAG_STACK],
+                   TAG_ADDRESS: desired.tags[TAG_ADDRESS], TAG_HASH: desired.tags[TAG_HASH]}
+    return out
+
+
+def load_stack_text(tmp_path: Path, text: str):
+    from infra_cli.stack.load import load_stack
+
+    path = tmp_path / "stack.yaml"
+    path.write_text(text)
+    return load_stack(path)

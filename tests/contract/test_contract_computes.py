@@ -1,0 +1,298 @@
+"""AmlCompute get / list / createOrUpdate / patch / delete: Azure's recorded examples (2024-10-01) replayed
+through infra's real SDK clients, and what infra makes of them: normalised values, the plan, the requests it
+sends (held to the spec's request schema), the error text it shows."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from contract_support import (OPERATION_URL, azure_clients, body_of, load_stack_text, ml_example, owned, query_of,
+                              replay, response_body, sent, workspace_url)
+from spec_schema import problems
+
+from infra_cli.azure.provider import Provider
+from infra_cli.plan.desired import ClusterSecrets, desired_resources
+from infra_cli.plan.diff import LiveState, diff, drift
+from infra_cli.plan.model import NO_OP, REPLACE, UPDATE
+
+GET = ml_example("Compute/get/AmlCompute.json")
+LIST = ml_example("Compute/list.json")
+CREATE_BASIC = ml_example("Compute/createOrUpdate/BasicAmlCompute.json")
+UPDATE_BY_PUT = ml_example("Compute/createOrUpdate/AmlCompute.json")
+PATCH = ml_example("Compute/patch.json")
+DELETE = ml_example("Compute/delete.json")
+PARAMS = GET["parameters"]
+W = workspace_url(PARAMS)
+COMPUTE = f"{W}/computes/{PARAMS['computeName']}"
+SUBNET_ID = (f"/subscriptions/{PARAMS['subscriptionId']}/resourceGroups/{PARAMS['resourceGroupName']}"
+             "/providers/Microsoft.Network/virtualNetworks/vnet1/subnets/default")
+OPERATION = OPERATION_URL.format(sub=PARAMS["subscriptionId"], loc="eastus2")
+
+# The recorded cluster as a stack would declare it: the size in the catalog's spelling (Azure answers
+# STANDARD_NC6), the idle time in seconds (Azure answers PT5M), the subnet as the recorded id.
+STACK = f"""
+stack: contract
+workspace: {{subscription_id: {PARAMS['subscriptionId']}, resource_group: {PARAMS['resourceGroupName']},
+             name: {PARAMS['workspaceName']}, location: eastus2}}
+clusters:
+  compute123:
+    size: Standard_NC6
+    min_instances: 0
+    max_instances: 1
+    idle_time_before_scale_down: 300
+    enable_node_public_ip: true
+    network_settings: {{subnet: test-subnet-resource-id}}
+    description: some compute
+"""
+
+# What infra reads off the recorded cluster (get/AmlCompute.json), attribute by attribute.
+RECORDED_CLUSTER = {
+    "size": "Standard_NC6",                 # "STANDARD_NC6": the catalog's spelling
+    "tier": "dedicated",                    # "Dedicated"
+    "min_instances": 0,
+    "max_instances": 1,
+    "idle_time_before_scale_down": 300,     # "PT5M"
+    "enable_node_public_ip": True,
+    "ssh_public_access_enabled": None,      # "Enabled", but with no admin user there is no SSH to compare
+    "ssh_admin_username": None,
+    "ssh_credentials_hash": None,
+    "subnet": "test-subnet-resource-id",    # {"id": ...}
+    "identity_type": None,
+    "user_assigned_identities": [],
+    "location": "eastus2",
+    "tags": {},
+    "description": "some compute",
+    "prevent_destroy": False,
+}
+
+
+@pytest.fixture
+def clients(monkeypatch):
+    return azure_clients(monkeypatch, PARAMS, "eastus2")
+
+
+def desired(tmp_path, text=STACK):
+    loaded = load_stack_text(tmp_path, text)
+    return loaded, desired_resources(loaded)
+
+
+def plan(loaded, resources, live):
+    return diff(resources, live, stack="contract", source=loaded.source)
+
+
+def test_get_reads_the_recorded_cluster(clients):
+    with replay() as mock:
+        mock.get(COMPUTE, json=response_body(GET))
+        cluster = Provider(clients).read_cluster(PARAMS["computeName"])
+    assert cluster.name == "compute123" and cluster.address == "cluster.compute123"
+    assert cluster.attributes == RECORDED_CLUSTER
+    assert cluster.tags == {}, "no ownership tags on the recorded cluster"
+    (request,) = sent(mock, "GET")
+    assert request.url.split("?")[0] == COMPUTE and query_of(request)["api-version"]
+
+
+def test_recorded_cluster_plans_no_change(tmp_path, clients):
+    """STANDARD_NC6 vs Standard_NC6, PT5M vs 300 s, {"id": subnet} vs the subnet, null image and errors,
+    allocationState Resizing: none of it is a difference. The refresh lists the workspace's computes."""
+    loaded, resources = desired(tmp_path)
+    (cluster,) = resources
+    with replay() as mock:
+        mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
+        live = Provider(clients).refresh(resources)
+    result = plan(loaded, resources, live)
+    assert result.diagnostics == []
+    (change,) = result.changes
+    assert change.actions == NO_OP, change.changed_paths()
+    assert drift(resources, live, stack="contract") == [], "the live cluster hashes to what infra would write"
+
+
+# x-nullable in the spec's AmlComputeProperties: Azure may send null or leave them out
+NULLABLE = ["virtualMachineImage", "errors", "subnet", "enableNodePublicIp", "nodeStateCounts",
+            "userAccountCredentials", "currentNodeCount", "targetNodeCount", "propertyBag"]
+
+
+NOT_NULLABLE = ["allocationState", "allocationStateTransitionTime", "osType", "isolatedNetwork",
+                "remoteLoginPortPublicAccess"]
+
+
+@pytest.mark.parametrize("field,how", [(f, "absent") for f in NULLABLE + NOT_NULLABLE] + [(f, "null") for f in NULLABLE])
+def test_null_or_absent_reads_as_recorded(clients, field, how):
+    """A field reads the same whether the recorded value, null (where the spec allows it) or nothing comes back;
+    an absent or null enableNodePublicIp is the spec's default, true; no subnet is no subnet."""
+    variant = response_body(GET)
+    props = variant["properties"]["properties"]
+    if how == "absent":
+        props.pop(field, None)
+    else:
+        props[field] = None
+    assert problems(variant, "ComputeResource", request=False) == []
+    with replay() as mock:
+        mock.get(COMPUTE, json=variant)
+        read = Provider(clients).read_cluster("compute123").attributes
+    assert read == (dict(RECORDED_CLUSTER, subnet=None) if field == "subnet" else RECORDED_CLUSTER)
+
+
+def test_subnet_name_with_vnet_matches_the_id_azure_reports(tmp_path, clients):
+    """A stack names the subnet (vnet_name + subnet); Azure answers the full ARM id, in ARM's own casing
+    (resourceGroups, Microsoft.Network): the same subnet, no change. The recorded placeholder id is swapped
+    for such an id."""
+    loaded, resources = desired(tmp_path, STACK.replace("network_settings: {subnet: test-subnet-resource-id}",
+                                                        "network_settings: {vnet_name: vnet1, subnet: default}"))
+    (cluster,) = resources
+    recorded = response_body(GET)
+    recorded["properties"]["properties"]["subnet"] = {"id": SUBNET_ID}
+    with replay() as mock:
+        mock.get(f"{W}/computes", json={"value": [owned(recorded, cluster)]})
+        live = Provider(clients).refresh(resources)
+    (change,) = plan(loaded, resources, live).changes
+    assert change.actions == NO_OP, change.changed_paths()
+    other = STACK.replace("network_settings: {subnet: test-subnet-resource-id}",
+                          "network_settings: {vnet_name: vnet2, subnet: default}")
+    loaded2, resources2 = desired(tmp_path, other)
+    (moved,) = plan(loaded2, resources2, live).changes
+    assert moved.actions == REPLACE and moved.replace_paths == [["subnet"]], "a real subnet change still shows"
+
+
+def test_list_follows_next_link(clients):
+    """list.json ends with `"nextLink": "nextLink"`, a relative placeholder: the replay puts a full URL there
+    (the workspace's computes with a $skipToken) and answers it with a page holding the recorded AmlCompute."""
+    first = response_body(LIST)
+    next_link = f"{W}/computes?api-version=2024-10-01&$skipToken=page-2"
+    assert first["nextLink"] == "nextLink"
+    first["nextLink"] = next_link
+    from responses import matchers
+
+    with replay() as mock:
+        mock.get(f"{W}/computes", json={"value": [response_body(GET)]},
+                 match=[matchers.query_param_matcher({"$skipToken": "page-2"}, strict_match=False)])
+        mock.get(f"{W}/computes", json=first)
+        clusters = Provider(clients).list_clusters()
+    gets = sent(mock, "GET")
+    assert len(gets) == 2
+    assert "$skipToken" not in query_of(gets[0]) and query_of(gets[1])["$skipToken"] == "page-2"
+    # the AKS computes of page 1 are reported as computes that are not AmlCompute (azure-ai-ml calls their type
+    # "*** unsupported compute type ***"), so a stack cluster of that name is refused, never adopted
+    others = sorted(c.name for c in clusters if "size" not in c.attributes)
+    assert others == ["compute123", "compute1234"]
+    assert all(c.attributes["type"].lower() != "amlcompute" and c.tags == {} for c in clusters if "size" not in c.attributes)
+    (aml,) = [c for c in clusters if "size" in c.attributes]
+    assert aml.attributes == RECORDED_CLUSTER
+
+
+def test_a_recorded_aks_compute_of_the_same_name_is_not_adopted(tmp_path, clients):
+    loaded, resources = desired(tmp_path, STACK.replace("compute123:", "compute1234:"))
+    with replay() as mock:
+        mock.get(f"{W}/computes", json=response_body(LIST) | {"nextLink": None})
+        live = Provider(clients).refresh(resources)
+    result = plan(loaded, resources, live)
+    assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
+    assert not [c for c in result.changes if c.address == "cluster.compute1234"]
+
+
+def _lro(mock, method, url, recorded, status, **headers):
+    """Answer `method url` with a recorded response whose placeholder Azure-AsyncOperation/Location the replay
+    points at OPERATION, and that operation with Succeeded."""
+    answer = recorded["responses"][status]
+    swapped = {k: OPERATION for k in (answer.get("headers") or {}) if k in ("Azure-AsyncOperation", "Location")}
+    assert all("..." in v for k, v in (answer.get("headers") or {}).items() if k in swapped), "placeholders only"
+    mock.add(method, url, json=copy.deepcopy(answer.get("body")), status=int(status), headers={**swapped, **headers})
+    if swapped:
+        mock.get(OPERATION, json={"status": "Succeeded"})
+
+
+def test_create_sends_what_the_spec_and_the_recorded_create_say(tmp_path, monkeypatch):
+    """BasicAmlCompute.json: infra's PUT for the same cluster carries the recorded request's values and
+    nothing the spec marks read-only; the recorded 201 (Creating, Azure-AsyncOperation) completes."""
+    params = CREATE_BASIC["parameters"]
+    clients = azure_clients(monkeypatch, params, params["parameters"]["location"])
+    text = STACK.replace("location: eastus2", "location: eastus").replace(
+        "    network_settings: {subnet: test-subnet-resource-id}\n", "").replace("    description: some compute\n", "")
+    loaded, (cluster,) = desired(tmp_path, text)
+    with replay() as mock:
+        _lro(mock, "PUT", COMPUTE, CREATE_BASIC, "201")
+        mock.get(COMPUTE, json=owned(response_body(GET), cluster))
+        Provider(clients).put_cluster(cluster, ClusterSecrets(), None, None)
+    (put,) = sent(mock, "PUT")
+    body = body_of(put)
+    assert problems(body, "ComputeResource", request=True) == []
+    recorded = params["parameters"]
+    assert body["location"] == recorded["location"]
+    assert body["properties"]["computeType"] == recorded["properties"]["computeType"]
+    ours, theirs = body["properties"]["properties"], recorded["properties"]["properties"]
+    assert ours["vmSize"].lower() == theirs["vmSize"].lower()
+    for key in ("vmPriority", "scaleSettings", "remoteLoginPortPublicAccess", "enableNodePublicIp"):
+        assert ours[key] == theirs[key], key
+    assert body["tags"] == cluster.tags, "the ownership tags travel with the create"
+
+
+def test_create_with_a_subnet_and_ssh_sends_required_fields(tmp_path, clients):
+    """The fields the spec requires once their object is there: subnet.id, userAccountCredentials.adminUserName."""
+    text = STACK.replace("network_settings: {subnet: test-subnet-resource-id}",
+                         "network_settings: {vnet_name: vnet1, subnet: default}\n"
+                         "    ssh_public_access_enabled: false\n"
+                         "    ssh_settings: {admin_username: azureuser, ssh_key_value: ssh-rsa AAAAB3 contract}")
+    loaded, (cluster,) = desired(tmp_path, text)
+    with replay() as mock:
+        _lro(mock, "PUT", COMPUTE, CREATE_BASIC, "201")
+        mock.get(COMPUTE, json=owned(response_body(GET), cluster))
+        Provider(clients).put_cluster(cluster, ClusterSecrets("azureuser", None, "ssh-rsa AAAAB3 contract"),
+                                      "default", "vnet1")
+    body = body_of(sent(mock, "PUT")[0])
+    assert problems(body, "ComputeResource", request=True) == []
+    props = body["properties"]["properties"]
+    assert props["subnet"]["id"].lower() == cluster.attributes["subnet"]
+    assert props["userAccountCredentials"]["adminUserName"] == "azureuser"
+    assert props["remoteLoginPortPublicAccess"] == "Disabled"
+
+
+def test_scale_change_is_an_update_sent_as_the_recorded_update(tmp_path, clients):
+    """patch.json and createOrUpdate/AmlCompute.json both take the recorded cluster to 4..4 nodes. The plan
+    calls that an in-place update; infra sends it as a full PUT (as createOrUpdate/AmlCompute.json does) whose
+    scale settings are the recorded ones, and whose scale part is a valid ClusterUpdateParameters."""
+    # the recorded subnet id "test-subnet-resource-id" is a placeholder: here a full id, as Azure reports one
+    text = STACK.replace("subnet: test-subnet-resource-id", f"subnet: {SUBNET_ID}")
+    _, (applied,) = desired(tmp_path, text)
+    loaded, (cluster,) = desired(tmp_path, text.replace("min_instances: 0", "min_instances: 4")
+                                 .replace("max_instances: 1", "max_instances: 4"))
+    live = LiveState()
+    recorded = response_body(GET)
+    recorded["properties"]["properties"]["subnet"] = {"id": SUBNET_ID}
+    with replay() as mock:
+        mock.get(COMPUTE, json=owned(recorded, applied))
+        live.clusters["compute123"] = Provider(clients).read_cluster("compute123")
+    (change,) = plan(loaded, [cluster], live).changes
+    assert change.actions == UPDATE and change.replace_paths == []
+    assert change.action_reason == "update_in_place: min_instances, max_instances"
+
+    with replay() as mock:
+        _lro(mock, "PUT", COMPUTE, UPDATE_BY_PUT, "201")
+        mock.get(COMPUTE, json=response_body(UPDATE_BY_PUT, "200"))
+        Provider(clients).put_cluster(cluster, ClusterSecrets(), SUBNET_ID, None)
+    body = body_of(sent(mock, "PUT")[0])
+    assert problems(body, "ComputeResource", request=True) == []
+    scale = body["properties"]["properties"]["scaleSettings"]
+    assert scale == PATCH["parameters"]["parameters"]["properties"]["properties"]["scaleSettings"]
+    assert scale == UPDATE_BY_PUT["parameters"]["parameters"]["properties"]["properties"]["scaleSettings"]
+    assert body["properties"]["description"] == UPDATE_BY_PUT["parameters"]["parameters"]["properties"]["description"]
+    as_update = {"properties": {"properties": {"scaleSettings": scale}}}
+    assert problems(as_update, "ClusterUpdateParameters", request=True) == []
+    assert body["properties"]["properties"]["subnet"] == {"id": SUBNET_ID}, "kept as Azure reported it"
+
+
+@pytest.mark.parametrize("status", ["200", "202", "204"])
+def test_delete_waits_for_the_recorded_answers(clients, status):
+    """delete.json: 200, 202 (Azure-AsyncOperation + Location) or 204; infra then reads until a 404."""
+    not_found = {"error": {"code": "ResourceNotFound", "message": "compute123 not found"}}
+    assert problems(not_found, "ErrorResponse", request=False,
+                    spec="https://github.com/Azure/azure-rest-api-specs/blob/main/specification/common-types/"
+                         "resource-management/v3/types.json") == []
+    with replay(every_answer_used=False) as mock:  # the SDK need not follow the recorded Location too
+        _lro(mock, "DELETE", COMPUTE, DELETE, status)
+        mock.get(COMPUTE, json=not_found, status=404)
+        Provider(clients).delete_cluster("compute123", wait_gone_s=5, poll_s=0.01)
+    (request,) = sent(mock, "DELETE")
+    assert query_of(request)["underlyingResourceAction"] == DELETE["parameters"]["underlyingResourceAction"]
+    assert request.url.split("?")[0] == COMPUTE
+
