@@ -26,7 +26,7 @@ from infra_cli.plan.engine import plan_stack  # noqa: E402
 from infra_cli.stack.load import load_stack  # noqa: E402
 
 HEAD = """stack: bench
-workspace: {subscription_id: 00000000-0000-0000-0000-0000000000b1, resource_group: rg, name: ws, location: eastus}
+workspace: {subscription_id: 00000000-0000-0000-0000-0000000000b1, resource_group: rg, name: mlw, location: eastus}
 """
 
 

@@ -12,10 +12,63 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
 
+EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+DEBUG_VARIABLE = "INFRA_DEBUG"  # =1: print the traceback of an error as well
+
+
+def _azure_error(exc: BaseException) -> bool:
+    """Whether the SDKs raised it: every azure-core and azure-ai-ml error derives from AzureError.
+    Only checked when azure.core is already imported (an offline command never imports it)."""
+    module = sys.modules.get("azure.core.exceptions")
+    return module is not None and isinstance(exc, module.AzureError)
+
+
+def report_error(exc: BaseException) -> int:
+    """The one place an exception that escaped a command is reported: what it is, in one line, no traceback
+    (unless INFRA_DEBUG=1). Azure's refusals, local OS errors and bugs each read as what they are."""
+    import os
+
+    if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, DiagnosticError):
+        print_diagnostics(exc.diagnostics)
+    elif _azure_error(exc):
+        from infra_cli.azure.provider import azure_error_code, azure_error_message
+
+        print(f"error: Azure refused: {azure_error_code(exc)}: {azure_error_message(exc)}", file=sys.stderr)
+    elif isinstance(exc, OSError):  # local: a file, a directory, a socket on this machine
+        what = exc.strerror or str(exc) or type(exc).__name__
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {type(exc).__name__}: {what}{where}", file=sys.stderr)
+    else:
+        text = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"error: internal error (a bug in infra): {type(exc).__name__}{': ' + text if text else ''}\n"
+              f"  hint: run again with {DEBUG_VARIABLE}=1 to see the traceback, and report it", file=sys.stderr)
+    return EXIT_ERROR
+
+
+class _ReportingGroup(TyperGroup):
+    """Every command runs inside this: an exception no command handled becomes one line (report_error)."""
+
+    def invoke(self, ctx):
+        # Typer carries its own copy of click: its exception classes are found through Typer's public ones.
+        click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click_exception):
+            raise
+        except Exception as exc:
+            raise typer.Exit(report_error(exc)) from None
+
+
 app = typer.Typer(
+    cls=_ReportingGroup,
     name="infra",
     help="Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning.",
     no_args_is_help=True,
@@ -23,8 +76,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
 
 def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:

@@ -1,4 +1,8 @@
-"""plan / apply / destroy / import / force-unlock: parse, call the engine, render, exit code."""
+"""plan / apply / destroy / import / force-unlock: parse, call the engine, render, exit code.
+
+Errors the commands do not handle (Azure's refusals, local OS errors, bugs) are reported by the CLI's one
+wrapper (infra_cli.cli.report_error).
+"""
 
 from __future__ import annotations
 
@@ -16,13 +20,6 @@ def _fail(exc) -> typer.Exit:
     from infra_cli.cli import print_diagnostics
 
     print_diagnostics(exc.diagnostics)
-    return typer.Exit(EXIT_ERROR)
-
-
-def _azure_failure(exc: Exception) -> typer.Exit:
-    from infra_cli.azure.provider import azure_error_code, azure_error_message
-
-    print(f"error: Azure refused: {azure_error_code(exc)}: {azure_error_message(exc)}", file=sys.stderr)
     return typer.Exit(EXIT_ERROR)
 
 
@@ -136,8 +133,6 @@ def register(app: typer.Typer) -> None:
             outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images)
         except DiagnosticError as exc:
             raise _fail(exc)
-        except Exception as exc:
-            raise _azure_failure(exc)
         p = outcome.plan
         if as_json:
             print(json.dumps(p.to_json(), indent=2))
@@ -150,7 +145,7 @@ def register(app: typer.Typer) -> None:
             write_plan_file(out, p, outcome.loaded.path, list(target))
             if not as_json:
                 print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}")
-        has_changes = bool(p.changes or p.drift)
+        has_changes = bool(p.changes or p.drift or p.smoke_jobs)  # a pending smoke is a change apply makes
         raise typer.Exit(EXIT_CHANGES if detailed_exitcode and has_changes else EXIT_OK)
 
     @app.command()
@@ -189,8 +184,6 @@ def register(app: typer.Typer) -> None:
             print(import_resource(address, azure_name, stack, local=local))
         except DiagnosticError as exc:
             raise _fail(exc)
-        except Exception as exc:
-            raise _azure_failure(exc)
 
     @app.command("force-unlock")
     def force_unlock(
@@ -229,16 +222,21 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                       file=sys.stderr)
                 raise typer.Exit(EXIT_ERROR)
             print(render_plan(outcome.plan, colour=sys.stdout.isatty()))
-            if not outcome.plan.changes:
+            if not outcome.plan.changes and not (outcome.plan.smoke_jobs and not destroy):
+                raise typer.Exit(EXIT_OK)
+            if not outcome.plan.changes and no_smoke:
+                print(f"Smoke jobs not run (--no-smoke): {', '.join(outcome.plan.smoke_jobs)}")
                 raise typer.Exit(EXIT_OK)
             verb = "destroy all resources of" if destroy else "perform these actions on"
             approved = _confirm(f"Do you want infra to {verb} stack {outcome.plan.stack!r}?", auto_approve)
         if not approved:
             print("Apply cancelled.")
             raise typer.Exit(EXIT_ERROR)
-        with _Progress() as progress:
-            result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
-                                   operation="destroy" if destroy else "apply")
+        result = None
+        if outcome.plan.changes:  # only pending smoke jobs: nothing to lock or change, just run them
+            with _Progress() as progress:
+                result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
+                                       operation="destroy" if destroy else "apply")
     except LockHeld as exc:
         info = exc.info
         print(f"error: stack {outcome.plan.stack!r} is locked by {info.holder} since {info.since} ({info.operation}).\n"
@@ -247,11 +245,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
         raise typer.Exit(EXIT_ERROR)
     except DiagnosticError as exc:
         raise _fail(exc)
-    except typer.Exit:
-        raise
-    except Exception as exc:
-        raise _azure_failure(exc)
-    code = _summary(result, "Destroy" if destroy else "Apply")
+    code = _summary(result, "Destroy" if destroy else "Apply") if result is not None else EXIT_OK
     if code == EXIT_OK and not no_smoke and outcome.plan.smoke_jobs:
         code = _run_smoke(outcome, outcome.plan.smoke_jobs)
     raise typer.Exit(code)

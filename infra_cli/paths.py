@@ -7,6 +7,9 @@ INFRA_TEMPLATES_DIR point elsewhere, e.g. at a user's extended catalog.
 from __future__ import annotations
 
 import os
+import shutil
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -23,3 +26,118 @@ def templates_dir() -> Path:
 def local_state_dir() -> Path:
     """Where `--local` keeps the emulated cloud (DESIGN.md: ./.infra/local/ or INFRA_LOCAL_DIR)."""
     return Path(os.environ.get("INFRA_LOCAL_DIR") or Path.cwd() / ".infra" / "local")
+
+
+# ---- files a stack names: inside its project, never through a symlink out of it --------------------------
+# Build contexts, conda files and code resolve inside the stack's project (the git work tree that
+# holds the stack, else the stack's directory); a context's symlinks are never followed out of it.
+
+AZUREML_IGNORE_FILES = (".amlignore", ".gitignore")  # the first that exists at the context's top counts
+
+
+def project_root(stack_file: Path) -> Path:
+    """The git work tree holding the stack file (a `.git` directory or file), else the stack's directory."""
+    start = Path(stack_file).resolve().parent
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether `path`, with every symlink resolved, lies in `root` (resolved)."""
+    return Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    source: Path    # the regular file to read (a symlink's target, when the link stays inside the context)
+    relative: str   # where it goes in the upload, with '/' separators
+
+
+@dataclass(frozen=True)
+class ContextListing:
+    files: list[ContextFile]
+    skipped: list[str]  # "PATH -> TARGET (why)": links out of the context, links to directories, FIFOs...
+
+
+def _ignore_spec(root: Path):
+    """The context's ignore rules as Azure ML applies them: .amlignore, else .gitignore, at the top only
+    (azure-ai-ml's get_ignore_file), gitignore-style patterns matched against each file's relative path."""
+    for name in AZUREML_IGNORE_FILES:
+        path = root / name
+        if path.is_file() and inside(path, root):
+            import pathspec
+
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                lines = [line.rstrip() for line in fh]
+            return pathspec.GitIgnoreSpec.from_lines(lines), any(line.startswith("!") for line in lines)
+    return None, False
+
+
+def context_files(root: Path) -> ContextListing:
+    """The files of a build or code context that are uploaded: what the ignore file keeps, regular files only,
+    symlinks only when they resolve to a regular file inside the context. Directory symlinks are not entered
+    (`loop -> .` would recurse forever, `out -> /etc` leaves the context). Sorted by relative path."""
+    root = Path(root)
+    real_root = root.resolve()
+    spec, negates = _ignore_spec(root)
+    files: list[ContextFile] = []
+    skipped: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        kept_dirs = []
+        for d in sorted(dirnames):
+            rel = prefix + d
+            if spec is not None and not negates and spec.match_file(rel + "/"):
+                continue  # ignored as a whole (no `!pattern` can bring a file back)
+            if (here / d).is_symlink():
+                skipped.append(f"{rel} -> {os.readlink(here / d)} (a link to a directory is not followed)")
+                continue
+            kept_dirs.append(d)
+        dirnames[:] = kept_dirs
+        for name in sorted(filenames):
+            rel = prefix + name
+            if spec is not None and spec.match_file(rel):
+                continue
+            path = here / name
+            if path.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(real_root):
+                    skipped.append(f"{rel} -> {os.readlink(path)} (outside the context)")
+                    continue
+                if not target.is_file():
+                    skipped.append(f"{rel} -> {os.readlink(path)} (not a regular file)")
+                    continue
+                files.append(ContextFile(target, rel))
+            elif stat.S_ISREG(path.lstat().st_mode):
+                files.append(ContextFile(path, rel))
+            else:
+                skipped.append(f"{rel} (not a regular file)")
+    files.sort(key=lambda f: f.relative)
+    return ContextListing(files, skipped)
+
+
+def copy_no_wider(source: Path, destination: Path) -> None:
+    """Copy a regular file; the copy's mode is the source's permission bits, never wider (a 0600 key stays
+    0600), and an existing symlink at the destination is replaced, not followed."""
+    mode = stat.S_IMODE(os.stat(source).st_mode) & 0o777
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if destination.is_symlink():
+        destination.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with open(source, "rb") as src, os.fdopen(os.open(destination, flags, 0o600), "wb") as dst:
+        os.fchmod(dst.fileno(), mode)
+        shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def stage_context(root: Path, destination: Path) -> ContextListing:
+    """Copy what `context_files` keeps into `destination` (a fresh directory), the ignore file included,
+    so an uploader that walks `destination` sees only that."""
+    listing = context_files(root)
+    destination.mkdir(parents=True, exist_ok=True)
+    for f in listing.files:
+        copy_no_wider(f.source, destination / f.relative)
+    return listing

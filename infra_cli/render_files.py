@@ -22,6 +22,7 @@ from typing import Any, Callable
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.paths import copy_no_wider, stage_context
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment
 
@@ -122,16 +123,19 @@ class _Writer:
 
     def copy_file(self, source: Path, relative: str) -> None:
         path = self.out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, path)
+        copy_no_wider(source, path)  # a 0600 file stays 0600 in the output
         self.written.append(path)
 
     def copy_tree(self, source: Path, relative: str) -> None:
+        """The context as it is uploaded (paths.context_files): no symlink followed out of it, ignored files
+        left out, modes no wider than the source's."""
         path = self.out / relative
-        if path.exists():
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
             shutil.rmtree(path)
-        shutil.copytree(source, path)
-        self.written.extend(p for p in sorted(path.rglob("*")) if p.is_file())
+        listing = stage_context(source, path)
+        self.written.extend(path / f.relative for f in listing.files)
 
 
 def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environment) -> Diagnostic | None:

@@ -14,7 +14,7 @@ from infra_cli.stack.load import load_stack
 
 STACK = """
 stack: demo
-workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: ws, location: eastus}
+workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}
 clusters:
   gpu:
     size: Standard_ND96asr_v4

@@ -25,7 +25,7 @@ HOSTILE = "ddp'; touch /tmp/PWNED_$USER; echo '$(id)`id`\"\nkey: injected"
 def _stack_text(dist_name: str, env_value: str, extra: str = "") -> str:
     return f"""
 stack: hostile
-workspace: {{subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: ws, location: eastus}}
+workspace: {{subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}}
 clusters:
   a100: {{size: Standard_ND96asr_v4, max_instances: 2, infiniband: required}}
 environments:

@@ -20,7 +20,7 @@ from infra_cli.stack.load import load_stack, parse_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = ROOT / "tests" / "fixtures" / "bad_stacks"
-WORKSPACE = ("workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: ws, "
+WORKSPACE = ("workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, "
              "location: eastus}\n")
 
 
@@ -44,7 +44,7 @@ stack: full-stack
 workspace:
   subscription_id: 0A1B2C3D-0000-0000-0000-000000000000
   resource_group: rg
-  name: ws
+  name: mlw
   location: West Europe
 clusters:
   gpu:

@@ -19,7 +19,7 @@ from infra_cli.validate.rules import RULES
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = """\
 stack: t
-workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: ws, location: eastus}
+workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}
 """
 A100 = "Standard_ND96asr_v4"
 CURATED = "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"
@@ -214,8 +214,8 @@ def test_build_context_without_its_dockerfile(tmp_path):
     (tmp_path / "ctx" / "gpu.Dockerfile").write_text("FROM scratch\n")
     assert not check(tmp_path, "environments:\n  env:\n    build: {path: ctx, dockerfile_path: gpu.Dockerfile}\n"
                      ).of("environment.file-missing")
-    # `/` has no Dockerfile either: refused before plan would hash the whole filesystem.
-    assert check(tmp_path, "environments:\n  env:\n    build: {path: /}\n").of("environment.file-missing")
+    # `/` is outside the stack's project: refused before plan would hash the whole filesystem.
+    assert check(tmp_path, "environments:\n  env:\n    build: {path: /}\n").of("paths.outside-project")
 
 
 def test_unknown_build_template(tmp_path):

@@ -14,6 +14,7 @@ both "create" it, and both would believe they hold the stack lock.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -64,7 +65,11 @@ class Operation:
 
 class Store:
     def __init__(self, state_dir: Path):
-        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The state holds job specs with their environment variables (secrets among them): owner-only.
+        # SQLite gives the -wal and -shm files the database file's mode.
+        os.close(os.open(state_dir / STATE_FILE, os.O_RDWR | os.O_CREAT, 0o600))
+        os.chmod(state_dir / STATE_FILE, 0o600)
         self._db = sqlite3.connect(state_dir / STATE_FILE, check_same_thread=False, isolation_level=None,
                                    timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")

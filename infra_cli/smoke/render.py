@@ -7,8 +7,10 @@ OUT/jobs/NAME/train-job.yml, each ready for `az ml job create -f`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +62,29 @@ def render_job_yaml(spec: CommandJobSpec) -> str:
     return _template("command_job.yaml.j2").render(spec=spec)
 
 
+def job_file_text(loaded: LoadedStack, distribution: str, spec: CommandJobSpec, file_name: str) -> str:
+    """The job YAML as a file on disk (rendered, or uploaded with the smoke job's code): environment variables
+    whose values came from ${VAR} are sensitive, so the file holds the stack's reference instead of the value,
+    and a header says how to pass it. (The job submitted through the SDK carries the real value.)"""
+    sensitive = loaded.source.sensitive(("distributions", distribution, "environment_variables"))
+    sensitive = {k: v for k, v in sensitive.items() if k in spec.environment_variables}
+    if not sensitive:
+        return render_job_yaml(spec)
+    shown = dataclasses.replace(spec, environment_variables={
+        k: (sensitive[k] or "(sensitive value)") if k in sensitive else v for k, v in spec.environment_variables.items()})
+    sets = " ".join(f'--set environment_variables.{k}="{_shell_reference(written)}"' for k, written in sensitive.items())
+    header = (f"# Sensitive values (from ${{VAR}} in the stack) are not written here: environment_variables."
+              f"{', environment_variables.'.join(sensitive)}.\n"
+              f"# Pass them when creating: az ml job create -f {file_name} {sets}\n")
+    return header + render_job_yaml(shown)
+
+
+def _shell_reference(written: str) -> str:
+    """`${NAME}` as the shell's "$NAME"; any other text as written (the shell expands ${NAME} inside it)."""
+    m = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", written)
+    return f"${m.group(1)}" if m else written
+
+
 def smoke_jobs(loaded: LoadedStack, names: list[str] | None = None) -> list[SmokeJob]:
     """The smoke jobs of the named distributions (default: every one whose smoke is enabled)."""
     stack = loaded.stack
@@ -74,7 +99,7 @@ def write_smoke_job(loaded: LoadedStack, job: SmokeJob, directory: Path) -> list
     script = directory / job.script
     script.write_text(render_smoke_script(job.script, loaded.stack.stack, job.name), encoding="utf-8")
     yaml_path = directory / SMOKE_JOB_FILE
-    yaml_path.write_text(render_job_yaml(job.spec), encoding="utf-8")
+    yaml_path.write_text(job_file_text(loaded, job.name, job.spec, SMOKE_JOB_FILE), encoding="utf-8")
     return [yaml_path, script]
 
 
@@ -105,6 +130,6 @@ def render_distribution_jobs(loaded_stack: LoadedStack, out_dir: Path) -> list[P
         if spec is not None:
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / TRAINING_JOB_FILE
-            path.write_text(render_job_yaml(spec), encoding="utf-8")
+            path.write_text(job_file_text(loaded_stack, name, spec, TRAINING_JOB_FILE), encoding="utf-8")
             written.append(path)
     return written

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.model import Stack, flatten_distribution
-from infra_cli.stack.source import SourceMap, load_yaml
+from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text
 
 
 @dataclass(frozen=True)
@@ -144,13 +144,6 @@ def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None) 
 
 def load_stack(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedStack:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DiagnosticError([Diagnostic("error", "stack.not-found", f"no such file: {p}", str(p), None, None,
-                                          "pass the path of a stack YAML file, e.g. stacks/ib-a100.yaml")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DiagnosticError([Diagnostic("error", "stack.unreadable", f"cannot read {p}: {exc}", str(p), None, None,
-                                          "the stack file must be readable UTF-8 text")]) from None
+    text = read_stack_text(p)  # a regular file under a size cap (a FIFO would block the read)
     stack, source = parse_stack(text, str(path), environ)
     return LoadedStack(stack, p.resolve(), source)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -20,6 +21,12 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error.
 _INTERPOLATION = re.compile(r"\$\$|\$\{([^}]*)\}|\$\{")
 _MAX_NODES = 100_000
+# Bounds on hostile input (a stack is a few KiB nested about six levels): the file read, the nesting the
+# recursive composer and builder may see, and the text that aliases may expand to (each *alias repeats
+# its anchor's text, so a small file can otherwise print a gigabyte).
+MAX_STACK_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_EXPANDED_BYTES = 4 << 20
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Path = tuple  # a path into the document: keys (str) and list indices (int)
@@ -35,6 +42,7 @@ class SourceMap:
     values: dict[Path, tuple[int, int]] = field(default_factory=dict)
     keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
     interpolated: set = field(default_factory=set)  # paths whose value came (partly) from ${VAR}
+    written: dict = field(default_factory=dict)  # interpolated path -> the text the stack wrote (e.g. "${TOKEN}")
 
     def position(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of `path`, or of its nearest ancestor that has one."""
@@ -47,6 +55,13 @@ class SourceMap:
                 return self.values[p]
             p = p[:-1]
         return self.values.get((), (1, 1))
+
+    def sensitive(self, mapping: Path) -> dict[str, str]:
+        """Keys of the mapping at `mapping` whose values came from ${VAR}, with the text the stack wrote.
+        Interpolated values are sensitive (as Terraform's `sensitive`): never shown or written out."""
+        n = len(mapping)
+        return {p[n]: self.written.get(p, "") for p in self.interpolated
+                if len(p) == n + 1 and tuple(p[:n]) == tuple(mapping) and isinstance(p[n], str)}
 
     def diagnostic(self, path: Path, rule: str, message: str, hint: str | None = None,
                    severity: str = "error", *, key: bool = False) -> Diagnostic:
@@ -67,6 +82,7 @@ class _Builder:
         self._scalars = yaml.constructor.SafeConstructor()
         self._open: set[int] = set()  # ids of collection nodes being built: an alias back to one is a cycle
         self._built = 0
+        self._bytes = 0  # text built so far, counting every alias expansion
 
     def build(self, node: yaml.Node, path: Path) -> Any:
         self._built += 1
@@ -74,6 +90,8 @@ class _Builder:
             line, column = _mark(node)
             raise DiagnosticError([Diagnostic("error", "stack.syntax", f"the document expands to more than {_MAX_NODES} values",
                                               self.source.file, line, column, "use fewer YAML aliases (*name)")])
+        if isinstance(node, yaml.ScalarNode):
+            self._count_bytes(node)
         self.source.values[path] = _mark(node)
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             if id(node) in self._open:
@@ -90,8 +108,17 @@ class _Builder:
             interpolated = self._interpolate(value, node)
             if interpolated != value.replace("$$", "$"):
                 self.source.interpolated.add(path)
+                self.source.written[path] = value
             value = interpolated
         return value
+
+    def _count_bytes(self, node: yaml.ScalarNode) -> None:
+        self._bytes += len(node.value) + 1
+        if self._bytes > MAX_EXPANDED_BYTES:
+            line, column = _mark(node)
+            raise DiagnosticError([Diagnostic(
+                "error", "stack.too-large", f"the document expands to more than {MAX_EXPANDED_BYTES >> 20} MiB of text",
+                self.source.file, line, column, "use fewer YAML aliases (*name) to large values")])
 
     def _build_collection(self, node: yaml.Node, path: Path) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -105,6 +132,7 @@ class _Builder:
                     self._error(key_node, "stack.syntax", "YAML merge keys (<<) are not supported",
                                 "repeat the fields instead of merging")
                     continue
+                self._count_bytes(key_node)
                 key = self._scalar(key_node)
                 key = str(key) if not isinstance(key, str) else key
                 if key in out:
@@ -183,9 +211,67 @@ class _Builder:
         self.errors.append(Diagnostic("error", rule, message, self.source.file, at[0], at[1], hint))
 
 
+def read_stack_text(path: str | os.PathLike) -> str:
+    """The text of a stack file: a regular file of at most MAX_STACK_BYTES, checked before reading.
+
+    Opened non-blocking, so a FIFO (or a device) is refused at once instead of waiting for a writer.
+    Raises DiagnosticError for anything that is not a readable UTF-8 regular file.
+    """
+    file = str(path)
+
+    def refuse(rule: str, message: str, hint: str) -> DiagnosticError:
+        return DiagnosticError([Diagnostic("error", rule, message, file, None, None, hint)])
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise refuse("stack.not-found", f"no such file: {file}",
+                     "pass the path of a stack YAML file, e.g. stacks/ib-a100.yaml") from None
+    except OSError as exc:
+        raise refuse("stack.unreadable", f"cannot read {file}: {exc.strerror or exc}",
+                     "the stack file must be a readable regular file") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise refuse("stack.unreadable", f"{file} is {kind}, not a stack file",
+                     "pass the path of a stack YAML file (a regular file)")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = fh.read(MAX_STACK_BYTES + 1)
+        except OSError as exc:
+            raise refuse("stack.unreadable", f"cannot read {file}: {exc.strerror or exc}",
+                         "the stack file must be a readable regular file") from None
+    if len(data) > MAX_STACK_BYTES:
+        raise refuse("stack.too-large", f"{file} is larger than {MAX_STACK_BYTES >> 20} MiB",
+                     "a stack file is a few KiB: split it, or move large content into files it names")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise refuse("stack.unreadable", f"{file} is not UTF-8 text: {exc.reason} at byte {exc.start}",
+                     "save the stack file as UTF-8") from None
+
+
+def _check_depth(text: str, file: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before composing: the composer recurses per level (a RecursionError
+    at ~1,000 levels, a crash of the C composer at ~50,000). The event stream is read without recursion."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise DiagnosticError([Diagnostic(
+                    "error", "stack.too-deep", f"the document nests more than {MAX_DEPTH} levels deep", file,
+                    mark.line + 1, mark.column + 1, "a stack nests a few levels: flatten this structure")])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
 def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Any, SourceMap]:
     """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation."""
     try:
+        _check_depth(text, file)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -222,3 +222,41 @@ def launchers() -> "LauncherTable":
             tuple(row.get("per_node_flags") or ()), tuple(row.get("multi_node_requires") or ()), row["source"]))
     return LauncherTable(tuple(specs), tuple(data["python_interpreters"]), frozenset(data["wrappers"]),
                          frozenset(data["shells"]))
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """A name Azure accepts (validators/names.yaml): matched whole, with re.fullmatch."""
+
+    what: str
+    section: str
+    field: str | None  # a key of `section` (workspace.name), or None when the section's keys are the names
+    rule_id: str
+    pattern: re.Pattern
+    rule: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TagLimits:
+    max_tags: int
+    max_name_length: int
+    max_value_length: int
+    name_forbidden_characters: str
+    reserved_prefix: str
+    infra_tags: int
+    source: str
+
+
+@lru_cache(maxsize=1)
+def name_rules() -> tuple[NameRule, ...]:
+    rows = _read("names.yaml")["names"]
+    return tuple(NameRule(r["what"], r["section"], r.get("field"), r["rule_id"], re.compile(r["pattern"]), r["rule"],
+                          r["source"]) for r in rows.values())
+
+
+@lru_cache(maxsize=1)
+def tag_limits() -> TagLimits:
+    t = _read("names.yaml")["tags"]
+    return TagLimits(int(t["max_tags"]), int(t["max_name_length"]), int(t["max_value_length"]),
+                     str(t["name_forbidden_characters"]), str(t["reserved_prefix"]), int(t["infra_tags"]), t["source"])

@@ -20,35 +20,13 @@ from infra_cli.catalog import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.dockerfile import template_parameters
 from infra_cli.image.spec import SpecError, parse_requirement
-from infra_cli.paths import templates_dir
+from infra_cli.paths import context_files, inside, project_root, templates_dir
 from infra_cli.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution, Environment
 from infra_cli.validate import knowledge
 from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
-
-
-@dataclass(frozen=True)
-class NamePattern:
-    section: str
-    rule: str
-    pattern: re.Pattern
-    what: str
-    hint: str
-
-
-# Names Azure accepts. Distribution names become plan addresses (smoke.NAME) and part of job names.
-NAME_PATTERNS = (
-    NamePattern("clusters", "cluster.name", re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$"),
-                "an Azure ML compute name",
-                "use 3-24 characters: a letter first, then letters, digits or hyphens, not ending in a hyphen"),
-    NamePattern("environments", "environment.name", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$"),
-                "an Azure ML asset name", "start with a letter or digit; then letters, digits, '-', '_' or '.'"),
-    NamePattern("distributions", "distribution.name", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"),
-                "usable in an Azure ML job name",
-                "use up to 100 letters, digits, '-' or '_', starting with a letter or digit"),
-)
 
 
 @dataclass(frozen=True)
@@ -95,11 +73,47 @@ def _ib_sizes(catalog: Catalog) -> str:
 
 @rule
 def resource_names(ctx: Context) -> Iterator[Diagnostic]:
-    for np in NAME_PATTERNS:
-        for name in getattr(ctx.stack, np.section):
-            if not np.pattern.match(name):
-                yield ctx.at((np.section, name), np.rule, f"{np.section[:-1]} name {name!r} is not {np.what}",
-                             np.hint, key=True)
+    """Names Azure would refuse (validators/names.yaml), matched whole: `rg/../x`, `../../etc` and a name
+    with a trailing newline never reach a URL or a path."""
+    for r in knowledge.name_rules():
+        if r.field is not None:
+            names = [(getattr(getattr(ctx.stack, r.section), r.field), (r.section, r.field), False)]
+        else:
+            names = [(name, (r.section, name), True) for name in getattr(ctx.stack, r.section)]
+        for name, path, is_key in names:
+            if not r.pattern.fullmatch(name):
+                yield ctx.at(path, r.rule_id, f"{r.what} {name!r} is not a name Azure accepts",
+                             f"use {r.rule} ({r.source})", key=is_key)
+
+
+@rule
+def tags(ctx: Context) -> Iterator[Diagnostic]:
+    """Azure Resource Manager's tag limits (validators/names.yaml), counting the tags infra adds itself."""
+    limits = knowledge.tag_limits()
+    room = limits.max_tags - limits.infra_tags
+    for section in ("clusters", "environments"):
+        for name, resource in getattr(ctx.stack, section).items():
+            path = (section, name, "tags")
+            if len(resource.tags) > room:
+                yield ctx.at(path, "tags.count",
+                             f"{section[:-1]} {name!r} has {len(resource.tags)} tags; Azure allows {limits.max_tags} "
+                             f"per resource and infra adds up to {limits.infra_tags} of its own",
+                             f"keep at most {room} tags ({limits.source})", key=True)
+            for tag, value in resource.tags.items():
+                bad = sorted(set(tag) & set(limits.name_forbidden_characters))
+                if len(tag) > limits.max_name_length or bad or not tag.strip():
+                    why = (f"is longer than {limits.max_name_length} characters" if len(tag) > limits.max_name_length
+                           else f"contains {' '.join(bad)}" if bad else "is empty")
+                    yield ctx.at(path + (tag,), "tags.name", f"tag name {tag[:60]!r} {why}",
+                                 f"tag names have 1-{limits.max_name_length} characters, none of "
+                                 f"{' '.join(limits.name_forbidden_characters)} ({limits.source})", key=True)
+                elif tag.lower().startswith(limits.reserved_prefix):
+                    yield ctx.at(path + (tag,), "tags.reserved", f"tag name {tag!r} is reserved for infra's own tags",
+                                 f"choose a name that does not start with {limits.reserved_prefix!r}", key=True)
+                if len(value) > limits.max_value_length:
+                    yield ctx.at(path + (tag,), "tags.value",
+                                 f"the value of tag {tag[:60]!r} has {len(value)} characters; Azure allows "
+                                 f"{limits.max_value_length}", f"shorten it ({limits.source})")
 
 
 def _same_family(size: str, catalog: Catalog) -> list[str]:
@@ -270,30 +284,79 @@ def environment_requires(ctx: Context) -> Iterator[Diagnostic]:
                              "write a spec such as openmpi>=4.1, mpi, ibverbs, nccl>=2.18")
 
 
+def _outside_project(ctx: Context, path: tuple, what: str, relative: str) -> Diagnostic | None:
+    """A file the stack names must resolve, symlinks and `..` included, inside the stack's project: apply
+    uploads it and render copies it, so `../../.ssh/id_rsa` or a link to /etc would leave the machine."""
+    root = project_root(ctx.loaded.path)
+    if inside(ctx.loaded.base_dir / relative, root):
+        return None
+    return ctx.at(path, "paths.outside-project",
+                  f"{what} {relative!r} resolves to {(ctx.loaded.base_dir / relative).resolve()}, outside the stack's "
+                  f"project {root}", "keep the files a stack names inside its project (the git work tree that holds "
+                  "the stack, else the stack's directory); copy them in instead of linking out")
+
+
+def _context_diagnostics(ctx: Context, path: tuple, context: Path, dockerfile_path: str) -> Iterator[Diagnostic]:
+    if not inside(context / dockerfile_path, context):
+        yield ctx.at(path[:-1] + ("dockerfile_path",), "paths.outside-context",
+                     f"dockerfile_path {dockerfile_path!r} lies outside the build context {context}",
+                     "Azure ML builds only from the uploaded context: put the Dockerfile inside build.path")
+        return
+    listing = context_files(context)
+    if listing.skipped:
+        shown = "; ".join(listing.skipped[:5]) + (f"; and {len(listing.skipped) - 5} more" if len(listing.skipped) > 5 else "")
+        yield ctx.at(path, "paths.context-skipped",
+                     f"build context {context} has entries that are not uploaded: {shown}",
+                     "symlinks are never followed out of a context (nor into directories); copy what the build "
+                     "needs into the context, or list the entries in its .amlignore", "warning")
+
+
 @rule
 def environment_files(ctx: Context) -> Iterator[Diagnostic]:
     base = ctx.loaded.base_dir
     for name, env in ctx.stack.environments.items():
-        if env.conda_file and not (base / env.conda_file).is_file():
-            yield ctx.at(("environments", name, "conda_file"), "environment.file-missing",
-                         f"conda file {env.conda_file!r} does not exist (looked in {base})",
-                         "conda_file is relative to the stack file")
-        if env.build and env.build.path and not (base / env.build.path).is_dir():
-            yield ctx.at(("environments", name, "build", "path"), "environment.file-missing",
-                         f"build context {env.build.path!r} is not a directory (looked in {base})",
-                         "build.path is relative to the stack file")
-        elif env.build and env.build.path and not (base / env.build.path / env.build.dockerfile_path).is_file():
-            # Azure ML uploads the whole directory before it finds there is nothing to build.
-            yield ctx.at(("environments", name, "build", "path"), "environment.file-missing",
-                         f"build context {env.build.path!r} has no {env.build.dockerfile_path} "
-                         f"(looked for {base / env.build.path / env.build.dockerfile_path})",
-                         "point build.path at the directory that holds the Dockerfile, or set build.dockerfile_path")
+        if env.conda_file:
+            where = ("environments", name, "conda_file")
+            outside = _outside_project(ctx, where, "conda_file", env.conda_file)
+            if outside is not None:
+                yield outside
+            elif not (base / env.conda_file).is_file():
+                yield ctx.at(where, "environment.file-missing",
+                             f"conda file {env.conda_file!r} does not exist (looked in {base})",
+                             "conda_file is relative to the stack file")
+        if env.build and env.build.path:
+            where = ("environments", name, "build", "path")
+            context = base / env.build.path
+            outside = _outside_project(ctx, where, "build.path", env.build.path)
+            if outside is not None:
+                yield outside
+            elif not context.is_dir():
+                yield ctx.at(where, "environment.file-missing",
+                             f"build context {env.build.path!r} is not a directory (looked in {base})",
+                             "build.path is relative to the stack file")
+            elif not (context / env.build.dockerfile_path).is_file():
+                # Azure ML uploads the whole directory before it finds there is nothing to build.
+                yield ctx.at(where, "environment.file-missing",
+                             f"build context {env.build.path!r} has no {env.build.dockerfile_path} "
+                             f"(looked for {context / env.build.dockerfile_path})",
+                             "point build.path at the directory that holds the Dockerfile, or set build.dockerfile_path")
+            else:
+                yield from _context_diagnostics(ctx, where, context, env.build.dockerfile_path)
         if env.build and env.build.template and build_template_provides(env.build.template) is None:
             known = sorted(p.name for p in (templates_dir() / "docker").glob("*") if (p / "template.yaml").is_file()) \
                 if (templates_dir() / "docker").is_dir() else []
             yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
                          f"no Dockerfile template named {env.build.template!r} in templates/docker/",
                          f"known templates: {', '.join(known) or '(none)'}")
+
+
+@rule
+def code_paths(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        if dist.code:
+            outside = _outside_project(ctx, ("distributions", name, "code"), "code", dist.code)
+            if outside is not None:
+                yield outside
 
 
 @rule
