@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 
 _SIZE = re.compile(
-    r"^standard_(?P<family>[a-z]+)(?P<vcpus>\d+)(?:-(?P<active>\d+))?(?P<features>[a-z]*)(?:_(?P<rest>[a-z0-9_]+))?$",
-    re.IGNORECASE)
-_VERSION = re.compile(r"^v(\d+)$", re.IGNORECASE)
+    r"^standard_(?P<family>[a-z]+)(?P<vcpus>[0-9]{1,4})(?:-(?P<active>[0-9]{1,4}))?(?P<features>[a-z]*)"
+    r"(?:_(?P<rest>[a-z0-9]+(?:_[a-z0-9]+)*))?",
+    re.IGNORECASE | re.ASCII)  # ASCII: no Kelvin-sign K or Arabic-Indic digits sneaking into a size
+_VERSION = re.compile(r"v([0-9]{1,4})", re.IGNORECASE | re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,12 @@ class SizeName:
 
 def parse_size_name(name: str) -> SizeName | None:
     """The parts of an Azure VM size name, or None if it does not follow the convention."""
-    m = _SIZE.match(name.strip())
+    m = _SIZE.fullmatch(name)
     if m is None:
         return None
     version, promo, accelerator = 1, False, []
-    for part in (m.group("rest") or "").split("_") if m.group("rest") else []:
-        v = _VERSION.match(part)
+    for part in m.group("rest").split("_") if m.group("rest") else []:
+        v = _VERSION.fullmatch(part)
         if v:
             version = int(v.group(1))
         elif part.lower() == "promo":

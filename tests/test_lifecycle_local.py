@@ -337,8 +337,13 @@ def test_cli_plan_apply_plan_and_json_contract(tmp_path):
     r = _cli("apply", str(path), "--local", "--auto-approve", "--no-smoke", env_dir=state)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in r.stdout
+    # the resources match; the smoke apply skipped is still to run, so the plan says so and exits 2
     r = _cli("plan", str(path), "--local", "--detailed-exitcode", env_dir=state)
-    assert r.returncode == 0 and "No changes." in r.stdout
+    assert r.returncode == 2 and "No changes." not in r.stdout, r.stdout
+    assert "No changes to resources" in r.stdout and "# smoke.ddp will run (" in r.stdout
+    body = json.loads(_cli("plan", str(path), "--local", "--json", env_dir=state).stdout)
+    assert all(c["change"]["actions"] == ["no-op"] for c in body["resource_changes"])
+    assert body["smoke_jobs"] == ["smoke.ddp"] and body["smoke_reasons"]["smoke.ddp"]
     assert "Traceback" not in r.stderr
 
 
@@ -364,27 +369,34 @@ def test_sigkill_mid_apply_then_plan_shows_rest_and_apply_finishes(tmp_path):
     assert 0 < len(left) < 9
     r = _cli("apply", str(path), "--local", "--auto-approve", "--no-smoke", env_dir=state)
     assert r.returncode == 0, r.stdout + r.stderr
-    r = _cli("plan", str(path), "--local", "--detailed-exitcode", env_dir=state)
+    r = _cli("plan", str(path), "--local", "--json", env_dir=state)
     assert r.returncode == 0, r.stdout + r.stderr
+    body = json.loads(r.stdout)
+    assert all(c["change"]["actions"] == ["no-op"] for c in body["resource_changes"])
+    assert body["smoke_jobs"] == ["smoke.ddp"]  # skipped with --no-smoke: still to run
 
 
 def test_failed_operation_reported_others_finish(tmp_path):
-    """Half of the long-running operations fail: each failure is reported with its Azure error code, the
-    independent changes still finish, and the result is not ok."""
+    """Every long-running operation fails: apply tries each cluster a bounded number of times, then reports it
+    with its Azure error code and message, while the independent changes (the environment) still finish."""
+    from infra_cli.apply.executor import execute
     from infra_cli.azure.clients import build_clients
+    from infra_cli.azure.provider import Provider
 
-    server = start_emulator(tmp_path / "lro", lro_failure_rate=0.5, seed=3)
+    server = start_emulator(tmp_path / "lro", lro_failure_rate=1.0, seed=3)
     try:
         text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
-            f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(4)))
+            f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(2)))
         path = write_stack(tmp_path, text)
         clients = build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
         events = []
-        result = apply_outcome(plan(path, clients), emit=events.append)
+        outcome = plan(path, clients)
+        result = execute(outcome.plan, outcome.loaded, Provider(clients), emit=events.append, retry_pause_s=0)
         assert result.failures and not result.ok
-        assert all(f.code and f.code != "Exception" for f in result.failures)
-        assert result.added >= 1  # the others went through
+        assert all(f.code == "InternalServerError" and "failed" in f.message for f in result.failures)
+        assert result.added == 1  # the environment went through
         failed = {f.address for f in result.failures}
+        assert failed == {"cluster.gpu", "cluster.gpu2", "cluster.extra0", "cluster.extra1"}
         assert {e.address for e in events if e.phase == "failed"} == failed
     finally:
         server.stop()
