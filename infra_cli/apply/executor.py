@@ -5,6 +5,12 @@ as smoke jobs after every change finished). Inside a replace the delete must fin
 verified gone, before the create; after the create the size is verified (guards the same-name race that
 brings a cluster back with its OLD size). A failed change is reported with its Azure error code while the
 others finish; Ctrl-C stops starting new changes and lets running ones finish.
+
+A transient failure (throttling or a server fault that outlasted the SDK's retries, or a long-running
+operation that ended Failed with a transient code: validators/update_semantics.yaml) is tried again, a
+bounded number of times, from what Azure then shows: the cluster is read once it is no longer busy; absent, it
+is created; Failed, or differing in a field that forces replacement, it is deleted and created; otherwise the
+PUT is repeated (idempotent). So one apply converges through failed operations, and the next plan is empty.
 """
 
 from __future__ import annotations
@@ -17,10 +23,13 @@ from typing import Callable
 
 from infra_cli.azure.provider import Provider, azure_error_code, azure_error_message
 from infra_cli.plan.desired import cluster_secrets
+from infra_cli.plan.diff import provisioning_problem
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange
+from infra_cli.plan.semantics import semantics, transient_errors
 from infra_cli.stack.load import LoadedStack
 
 DEFAULT_PARALLELISM = 8
+_BUSY_STATES = ("Creating", "Updating", "Deleting")
 
 
 @dataclass(frozen=True)
@@ -56,11 +65,23 @@ class SizeMismatch(RuntimeError):
     code = "SizeMismatchAfterReplace"
 
 
+def is_transient(exc: BaseException) -> bool:
+    """Worth another attempt: a connection failure, or a status or Azure error code listed as transient."""
+    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return True
+    rules = transient_errors()
+    return getattr(exc, "status_code", None) in rules.http_status or azure_error_code(exc) in rules.codes
+
+
 class Applier:
-    def __init__(self, provider: Provider, loaded: LoadedStack, emit: Callable[[Event], None]):
+    def __init__(self, provider: Provider, loaded: LoadedStack, emit: Callable[[Event], None], *,
+                 poll_s: float = 0.5, settle_timeout_s: float = 1800.0, retry_pause_s: float = 1.0):
         self.provider = provider
         self.loaded = loaded
         self.emit = emit
+        self.poll_s, self.settle_timeout_s, self.retry_pause_s = poll_s, settle_timeout_s, retry_pause_s
 
     def run_change(self, change: ResourceChange, desired: Resource | None) -> None:
         start = time.monotonic()
@@ -68,36 +89,91 @@ class Applier:
         def say(phase: str, text: str) -> None:
             self.emit(Event(change.address, phase, text, time.monotonic() - start))
 
-        if change.type == "cluster":
-            if change.actions in (DELETE, REPLACE):
-                say("progress", "destroying" if change.actions == DELETE else "destroying (replace, step 1 of 2)")
+        attempts = transient_errors().max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                self._step(change, desired, say, first=attempt == 1)
+                return
+            except SizeMismatch:
+                raise
+            except Exception as exc:
+                if attempt == attempts or not is_transient(exc):
+                    raise
+                say("progress", f"{azure_error_code(exc)}: {azure_error_message(exc)}; trying again "
+                                f"(attempt {attempt + 1} of {attempts})")
+                time.sleep(self.retry_pause_s * attempt)
+
+    def _step(self, change: ResourceChange, desired: Resource | None, say: Callable[[str, str], None], *,
+              first: bool) -> None:
+        if change.type == "environment":
+            if change.actions == CREATE:
+                env = self.loaded.stack.environments[change.name]
+                version = dict(desired.attributes, version=change.after["version"])
+                resource = Resource(desired.address, desired.type, desired.name, version, desired.tags)
+                say("progress", f"registering version {version['version']}")
+                # registering the same content again is idempotent: a retry after an error is safe
+                self.provider.create_environment_version(
+                    resource, self.loaded.base_dir, env.conda_file,
+                    _build_files(env, self.loaded.base_dir) if env.build else None)
+            return
+        if change.actions == DELETE:
+            say("progress", "destroying")
+            self.provider.delete_cluster(change.name)
+            return
+        if first:
+            if change.actions == REPLACE:
+                say("progress", "destroying (replace, step 1 of 2)")
                 self.provider.delete_cluster(change.name)
-            if change.actions in (CREATE, REPLACE, UPDATE):
-                verb = {tuple(CREATE): "creating", tuple(REPLACE): "creating (replace, step 2 of 2)",
-                        tuple(UPDATE): "updating in place"}[tuple(change.actions)]
-                say("progress", verb)
-                cluster = self.loaded.stack.clusters[change.name]
-                net = cluster.network_settings
-                self.provider.put_cluster(desired, cluster_secrets(cluster), net.subnet if net else None,
-                                          net.vnet_name if net else None)
-                if change.actions == REPLACE:
-                    live = self.provider.read_cluster(change.name)
-                    want = desired.attributes["size"]
-                    if live is None or live.attributes["size"].lower() != want.lower():
-                        raise SizeMismatch(f"after the replace, {change.address} reports size "
-                                           f"{live.attributes['size'] if live else '(gone)'} instead of {want}")
-        elif change.type == "environment" and change.actions == CREATE:
-            env = self.loaded.stack.environments[change.name]
-            version = dict(desired.attributes, version=change.after["version"])
-            resource = Resource(desired.address, desired.type, desired.name, version, desired.tags)
-            say("progress", f"registering version {version['version']}")
-            self.provider.create_environment_version(resource, self.loaded.base_dir, env.conda_file,
-                                                     _build_files(env) if env.build else None)
+            say("progress", {tuple(CREATE): "creating", tuple(REPLACE): "creating (replace, step 2 of 2)",
+                             tuple(UPDATE): "updating in place"}[tuple(change.actions)])
+        else:
+            live = self._settled(change.name)
+            if live is not None and self._unusable(live, desired):
+                say("progress", f"destroying what is there ({provisioning_problem(live.attributes) or 'replace'})")
+                self.provider.delete_cluster(change.name)
+                live = None
+            say("progress", "creating" if live is None else "putting the cluster again")
+        self._put_cluster(change, desired)
+
+    def _put_cluster(self, change: ResourceChange, desired: Resource) -> None:
+        cluster = self.loaded.stack.clusters[change.name]
+        net = cluster.network_settings
+        self.provider.put_cluster(desired, cluster_secrets(cluster), net.subnet if net else None,
+                                  net.vnet_name if net else None)
+        if change.actions == REPLACE:
+            live = self.provider.read_cluster(change.name)
+            want = desired.attributes["size"]
+            if live is None or live.attributes["size"].lower() != want.lower():
+                raise SizeMismatch(f"after the replace, {change.address} reports size "
+                                   f"{live.attributes['size'] if live else '(gone)'} instead of {want}")
+
+    def _settled(self, name: str) -> Resource | None:
+        """The cluster once no operation runs on it (None if absent); bounded by settle_timeout_s."""
+        deadline = time.monotonic() + self.settle_timeout_s
+        while True:
+            live = self.provider.read_cluster(name)
+            if live is None or live.attributes.get("provisioning_state") not in _BUSY_STATES:
+                return live
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cluster {name} is still {live.attributes['provisioning_state']} after "
+                                   f"{self.settle_timeout_s:.0f}s")
+            time.sleep(self.poll_s)
+
+    @staticmethod
+    def _unusable(live: Resource, desired: Resource) -> bool:
+        """Failed (or the like), or differing in a field no PUT can change: only delete + create helps."""
+        forcing = semantics("cluster").force_replacement
+        return bool(provisioning_problem(live.attributes)) or any(
+            live.attributes.get(k) != desired.attributes.get(k) for k in forcing)
 
 
-def _build_files(env) -> Callable:
-    """A build context for `build:`: the rendered template, or the user's directory."""
+def _build_files(env, base_dir) -> Callable:
+    """A build context for `build:`: the rendered template, or a copy of what the user's directory uploads
+    (paths.context_files: its .amlignore honoured, no symlink followed out of it), so the SDK's own walk,
+    which follows every link, never sees more."""
     from pathlib import Path
+
+    from infra_cli.paths import stage_context
 
     def write(tmp: Path) -> Path:
         if env.build.template:
@@ -105,17 +181,20 @@ def _build_files(env) -> Callable:
 
             (tmp / "Dockerfile").write_text(render_dockerfile(env.build.template, env.build.parameters))
             return tmp
-        return Path(env.build.path)
+        stage_context(Path(base_dir) / env.build.path, tmp / "context")
+        return tmp / "context"
 
     return write
 
 
 def execute(plan: Plan, loaded: LoadedStack, provider: Provider, *, parallelism: int = DEFAULT_PARALLELISM,
-            emit: Callable[[Event], None] = lambda e: None, stop: threading.Event | None = None) -> ApplyResult:
+            emit: Callable[[Event], None] = lambda e: None, stop: threading.Event | None = None,
+            retry_pause_s: float = 1.0) -> ApplyResult:
+    """retry_pause_s: the pause before a change's second attempt (n times it before the n+1st)."""
     stop = stop or threading.Event()
     result = ApplyResult()
     desired = {r.address: r for r in plan.desired}
-    applier = Applier(provider, loaded, emit)
+    applier = Applier(provider, loaded, emit, retry_pause_s=retry_pause_s)
     pending = [c for c in plan.resource_changes if c.is_change]
     # destroys first: they free quota and names the creates may need
     pending.sort(key=lambda c: (0 if c.actions == DELETE else 1, c.address))

@@ -1,8 +1,15 @@
 """The ONE place that builds Azure SDK clients, for Azure or for the local emulator (`--local`).
 
 Local mode does not swap in a fake provider: it starts (or reuses, within this process) the emulator over
-the local state directory, makes sure the stack's workspace exists there, and points the same real
-MLClient and ComputeManagementClient at it over HTTPS. Nothing else in the engine knows which it got.
+the local state directory, or uses the one already serving at INFRA_EMULATOR_URL (`infra emulator serve`,
+whose certificate and token are in the state directory), makes sure the stack's workspace exists there, and
+points the same real MLClient and ComputeManagementClient at it over HTTPS. Nothing else in the engine knows
+which it got.
+
+Retries: azure-core's RetryPolicy counts retries per kind (connect, read, status) besides the total, and the
+per-kind counts default to 3, so `retry_total` alone leaves throttled or failing requests at 3 retries. All
+four are set here. A Retry-After is honoured up to a cap per wait, and each request with its retries is bounded
+in time (https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling).
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +27,7 @@ if TYPE_CHECKING:
     from azure.ai.ml import MLClient
     from azure.mgmt.compute import ComputeManagementClient
 
+    from infra_cli.emulator.faults import FaultConfig
     from infra_cli.emulator.server import EmulatorServer
     from infra_cli.stack.model import Workspace
 
@@ -28,8 +36,12 @@ AZURE_CLOUD = "AzureCloud"
 _BACKOFF_S = {"azure": 0.8, "local": 0.05}
 _POLLING_S = {"azure": 10.0, "local": 0.1}     # LRO polling when the service sends no Retry-After (SDK: 30 s)
 DEFAULT_RETRY_TOTAL = 10
-# Seconds a compute create/update/delete takes in the in-process emulator (default 2; CLI tests set it low).
-PROVISIONING_DELAY_ENV = "INFRA_EMULATOR_PROVISIONING_DELAY_S"
+# The longest single wait a Retry-After may ask for, and the longest one request may take with its retries.
+_RETRY_AFTER_MAX_S = {"azure": 60.0, "local": 5.0}
+_REQUEST_DEADLINE_S = {"azure": 900, "local": 120}
+# `--local` against an already running `infra emulator serve` (its cert.pem and token in INFRA_LOCAL_DIR)
+EMULATOR_URL_ENV = "INFRA_EMULATOR_URL"
+_ML_API_VERSION = "2024-04-01"
 
 _emulators: dict[Path, "EmulatorServer"] = {}
 _emulators_lock = threading.Lock()
@@ -43,6 +55,23 @@ class AzureClients:
     resource_group: str
     workspace_name: str
     location: str
+    # MLClient keyword arguments (credential, cloud, retries) for registry clients, made on first use
+    registry_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    _registries: dict[str, "MLClient"] = field(default_factory=dict, repr=False)
+    _registries_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def registry(self, name: str) -> "MLClient":
+        """An MLClient for an Azure ML registry (curated environments live in `azureml`). Making one asks the
+        cloud's registry discovery endpoint where the registry lives, so it is made once, on first use."""
+        from azure.ai.ml import MLClient
+
+        with self._registries_lock:
+            client = self._registries.get(name.lower())
+            if client is None:
+                options = dict(self.registry_options)
+                client = MLClient(options.pop("credential"), registry_name=name, **options)
+                self._registries[name.lower()] = client
+        return client
 
 
 def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None = None,
@@ -51,10 +80,15 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
     runs over local_dir, default ./.infra/local or INFRA_LOCAL_DIR, started on first use)."""
     forget_inherited_emulator_cloud()
     if local:
-        server = emulator or local_emulator(local_dir)
-        server.ensure_workspace(workspace.subscription_id, workspace.resource_group, workspace.name,
-                                workspace.location)
-        return _clients(workspace, _local_options(server), retry_total, "local")
+        if emulator is None and os.environ.get(EMULATOR_URL_ENV):
+            target = served_emulator(os.environ[EMULATOR_URL_ENV], Path(local_dir or local_state_dir()))
+            target.ensure_workspace(workspace, retry_total)
+        else:
+            server = emulator or local_emulator(local_dir)
+            server.ensure_workspace(workspace.subscription_id, workspace.resource_group, workspace.name,
+                                    workspace.location)
+            target = EmulatorTarget(server.url, server.port, server.cert_path, server.token)
+        return _clients(workspace, target.options(), retry_total, "local")
     from infra_cli.azure.credentials import azure_credential
 
     return _clients(workspace, {"credential": azure_credential(), "cloud": AZURE_CLOUD}, retry_total, "azure")
@@ -73,36 +107,107 @@ def forget_inherited_emulator_cloud() -> None:
 
 def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
     """The emulator this process runs over local_dir, started on an ephemeral port on first use."""
-    from infra_cli.emulator.faults import FaultConfig
     from infra_cli.emulator.server import EmulatorServer
 
     state_dir = Path(local_dir or local_state_dir()).resolve()
     with _emulators_lock:
         server = _emulators.get(state_dir)
         if server is None or not server.running:
-            delay = os.environ.get(PROVISIONING_DELAY_ENV)
-            faults = FaultConfig() if not delay else FaultConfig(provisioning_delay_s=float(delay))
-            server = EmulatorServer(state_dir, faults=faults).start()
+            server = EmulatorServer(state_dir, faults=_environment_faults()).start()
             _emulators[state_dir] = server
             atexit.register(server.stop)
     return server
 
 
-def _local_options(server: "EmulatorServer") -> dict[str, Any]:
-    from infra_cli.azure.credentials import LocalCredential
+def _environment_faults() -> "FaultConfig":
+    """Fault injection for the in-process emulator, from the INFRA_EMULATOR_* variables."""
+    from infra_cli.diagnostics import Diagnostic, DiagnosticError
+    from infra_cli.emulator.faults import fault_config_from_environment
 
-    url = server.url
-    trust_emulator_certificate(server.cert_path)
-    return {
-        "credential": LocalCredential(server.token),
-        # A cloud name per URL: azure-ai-ml refuses to redefine a cloud name within a process.
-        "cloud": f"{EMULATOR_CLOUD_PREFIX}{server.port}",
-        "cloud_metadata": {"resource_manager": url, "azure_portal": url, "active_directory": url,
-                           "aml_resource_id": url, "storage_endpoint": "core.windows.net",
-                           "registry_discovery_endpoint": url},
-        "base_url": url,
-        "connection_verify": str(server.cert_path),
-    }
+    try:
+        return fault_config_from_environment()
+    except ValueError as exc:
+        raise DiagnosticError([Diagnostic("error", "local.emulator-setting", str(exc), None, None, None,
+                                          "unset it, or give a number (rates between 0 and 1)")]) from None
+
+
+@dataclass(frozen=True)
+class EmulatorTarget:
+    """Where the SDKs reach an emulator: its URL, certificate and bearer token."""
+
+    url: str
+    port: int
+    cert_path: Path
+    token: str
+
+    def options(self) -> dict[str, Any]:
+        from infra_cli.azure.credentials import LocalCredential
+
+        url = self.url
+        trust_emulator_certificate(self.cert_path)
+        return {
+            "credential": LocalCredential(self.token),
+            # A cloud name per URL: azure-ai-ml refuses to redefine a cloud name within a process.
+            "cloud": f"{EMULATOR_CLOUD_PREFIX}{self.port}",
+            "cloud_metadata": {"resource_manager": url, "azure_portal": url, "active_directory": url,
+                               "aml_resource_id": url, "storage_endpoint": "core.windows.net",
+                               "registry_discovery_endpoint": url},
+            "base_url": url,
+            "connection_verify": str(self.cert_path),
+        }
+
+    def ensure_workspace(self, workspace: "Workspace", retry_total: int) -> None:
+        """The stack's workspace on a served emulator: read it, create it only if absent (no write otherwise)."""
+        from azure.core import PipelineClient
+        from azure.core.exceptions import HttpResponseError
+        from azure.core.pipeline.transport import RequestsTransport
+        from azure.core.rest import HttpRequest
+
+        path = (f"subscriptions/{workspace.subscription_id}/resourceGroups/{workspace.resource_group}/providers/"
+                f"Microsoft.MachineLearningServices/workspaces/{workspace.name}")
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        params = {"api-version": _ML_API_VERSION}
+        with PipelineClient(self.url, policies=[retry_policy(retry_total, "local")],
+                            transport=RequestsTransport(connection_verify=str(self.cert_path))) as client:
+            found = client.send_request(HttpRequest("GET", self.url + path, params=params, headers=headers))
+            if found.status_code == 404:
+                found = client.send_request(HttpRequest("PUT", self.url + path, params=params, headers=headers,
+                                                        json={"location": workspace.location}))
+            if found.status_code >= 400:
+                raise HttpResponseError(response=found)
+
+
+def served_emulator(url: str, local_dir: Path) -> EmulatorTarget:
+    """INFRA_EMULATOR_URL: an `infra emulator serve` on this machine, trusted with the certificate and token in
+    its state directory (INFRA_LOCAL_DIR). Only a loopback https URL: the token must not leave the machine."""
+    from urllib.parse import urlsplit
+
+    from infra_cli.diagnostics import Diagnostic, DiagnosticError
+    from infra_cli.emulator.auth import read_token
+
+    def refuse(message: str, hint: str) -> DiagnosticError:
+        return DiagnosticError([Diagnostic("error", "local.emulator-url", message, None, None, None, hint)])
+
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "https" or parts.hostname not in ("127.0.0.1", "localhost", "::1") or not port:
+        raise refuse(f"{EMULATOR_URL_ENV}={url!r} is not an https URL on this machine with a port",
+                     "use the URL `infra emulator serve` printed, like https://127.0.0.1:PORT/")
+    state_dir = Path(local_dir).resolve()
+    cert = state_dir / "cert.pem"
+    try:
+        token = read_token(state_dir)
+    except OSError as exc:
+        raise refuse(f"cannot read the emulator's token in {state_dir}: {exc}",
+                     "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)")
+    if not cert.is_file():
+        raise refuse(f"{cert} does not exist",
+                     "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return EmulatorTarget(f"https://{host}:{port}/", port, cert, token)
 
 
 def trust_emulator_certificate(cert_path: Path) -> None:
@@ -121,26 +226,39 @@ def trust_emulator_certificate(cert_path: Path) -> None:
     os.environ["REQUESTS_CA_BUNDLE"] = str(bundle)
 
 
+def retry_policy(retry_total: int, mode: str) -> Any:
+    """azure-core's RetryPolicy with every per-kind count at retry_total, Retry-After honoured up to a cap,
+    and a deadline for one request with its retries."""
+    from azure.core.pipeline.policies import RetryPolicy
+
+    class BoundedRetryPolicy(RetryPolicy):
+        def get_retry_after(self, response):  # a Retry-After of an hour would otherwise be slept in full
+            wait = super().get_retry_after(response)
+            return None if wait is None else min(wait, _RETRY_AFTER_MAX_S[mode])
+
+    # 408/429/5xx are retried with exponential backoff; a Retry-After header sets the wait instead.
+    return BoundedRetryPolicy(retry_total=retry_total, retry_connect=retry_total, retry_read=retry_total,
+                              retry_status=retry_total, retry_backoff_factor=_BACKOFF_S[mode], retry_backoff_max=30,
+                              retry_mode="exponential", timeout=_REQUEST_DEADLINE_S[mode])
+
+
 def _clients(workspace: "Workspace", options: dict[str, Any], retry_total: int, mode: str) -> AzureClients:
     from azure.ai.ml import MLClient
-    from azure.core.pipeline.policies import RetryPolicy
     from azure.mgmt.compute import ComputeManagementClient
-
-    def retry_policy() -> RetryPolicy:
-        # 408/429/5xx are retried with exponential backoff; a Retry-After header sets the wait instead.
-        return RetryPolicy(retry_total=retry_total, retry_backoff_factor=_BACKOFF_S[mode], retry_backoff_max=30,
-                           retry_mode="exponential")
 
     credential = options.pop("credential")
     base_url = options.pop("base_url", None)
     connection = {k: options[k] for k in ("connection_verify",) if k in options}
     ml = MLClient(credential, workspace.subscription_id, workspace.resource_group, workspace.name,
-                  retry_policy=retry_policy(), polling_interval=_POLLING_S[mode], show_progress=False,
-                  enable_telemetry=False, **options)
-    compute_kwargs: dict[str, Any] = {"retry_policy": retry_policy(), "polling_interval": _POLLING_S[mode], **connection}
+                  retry_policy=retry_policy(retry_total, mode), polling_interval=_POLLING_S[mode],
+                  show_progress=False, enable_telemetry=False, **options)
+    compute_kwargs: dict[str, Any] = {"retry_policy": retry_policy(retry_total, mode),
+                                      "polling_interval": _POLLING_S[mode], **connection}
     if base_url:
         compute_kwargs["base_url"] = base_url
     compute = ComputeManagementClient(credential, workspace.subscription_id, **compute_kwargs)
+    registry = {"credential": credential, "retry_policy": retry_policy(retry_total, mode),
+                "polling_interval": _POLLING_S[mode], "show_progress": False, "enable_telemetry": False, **options}
     return AzureClients(ml=ml, compute=compute, subscription_id=workspace.subscription_id,
                         resource_group=workspace.resource_group, workspace_name=workspace.name,
-                        location=workspace.location)
+                        location=workspace.location, registry_options=registry)

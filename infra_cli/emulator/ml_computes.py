@@ -179,14 +179,26 @@ def delete_compute(backend: Backend, req: Request, scope: Scope, name: str) -> R
         existing = backend.store.get(TYPE, scope.key, name)
         if existing is None:
             return Response(204)
-        if existing["properties"].get("provisioningState") == "Deleting":
-            raise ArmError(409, "Conflict", f"Compute '{name}' is already being deleted.")
-        op = backend.start_operation(TYPE, scope, name, "delete", on_success=None,
-                                     on_failure=_state(existing, "Succeeded"))
-        backend.store.put(TYPE, scope.key, name, _state(existing, "Deleting"))
+        op = _running_delete(backend, scope, name) if existing["properties"].get("provisioningState") == "Deleting" \
+            else None
+        if op is None:
+            # a failed delete leaves the cluster as it was: Failed stays Failed, anything else is Succeeded
+            kept = existing if existing["properties"].get("provisioningState") in ("Failed", "Canceled") \
+                else _state(existing, "Succeeded")
+            op = backend.start_operation(TYPE, scope, name, "delete", on_success=None, on_failure=kept)
+            backend.store.put(TYPE, scope.key, name, _state(existing, "Deleting"))
     headers = _async_headers(backend, req, op, existing["location"])
     headers["Location"] = headers["Azure-AsyncOperation"]
     return Response(202, b"", headers)
+
+
+def _running_delete(backend: Backend, scope: Scope, name: str):
+    """The delete already under way: DELETE is idempotent in ARM, a repeated one answers 202 with the same
+    operation (https://github.com/Azure/azure-resource-manager-rpc/blob/master/v1.0/async-api-reference.md)."""
+    for op in backend.store.operations(status="InProgress"):
+        if (op.type, op.scope, op.name, op.action) == (TYPE, scope.key, name.lower(), "delete"):
+            return op
+    return None
 
 
 def _check_size(backend: Backend, size: str, location: str) -> None:

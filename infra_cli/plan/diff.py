@@ -4,17 +4,23 @@ Rules (Azure ML's, from validators/update_semantics.yaml): scale settings, tags,
 place; size, tier, subnet, public IP, SSH settings and location force delete + create; environment
 versions are immutable, so changed content is a NEW version. Resources are touched only when they carry
 this stack's ownership tag; a same-named resource without it is an error that says how to adopt it.
+A cluster that is Failed, Canceled, being deleted, or creating for longer than a bound is replaced, with the
+state (and Azure's error) as the reason: it never counts as converged.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, UPDATE, Resource, ResourceChange,
                                   content_hash)
-from infra_cli.plan.semantics import semantics
+from infra_cli.plan.normalise import without_provisioning
+from infra_cli.plan.semantics import provisioning_rules, semantics
 from infra_cli.stack.source import SourceMap
 
 
@@ -77,11 +83,51 @@ def _protection(name: str, desired: Resource | None, live: Resource, source: Sou
     return None
 
 
-def _cluster_change(desired: Resource, live: Resource) -> ResourceChange:
+def _timestamp(value: object) -> float | None:
+    """An ISO 8601 time as Azure writes it (7 fractional digits, Z or an offset) -> epoch seconds."""
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?", str(value or "").strip())
+        if not m:
+            return None
+        zone = m.group(3) or "+00:00"
+        moment = datetime.fromisoformat(m.group(1) + (m.group(2) or "")[:7] + ("+00:00" if zone == "Z" else zone))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def provisioning_problem(attributes: dict, now: float | None = None) -> str | None:
+    """Why a live cluster's provisioningState makes it unusable as it is, or None."""
+    state = attributes.get("provisioning_state")
+    if not state:
+        return None
+    rules = provisioning_rules()
+    error = attributes.get("provisioning_error")
+    if state in rules.replace:
+        return f"provisioningState is {state}: {rules.replace[state]}" + (f" ({error})" if error else "")
+    bound = rules.stuck_after_s.get(state)
+    since = _timestamp(attributes.get("provisioning_since"))
+    if bound is not None and since is not None:
+        age = (time.time() if now is None else now) - since
+        if age > bound:
+            return (f"provisioningState is {state} since {attributes['provisioning_since']} ({age / 60:.0f} min, "
+                    f"more than the {bound / 60:.0f} min a create may take): taken as stuck")
+    return None
+
+
+def _cluster_change(desired: Resource, live: Resource, now: float | None = None) -> ResourceChange:
     rules = semantics("cluster")
     before, after = live.attributes, desired.attributes
     changed = [k for k in after if before.get(k) != after.get(k)]
     forcing = [k for k in changed if k in rules.force_replacement]
+    problem = provisioning_problem(before, now)
+    if problem:
+        reasons = [problem] + [rules.force_replacement[k] for k in forcing]
+        return ResourceChange(desired.address, "cluster", desired.name, REPLACE, before, after,
+                              [["provisioning_state"]] + [[k] for k in forcing],
+                              f"replace_because_tainted: {'; '.join(reasons)}")
     if forcing:
         reason = "; ".join(rules.force_replacement[k] for k in forcing)
         return ResourceChange(desired.address, "cluster", desired.name, REPLACE, before, after,
@@ -123,8 +169,9 @@ def _next(version: str | None) -> str:
 
 
 def diff(desired: list[Resource], live: LiveState, *, stack: str, source: SourceMap,
-         mode: str = "normal") -> DiffResult:
-    """`source`: where each key of the stack file is, so diagnostics point at the line that causes them."""
+         mode: str = "normal", now: float | None = None) -> DiffResult:
+    """`source`: where each key of the stack file is, so diagnostics point at the line that causes them.
+    `now` (epoch seconds, default the clock): when a long-running create counts as stuck."""
     changes: list[ResourceChange] = []
     diagnostics: list[Diagnostic] = []
     desired_clusters = {r.name: r for r in desired if r.type == "cluster"}
@@ -139,7 +186,7 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, source: Source
                 elif current.owner_stack != stack:
                     diagnostics.append(_not_owned(res.address, res.name, "cluster", current, stack, source))
                 else:
-                    change = _cluster_change(res, current)
+                    change = _cluster_change(res, current, now)
                     if change.actions == REPLACE:
                         fields = ", ".join(p[0] for p in change.replace_paths)
                         protected = _protection(res.name, res, current, source, f"must be replaced ({fields})",
@@ -183,7 +230,7 @@ def drift(desired: list[Resource], live: LiveState, *, stack: str) -> list[Resou
         if current.owner_stack != stack:
             continue
         written = current.tags.get(TAG_HASH)
-        if written is None or content_hash(live_comparable(current.attributes)) == written:
+        if written is None or content_hash(live_comparable(without_provisioning(current.attributes))) == written:
             continue
         want = by_name.get(name)
         before = want.attributes if want is not None and want.tags.get(TAG_HASH) == written else None

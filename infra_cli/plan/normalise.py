@@ -3,6 +3,10 @@
 Takes plain values read off the SDK's entities (the provider does the reading) and irons out what Azure
 fills in or spells differently: size-name case, tier spelling, idle time units, a missing public-IP flag
 (Azure means true), subnet ids, identity ids, SSH access "NotSpecified", tags Azure adds.
+
+A cluster's provisioningState is kept only when it is not Succeeded (provisioning_state, provisioning_error,
+provisioning_since): a healthy cluster's attributes are exactly those the stack describes, and plan can see
+a failed, canceled, deleting or long-creating one for what it is.
 """
 
 from __future__ import annotations
@@ -45,10 +49,35 @@ def split_tags(tags: dict[str, str] | None) -> tuple[dict[str, str], dict[str, s
     return dict(sorted(user.items())), ours
 
 
+PROVISIONING_KEYS = ("provisioning_state", "provisioning_error", "provisioning_since")
+
+
+def _provisioning(values: dict[str, Any]) -> dict[str, Any]:
+    """provisioning_* attributes of a cluster whose provisioningState is known and not Succeeded."""
+    state = values.get("provisioning_state")
+    state = getattr(state, "value", state)  # azure-ai-ml hands an enum
+    if state is None or str(state).lower() == "succeeded":
+        return {}
+    state = str(state)
+    state = state[:1].upper() + state[1:]
+    error = values.get("provisioning_errors")
+    if isinstance(error, list):  # the REST shape: [{"error": {"code", "message"}}]
+        first = (error[0] or {}).get("error", {}) if error and isinstance(error[0], dict) else {}
+        error = ": ".join(str(x) for x in (first.get("code"), first.get("message")) if x) or None
+    since = values.get("created_on") if state.lower() in ("creating", "updating") else None
+    return {"provisioning_state": state, "provisioning_error": str(error) if error else None,
+            "provisioning_since": str(since) if since else None}
+
+
+def without_provisioning(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if k not in PROVISIONING_KEYS}
+
+
 def cluster_resource(values: dict[str, Any]) -> Resource:
     """values: name, size, tier, min_instances, max_instances, idle_time_before_scale_down,
     enable_node_public_ip, ssh_public_access_enabled, ssh_admin_username, subnet, identity_type,
-    user_assigned_identities, location, tags, description."""
+    user_assigned_identities, location, tags, description; provisioning_state, provisioning_errors (the
+    first error's code, as azure-ai-ml keeps it, or the REST list) and created_on when known."""
     user_tags, ours = split_tags(values.get("tags"))
     tier = _TIER.get(str(values.get("tier") or "dedicated").replace("-", "").lower(), values.get("tier"))
     identity_type = values.get("identity_type")
@@ -73,6 +102,7 @@ def cluster_resource(values: dict[str, Any]) -> Resource:
         "tags": user_tags,
         "description": values.get("description") or None,
         "prevent_destroy": ours.get(TAG_PREVENT_DESTROY) == "true",
+        **_provisioning(values),
     }
     address = ours.get("infra.address") or f"cluster.{values['name']}"
     return Resource(address, "cluster", values["name"], attributes, ours)

@@ -8,12 +8,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from emulator_fixtures import *  # noqa: E402,F401,F403
+from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE,  # noqa: E402
+                               start_emulator)
 
 from infra_cli.apply.lock import LockHeld, StackLock  # noqa: E402
 
@@ -107,5 +109,205 @@ def test_transient_error_taking_the_lock_is_reported_as_such(tmp_path):
                 assert exc.status_code == 500 and "None" not in str(exc)
                 failed_writes += any(r.method == "PUT" and r.status == 500 for r in server.stats.records)
         assert failed_writes >= 2  # the case in question happened, and read as what it was
+    finally:
+        server.stop()
+
+
+# ---- a failed or stuck cluster is not converged (item 3) ----------------------------------------------------
+
+STACK = f"""
+stack: hostile
+workspace:
+  subscription_id: {TEST_SUBSCRIPTION}
+  resource_group: {TEST_RESOURCE_GROUP}
+  name: {TEST_WORKSPACE}
+  location: {TEST_LOCATION}
+clusters:
+  a100:
+    size: Standard_ND96asr_v4
+    max_instances: 2
+  nc0:
+    size: Standard_NC24ads_A100_v4
+    max_instances: 1
+  nc1:
+    size: Standard_NC24ads_A100_v4
+    max_instances: 1
+"""
+
+
+def _stack(tmp_path: Path) -> Path:
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK)
+    return path
+
+
+def _clients(path: Path, server):
+    from infra_cli.azure.clients import build_clients
+    from infra_cli.stack.load import load_stack
+
+    return build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
+
+
+def _plan(path: Path, clients):
+    from infra_cli.plan.engine import plan_stack
+    from infra_cli.stack.load import load_stack
+
+    return plan_stack(load_stack(path), clients)
+
+
+def _apply_once(path: Path, server, *, retry_pause_s: float):
+    """Plan and execute once, as apply does; (clients, result, events)."""
+    from infra_cli.apply.executor import execute
+    from infra_cli.azure.provider import Provider
+
+    clients = _clients(path, server)
+    outcome = _plan(path, clients)
+    events: list = []
+    result = execute(outcome.plan, outcome.loaded, Provider(clients), emit=events.append, retry_pause_s=retry_pause_s)
+    return clients, result, events
+
+
+def test_failed_cluster_plans_as_replacement_with_the_reason(tmp_path):
+    """Before: provisioningState was ignored, so a cluster whose create failed planned as 'No changes'."""
+    from azure.ai.ml.entities import AmlCompute
+    from azure.core.exceptions import HttpResponseError
+
+    from infra_cli.apply.engine import apply_outcome
+    from infra_cli.plan.render import render_plan
+
+    path, state = _stack(tmp_path), tmp_path / "state"
+    server = start_emulator(state, lro_failure_rate=1.0)
+    try:
+        clients = _clients(path, server)
+        with pytest.raises(HttpResponseError) as failed:   # as an apply's create that failed would leave it
+            clients.ml.compute.begin_create_or_update(AmlCompute(
+                name="a100", size="Standard_ND96asr_v4", max_instances=2,
+                tags={"infra.stack": "hostile", "infra.address": "cluster.a100"})).result()
+        assert failed.value.error.code == "InternalServerError"
+        assert str(clients.ml.compute.get("a100").provisioning_state.value) == "Failed"
+    finally:
+        server.stop()
+    server = start_emulator(state)   # the same cloud, no more faults
+    try:
+        clients = _clients(path, server)
+        outcome = _plan(path, clients)
+        change = {c.address: c for c in outcome.plan.resource_changes}["cluster.a100"]
+        assert change.actions == ["delete", "create"]
+        assert change.action_reason.startswith("replace_because_tainted: provisioningState is Failed")
+        assert "InternalServerError" in change.action_reason
+        assert change.replace_paths[0] == ["provisioning_state"]
+        text = render_plan(outcome.plan)
+        assert "cluster.a100 must be replaced" in text and "provisioningState is Failed" in text
+        assert "provisioning_state" in json.dumps(outcome.plan.to_json())
+        result = apply_outcome(outcome)
+        assert result.ok, result.failures
+        assert _plan(path, clients).plan.changes == []
+        assert str(clients.ml.compute.get("a100").provisioning_state.value) == "Succeeded"
+    finally:
+        server.stop()
+
+
+def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
+    """A create that never ends (here: one that takes a day) is a replacement once past the bound, and not before."""
+    from azure.ai.ml.entities import AmlCompute
+
+    from infra_cli.azure.provider import Provider
+    from infra_cli.plan.desired import desired_resources
+    from infra_cli.plan.diff import diff
+    from infra_cli.plan.semantics import provisioning_rules
+    from infra_cli.stack.load import load_stack
+
+    path = _stack(tmp_path)
+    server = start_emulator(tmp_path / "state", provisioning_delay_s=86400)
+    try:
+        clients = _clients(path, server)
+        clients.ml.compute.begin_create_or_update(AmlCompute(
+            name="nc0", size="Standard_NC24ads_A100_v4", max_instances=1,
+            tags={"infra.stack": "hostile", "infra.address": "cluster.nc0"}))   # not waited for
+        loaded = load_stack(path)
+        desired = desired_resources(loaded)
+        live = Provider(clients).refresh(desired)
+        assert live.clusters["nc0"].attributes["provisioning_state"] == "Creating"
+        bound = provisioning_rules().stuck_after_s["Creating"]
+
+        def nc0(now):
+            changes = diff(desired, live, stack="hostile", source=loaded.source, now=now).changes
+            return {c.address: c for c in changes}["cluster.nc0"]
+
+        assert nc0(time.time()).actions == ["no-op"]
+        stuck = nc0(time.time() + bound + 60)
+        assert stuck.actions == ["delete", "create"] and "taken as stuck" in stuck.action_reason
+    finally:
+        server.stop()
+
+
+# ---- retries: counts, Retry-After, failed operations (item 5) ------------------------------------------------
+
+def test_retry_policy_retries_status_errors_as_often_as_asked(tmp_path):
+    """Before: RetryPolicy(retry_total=10) left retry_status at azure-core's 3, so a 4th 429/500 in a row failed."""
+    from infra_cli.azure.clients import retry_policy
+
+    policy = retry_policy(10, "local")
+    settings = policy.configure_retries({})
+    assert (settings["total"], settings["status"], settings["connect"], settings["read"]) == (10, 10, 10, 10)
+    assert settings["timeout"] < 604800   # the whole request with its retries is bounded
+
+    # and through the SDK: 70% of requests throttled or failing, every read still answered
+    server = start_emulator(tmp_path / "state", throttle_rate=0.4, error_rate=0.3, seed=5, retry_after_s=0)
+    try:
+        clients = _clients(_stack(tmp_path), server)
+        for _ in range(15):
+            assert list(clients.ml.compute.list()) == []
+        statuses = server.stats.by_status()
+        assert statuses.get(429) and statuses.get(500)
+    finally:
+        server.stop()
+
+
+def test_retry_after_is_honoured_and_capped(tmp_path):
+    from azure.core.pipeline import PipelineResponse
+    from azure.core.rest import HttpRequest
+
+    from infra_cli.azure.clients import _RETRY_AFTER_MAX_S, retry_policy
+
+    class Answer:  # the slice of an HTTP response that Retry-After is read from
+        def __init__(self, value):
+            self.headers = {"Retry-After": value}
+
+    policy = retry_policy(10, "local")
+    request = HttpRequest("GET", "https://127.0.0.1/")
+    assert policy.get_retry_after(PipelineResponse(request, Answer("2"), None)) == 2
+    assert policy.get_retry_after(PipelineResponse(request, Answer("3600"), None)) == _RETRY_AFTER_MAX_S["local"]
+
+
+def test_one_apply_converges_through_failed_operations(tmp_path):
+    """Every third long-running operation fails and 30% of requests are throttled or fail: one apply still
+    creates all three clusters (failed creates deleted and made again), and the next plan is empty."""
+    path = _stack(tmp_path)
+    server = start_emulator(tmp_path / "state", throttle_rate=0.2, error_rate=0.1, lro_failure_rate=0.34, seed=2,
+                            retry_after_s=0)
+    try:
+        clients, result, events = _apply_once(path, server, retry_pause_s=0.05)
+        assert result.ok, result.failures
+        assert result.added == 3
+        assert any("trying again" in e.text for e in events)   # the faults did hit the apply
+        assert _plan(path, clients).plan.changes == []
+    finally:
+        server.stop()
+
+
+def test_failed_operation_reports_code_and_message_after_bounded_attempts(tmp_path):
+    from infra_cli.plan.semantics import transient_errors
+
+    path = _stack(tmp_path)
+    server = start_emulator(tmp_path / "state", lro_failure_rate=1.0)
+    try:
+        _, result, events = _apply_once(path, server, retry_pause_s=0)
+        assert not result.ok and len(result.failures) == 3
+        for failure in result.failures:
+            assert failure.code == "InternalServerError"
+            assert "failed (injected by the emulator" in failure.message
+        retries = [e for e in events if e.address == "cluster.nc0" and "trying again" in e.text]
+        assert len(retries) == transient_errors().max_attempts - 1
     finally:
         server.stop()
