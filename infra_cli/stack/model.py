@@ -285,64 +285,6 @@ def _same_value(a: Any, b: Any) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a.lower() == b.lower()  # enum text in any case
     return type(a) is type(b) and a == b
-DistributionType = Annotated[Literal["pytorch", "mpi", "tensorflow"], _enum_text()]
-
-
-class JobDistribution(_Strict):
-    """A command job's `distribution:` block, pasted unchanged; read into the flat fields beside it."""
-
-    type: DistributionType = Field(description="Azure ML distribution type (any case: PyTorch, Mpi, TensorFlow)")
-    process_count_per_instance: Count | None = Field(None, ge=1, le=_INT32_MAX, description="pytorch, mpi")
-    worker_count: Count | None = Field(None, ge=1, le=_INT32_MAX, description="tensorflow")
-    parameter_server_count: Count | None = Field(None, ge=0, le=_INT32_MAX, description="tensorflow")
-
-
-class JobResources(_Strict):
-    """A command job's `resources:` block, pasted unchanged; read into the flat fields beside it."""
-
-    instance_count: Count = Field(1, ge=1, le=_INT32_MAX, description="nodes the job runs on")
-
-
-# Where each key of the nested blocks lands in the flat form (the one rules and templates read).
-NESTED_DISTRIBUTION_KEYS: dict[str, tuple[str, ...]] = {
-    "distribution": tuple(JobDistribution.model_fields),
-    "resources": tuple(JobResources.model_fields),
-}
-
-
-def flatten_distribution(raw: dict) -> tuple[dict, list[tuple[str, str]], list[tuple[str, str]]]:
-    """A distribution mapping with its pasted `distribution:`/`resources:` blocks read into the flat keys.
-
-    Returns (flat mapping, moved (block, key) pairs, conflicting (block, key) pairs: the same key given flat
-    with another value). Keys a block does not know stay in it, so the model reports them where written."""
-    flat = dict(raw)
-    moved: list[tuple[str, str]] = []
-    conflicts: list[tuple[str, str]] = []
-    for block, keys in NESTED_DISTRIBUTION_KEYS.items():
-        nested = flat.get(block)
-        if not isinstance(nested, dict):
-            continue
-        rest = dict(nested)
-        for key in keys:
-            if key not in rest:
-                continue
-            value = rest.pop(key)
-            if key in raw and not _same_value(raw[key], value):
-                conflicts.append((block, key))
-                continue
-            flat[key] = value
-            moved.append((block, key))
-        if rest:
-            flat[block] = rest
-        else:
-            del flat[block]
-    return flat, moved, conflicts
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if isinstance(a, str) and isinstance(b, str):
-        return a.lower() == b.lower()  # enum text in any case
-    return type(a) is type(b) and a == b
 
 
 class Distribution(_Strict):

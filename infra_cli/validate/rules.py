@@ -1,0 +1,999 @@
+"""Offline rules: pure functions from a loaded stack (and the knowledge in validators/) to diagnostics.
+
+Each rule has an id (its `rule` field), a message naming the offending value and a hint saying how to fix
+it. They never touch the network; live checks (quota, region) belong to the plan's preflight.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterator
+
+import yaml
+
+from infra_cli.catalog import Catalog, Sku
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.image.dockerfile import template_parameters
+from infra_cli.image.spec import SpecError, parse_requirement
+from infra_cli.paths import context_files, inside, project_root, templates_dir
+from infra_cli.size_name import parse_size_name
+from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.model import Distribution, Environment
+from infra_cli.validate import knowledge
+from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
+
+
+
+@dataclass(frozen=True)
+class Context:
+    loaded: LoadedStack
+    catalog: Catalog
+    today: datetime.date = field(default_factory=datetime.date.today)  # retirements are judged as of this day
+
+    @property
+    def stack(self):
+        return self.loaded.stack
+
+    def at(self, path: tuple, rule: str, message: str, hint: str, severity: str = "error",
+           key: bool = False) -> Diagnostic:
+        return self.loaded.source.diagnostic(path, rule, message, hint, severity, key=key)
+
+    def sku(self, cluster_name: str) -> Sku | None:
+        cluster = self.stack.clusters.get(cluster_name)
+        return self.catalog.get(cluster.size) if cluster else None
+
+
+Rule = Callable[[Context], Iterator[Diagnostic]]
+RULES: list[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+def _ib_reason(sku: Sku) -> str:
+    if sku.rdma and not sku.sriov:
+        return f"{sku.name} has RDMA but no SR-IOV, so NCCL and MPI inside Azure ML cannot use its InfiniBand"
+    return f"{sku.name} has no InfiniBand" + (f" ({sku.note.rstrip('.')})" if sku.note else "")
+
+
+def _ib_sizes(catalog: Catalog) -> str:
+    # current sizes only: a retiring size is no advice
+    return ", ".join(s.name for s in catalog
+                     if s.infiniband_eligible and s.nccl_over_ib and s.retirement_date is None)
+
+
+# ---- clusters -------------------------------------------------------------------------------------------
+
+@rule
+def resource_names(ctx: Context) -> Iterator[Diagnostic]:
+    """Names Azure would refuse (validators/names.yaml), matched whole: `rg/../x`, `../../etc` and a name
+    with a trailing newline never reach a URL or a path."""
+    for r in knowledge.name_rules():
+        if r.field is not None:
+            names = [(getattr(getattr(ctx.stack, r.section), r.field), (r.section, r.field), False)]
+        else:
+            names = [(name, (r.section, name), True) for name in getattr(ctx.stack, r.section)]
+        for name, path, is_key in names:
+            if not r.pattern.fullmatch(name):
+                yield ctx.at(path, r.rule_id, f"{r.what} {name!r} is not a name Azure accepts",
+                             f"use {r.rule} ({r.source})", key=is_key)
+
+
+@rule
+def tags(ctx: Context) -> Iterator[Diagnostic]:
+    """Azure Resource Manager's tag limits (validators/names.yaml), counting the tags infra adds itself."""
+    limits = knowledge.tag_limits()
+    room = limits.max_tags - limits.infra_tags
+    for section in ("clusters", "environments"):
+        for name, resource in getattr(ctx.stack, section).items():
+            path = (section, name, "tags")
+            if len(resource.tags) > room:
+                yield ctx.at(path, "tags.count",
+                             f"{section[:-1]} {name!r} has {len(resource.tags)} tags; Azure allows {limits.max_tags} "
+                             f"per resource and infra adds up to {limits.infra_tags} of its own",
+                             f"keep at most {room} tags ({limits.source})", key=True)
+            for tag, value in resource.tags.items():
+                bad = sorted(set(tag) & set(limits.name_forbidden_characters))
+                if len(tag) > limits.max_name_length or bad or not tag.strip():
+                    why = (f"is longer than {limits.max_name_length} characters" if len(tag) > limits.max_name_length
+                           else f"contains {' '.join(bad)}" if bad else "is empty")
+                    yield ctx.at(path + (tag,), "tags.name", f"tag name {tag[:60]!r} {why}",
+                                 f"tag names have 1-{limits.max_name_length} characters, none of "
+                                 f"{' '.join(limits.name_forbidden_characters)} ({limits.source})", key=True)
+                elif tag.lower().startswith(limits.reserved_prefix):
+                    yield ctx.at(path + (tag,), "tags.reserved", f"tag name {tag!r} is reserved for infra's own tags",
+                                 f"choose a name that does not start with {limits.reserved_prefix!r}", key=True)
+                if len(value) > limits.max_value_length:
+                    yield ctx.at(path + (tag,), "tags.value",
+                                 f"the value of tag {tag[:60]!r} has {len(value)} characters; Azure allows "
+                                 f"{limits.max_value_length}", f"shorten it ({limits.source})")
+
+
+def _same_family(size: str, catalog: Catalog) -> list[str]:
+    """Catalogued sizes of the same family by name (ND for ND, never ND for DS): where a did-you-mean may look."""
+    parsed = parse_size_name(size)
+    return catalog.family_names(parsed.family) if parsed else []
+
+
+def _retirement(sku: Sku) -> str:
+    day = sku.retirement_date
+    when = "" if day is None or day == datetime.date.min else f" on {day.isoformat()}"
+    return when + (f" ({sku.retirement_source})" if sku.retirement_source else "")
+
+
+@rule
+def cluster_size(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        path = ("clusters", name, "size")
+        sku = ctx.catalog.get(cluster.size)
+        if sku is None:
+            parsed = parse_size_name(cluster.size)
+            close = difflib.get_close_matches(cluster.size, _same_family(cluster.size, ctx.catalog), n=1, cutoff=0.75)
+            mean = f"did you mean {close[0]!r}? " if close else ""
+            if parsed is None:
+                yield ctx.at(path, "cluster.size-unknown",
+                             f"size {cluster.size!r} is not an Azure VM size name (Standard_<family><vCPUs><features>"
+                             "[_<accelerator>][_v<version>])",
+                             mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
+            elif parsed.gpu_or_hpc:  # the catalog sets out to cover these families: a gap worth saying
+                rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
+                yield ctx.at(path, "cluster.size-unknown",
+                             f"size {cluster.size!r} is not in the SKU catalog; judged by its name: {parsed.family} family, "
+                             f"{rdma}", mean + "add the size to validators/skus.yaml (with its source) so its GPUs and "
+                             "InfiniBand can be checked", "warning")
+        elif sku.retired_as_of(ctx.today):
+            # Azure creates no new VM of a retired size; a cluster that exists keeps its nodes until Azure
+            # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
+            yield ctx.at(path, "cluster.size-retired",
+                         f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
+                         f"choose a current size, e.g. {_ib_sizes(ctx.catalog).split(', ')[0]} "
+                         "(`infra plan` reports a cluster that already exists as a warning)")
+        elif sku.retiring_as_of(ctx.today):
+            yield ctx.at(path, "cluster.size-retiring",
+                         f"Azure retires {sku.name}{_retirement(sku)}; the cluster stops working then",
+                         "plan the move to a current size (`infra skus`)", "warning")
+
+
+@rule
+def cluster_infiniband(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        if cluster.infiniband != "required":
+            continue
+        path = ("clusters", name, "size")
+        sku = ctx.catalog.get(cluster.size)
+        parsed = parse_size_name(cluster.size) if sku is None else None
+        if sku is not None and not sku.infiniband_eligible:
+            yield ctx.at(path, "cluster.infiniband-ineligible",
+                         f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
+                         f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+        elif parsed is not None and not parsed.rdma:
+            yield ctx.at(path, "cluster.infiniband-ineligible",
+                         f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
+                         f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+        elif parsed is not None:
+            yield ctx.at(path, "cluster.infiniband-unverified",
+                         f"cluster {name!r} requires InfiniBand; {cluster.size} is an RDMA size by its name, but "
+                         "whether NCCL and MPI can use it (SR-IOV) is unconfirmed: NC24r-class sizes cannot",
+                         "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`",
+                         "warning")
+
+
+@rule
+def cluster_ssh(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        ssh = cluster.ssh_settings
+        if cluster.ssh_public_access_enabled and not (ssh and ssh.admin_username and (ssh.ssh_key_value or ssh.admin_password)):
+            yield ctx.at(("clusters", name, "ssh_public_access_enabled"), "cluster.ssh-settings",
+                         f"cluster {name!r} enables SSH access without an admin user and key",
+                         "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}")
+
+
+@rule
+def cluster_ssh_secret_inline(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        if cluster.ssh_settings is None or cluster.ssh_settings.admin_password is None:
+            continue
+        path = ("clusters", name, "ssh_settings", "admin_password")
+        if path not in ctx.loaded.source.interpolated:
+            yield ctx.at(path, "cluster.ssh-password-inline",
+                         f"cluster {name!r} has its SSH admin password written in the stack file, where anyone who "
+                         "reads the file (or its git history) has it",
+                         "write admin_password: ${NODE_ADMIN_PASSWORD} and set that variable where infra runs, "
+                         "or use ssh_key_value instead", "warning")
+
+
+@rule
+def cluster_location(ctx: Context) -> Iterator[Diagnostic]:
+    ws = ctx.stack.workspace.location
+    for name, cluster in ctx.stack.clusters.items():
+        if cluster.location and cluster.location.replace(" ", "").lower() != ws:
+            yield ctx.at(("clusters", name, "location"), "cluster.location",
+                         f"cluster {name!r} is in {cluster.location} but the workspace is in {ws}",
+                         "remove `location` (clusters default to the workspace's region) unless cross-region compute is intended",
+                         "warning")
+
+
+@rule
+def cluster_node_public_ip(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        if not cluster.enable_node_public_ip and not (cluster.network_settings and cluster.network_settings.subnet):
+            # Azure ML refuses it: nodes without public IPs need a subnet to live in (and its outbound route).
+            yield ctx.at(("clusters", name, "enable_node_public_ip"), "cluster.public-ip-without-subnet",
+                         f"cluster {name!r} turns node public IPs off without a subnet; Azure ML requires a virtual "
+                         "network subnet for a cluster with no public IP",
+                         "add network_settings: {subnet: ...} (see https://learn.microsoft.com/azure/machine-learning/"
+                         "how-to-secure-training-vnet) or remove enable_node_public_ip: false")
+
+
+@rule
+def cluster_compute_name(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        if cluster.name is not None and cluster.name != name:
+            # One name per cluster: the key is the plan address (cluster.KEY) and the Azure ML compute name.
+            yield ctx.at(("clusters", name, "name"), "cluster.name-mismatch",
+                         f"cluster {name!r} says name: {cluster.name!r}; a pasted compute YAML's name must equal "
+                         "its key under clusters:",
+                         f"rename the key to {cluster.name!r} or remove `name:`")
+
+
+# ---- environments ---------------------------------------------------------------------------------------
+
+def _build_template_dir(name: str) -> Path:
+    return templates_dir() / "docker" / name
+
+
+def build_template_provides(name: str) -> dict[str, str | None] | None:
+    """What an image built from templates/docker/NAME provides (its template.yaml), or None if unknown."""
+    meta = _build_template_dir(name) / "template.yaml"
+    if not meta.is_file():
+        return None
+    with open(meta, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    provides: dict[str, str | None] = {}
+    for spec in data.get("provides") or []:
+        req = parse_requirement(spec)
+        provides[req.name] = req.version
+    return provides
+
+
+def build_template_pip_extras(name: str) -> dict[str, tuple[str, ...]]:
+    """What the template installs beside a pip package it is asked for (template.yaml `pip_extras`)."""
+    meta = _build_template_dir(name) / "template.yaml"
+    if not meta.is_file():
+        return {}
+    with open(meta, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    return {pkg: tuple(more) for pkg, more in (data.get("pip_extras") or {}).items()}
+
+
+@rule
+def environment_requires(ctx: Context) -> Iterator[Diagnostic]:
+    for name, env in ctx.stack.environments.items():
+        for i, spec in enumerate(env.requires):
+            try:
+                parse_requirement(spec)
+            except SpecError as exc:
+                yield ctx.at(("environments", name, "requires", i), "environment.requires-spec", str(exc),
+                             "write a spec such as openmpi>=4.1, mpi, ibverbs, nccl>=2.18")
+
+
+def _outside_project(ctx: Context, path: tuple, what: str, relative: str) -> Diagnostic | None:
+    """A file the stack names must resolve, symlinks and `..` included, inside the stack's project: apply
+    uploads it and render copies it, so `../../.ssh/id_rsa` or a link to /etc would leave the machine."""
+    root = project_root(ctx.loaded.path)
+    if inside(ctx.loaded.base_dir / relative, root):
+        return None
+    return ctx.at(path, "paths.outside-project",
+                  f"{what} {relative!r} resolves to {(ctx.loaded.base_dir / relative).resolve()}, outside the stack's "
+                  f"project {root}", "keep the files a stack names inside its project (the git work tree that holds "
+                  "the stack, else the stack's directory); copy them in instead of linking out")
+
+
+def _context_diagnostics(ctx: Context, path: tuple, context: Path, dockerfile_path: str) -> Iterator[Diagnostic]:
+    if not inside(context / dockerfile_path, context):
+        yield ctx.at(path[:-1] + ("dockerfile_path",), "paths.outside-context",
+                     f"dockerfile_path {dockerfile_path!r} lies outside the build context {context}",
+                     "Azure ML builds only from the uploaded context: put the Dockerfile inside build.path")
+        return
+    listing = context_files(context)
+    if listing.skipped:
+        shown = "; ".join(listing.skipped[:5]) + (f"; and {len(listing.skipped) - 5} more" if len(listing.skipped) > 5 else "")
+        yield ctx.at(path, "paths.context-skipped",
+                     f"build context {context} has entries that are not uploaded: {shown}",
+                     "symlinks are never followed out of a context (nor into directories); copy what the build "
+                     "needs into the context, or list the entries in its .amlignore", "warning")
+
+
+@rule
+def environment_files(ctx: Context) -> Iterator[Diagnostic]:
+    base = ctx.loaded.base_dir
+    for name, env in ctx.stack.environments.items():
+        if env.conda_file:
+            where = ("environments", name, "conda_file")
+            outside = _outside_project(ctx, where, "conda_file", env.conda_file)
+            if outside is not None:
+                yield outside
+            elif not (base / env.conda_file).is_file():
+                yield ctx.at(where, "environment.file-missing",
+                             f"conda file {env.conda_file!r} does not exist (looked in {base})",
+                             "conda_file is relative to the stack file")
+        if env.build and env.build.path:
+            where = ("environments", name, "build", "path")
+            context = base / env.build.path
+            outside = _outside_project(ctx, where, "build.path", env.build.path)
+            if outside is not None:
+                yield outside
+            elif not context.is_dir():
+                yield ctx.at(where, "environment.file-missing",
+                             f"build context {env.build.path!r} is not a directory (looked in {base})",
+                             "build.path is relative to the stack file")
+            elif not (context / env.build.dockerfile_path).is_file():
+                # Azure ML uploads the whole directory before it finds there is nothing to build.
+                yield ctx.at(where, "environment.file-missing",
+                             f"build context {env.build.path!r} has no {env.build.dockerfile_path} "
+                             f"(looked for {context / env.build.dockerfile_path})",
+                             "point build.path at the directory that holds the Dockerfile, or set build.dockerfile_path")
+            else:
+                yield from _context_diagnostics(ctx, where, context, env.build.dockerfile_path)
+        if env.build and env.build.template and build_template_provides(env.build.template) is None:
+            known = sorted(p.name for p in (templates_dir() / "docker").glob("*") if (p / "template.yaml").is_file()) \
+                if (templates_dir() / "docker").is_dir() else []
+            yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
+                         f"no Dockerfile template named {env.build.template!r} in templates/docker/",
+                         f"known templates: {', '.join(known) or '(none)'}")
+
+
+@rule
+def code_paths(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        if dist.code:
+            outside = _outside_project(ctx, ("distributions", name, "code"), "code", dist.code)
+            if outside is not None:
+                yield outside
+
+
+@rule
+def environment_template_parameters(ctx: Context) -> Iterator[Diagnostic]:
+    for name, env in ctx.stack.environments.items():
+        if not (env.build and env.build.template) or build_template_provides(env.build.template) is None:
+            continue  # no template: environment_files reports it
+        try:
+            template_parameters(env.build.template, dict(env.build.parameters))
+        except DiagnosticError as exc:  # the template's own check, pointed at the stack instead of template.yaml
+            for d in exc.diagnostics:
+                yield ctx.at(("environments", name, "build", "parameters"), "environment.template-parameters",
+                             d.message, d.hint or f"see templates/docker/{env.build.template}/template.yaml")
+
+
+# ---- distributions --------------------------------------------------------------------------------------
+
+@rule
+def distribution_references(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        for section, ref in (("clusters", dist.cluster), ("environments", dist.environment)):
+            known = list(getattr(ctx.stack, section))
+            if ref not in known:
+                close = difflib.get_close_matches(ref, known, n=1)
+                field = section[:-1]
+                yield ctx.at(("distributions", name, field), "distribution.dangling-reference",
+                             f"distribution {name!r} names {field} {ref!r}, which the stack does not declare",
+                             (f"did you mean {close[0]!r}? " if close else "") +
+                             (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
+
+
+@rule
+def distribution_infiniband(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        cluster = ctx.stack.clusters.get(dist.cluster)
+        if cluster is None or dist.instance_count < 2:
+            continue
+        sku = ctx.sku(dist.cluster)
+        path = ("distributions", name, "instance_count")
+        if sku is not None:
+            if sku.infiniband_eligible:
+                continue
+            reason = _ib_reason(sku)
+        else:
+            parsed = parse_size_name(cluster.size)
+            if parsed is None:
+                continue  # cluster.size-unknown says the name is wrong
+            if parsed.rdma:
+                yield ctx.at(path, "distribution.infiniband-unverified",
+                             f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
+                             "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
+                             "InfiniBand (SR-IOV) is unconfirmed",
+                             "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`",
+                             "warning")
+                continue
+            reason = f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand"
+        message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, "
+                   f"but {reason}: inter-node traffic falls back to TCP sockets")
+        if cluster.infiniband == "optional":
+            yield ctx.at(path, "distribution.multinode-without-infiniband", message,
+                         "expect a fraction of InfiniBand bandwidth", "warning")
+        else:
+            yield ctx.at(path, "distribution.multinode-without-infiniband", message,
+                         f"use an InfiniBand size ({_ib_sizes(ctx.catalog)}), run on one node, "
+                         f"or set `infiniband: optional` on cluster {dist.cluster!r} to accept sockets")
+
+
+@rule
+def distribution_gpus(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        sku = ctx.sku(dist.cluster)
+        if sku is None or dist.type == "tensorflow":
+            continue
+        per_node = dist.processes_per_instance
+        path = ("distributions", name, "process_count_per_instance")
+        if dist.launcher == "per-node":
+            continue  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
+        if sku.gpus == 0:
+            yield ctx.at(("distributions", name, "cluster"), "distribution.no-gpus",
+                         f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
+                         "use a GPU size for GPU training (CPU MPI jobs on HB/HC sizes are fine)", "warning")
+        elif per_node > sku.gpus:
+            yield ctx.at(path, "distribution.gpus-exceeded",
+                         f"process_count_per_instance {per_node} exceeds the {sku.gpus} GPU(s) of {sku.name}",
+                         f"set process_count_per_instance: {sku.gpus} (one process per GPU)")
+        elif per_node < sku.gpus:
+            yield ctx.at(path, "distribution.gpus-underused",
+                         f"process_count_per_instance {per_node} uses {per_node} of the {sku.gpus} GPUs of {sku.name}",
+                         f"set process_count_per_instance: {sku.gpus} to use every GPU you pay for", "warning")
+
+
+@rule
+def distribution_instances(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        cluster = ctx.stack.clusters.get(dist.cluster)
+        if cluster is not None and dist.instance_count > cluster.max_instances:
+            yield ctx.at(("distributions", name, "instance_count"), "distribution.instance-count",
+                         f"instance_count {dist.instance_count} exceeds max_instances {cluster.max_instances} "
+                         f"of cluster {dist.cluster!r}: the job would queue forever",
+                         f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
+
+
+@dataclass(frozen=True)
+class Carries:
+    """What an environment is known to carry (requirement profiles: openmpi, mpi, deepspeed, mpi4py...)."""
+
+    provides: frozenset[str]
+    complete: bool   # True: what is not listed is absent (a custom image carries only what it declares)
+    evidence: str
+
+
+def _declared(env: Environment) -> set[str]:
+    return {parse_requirement(s).name for s in env.requires if _parses(s)}
+
+
+def _pip_name(spec: str) -> str:
+    """'DeepSpeed[all]>=0.14' -> 'deepspeed' (PEP 503 normalised enough for our profile names)."""
+    return re.split(r"[\[<>=!~;@ ]", str(spec).strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _conda_packages(path: Path) -> set[str]:
+    """Package names a conda file installs (conda and pip sections); nothing if it cannot be read."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")[:1_000_000])
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return set()
+    out: set[str] = set()
+    deps = data.get("dependencies") if isinstance(data, dict) else None
+    for dep in deps if isinstance(deps, list) else []:
+        if isinstance(dep, str):
+            out.add(_pip_name(dep.split("::")[-1]))
+        elif isinstance(dep, dict):
+            out.update(_pip_name(p) for p in dep.get("pip") or [] if isinstance(p, str))
+    return out
+
+
+def environment_carries(env: Environment, base_dir: Path) -> Carries:
+    """What the environment carries, from validators/curated_environments.yaml (curated environments and
+    AzureML base images), our Dockerfile templates, a conda file and the environment's own `requires:`."""
+    declared = _declared(env)
+    if env.curated:
+        info = knowledge.curated_info(env.curated)
+        if info is None:
+            return Carries(frozenset(declared), False,
+                           f"curated environment {env.curated!r} is not in validators/curated_environments.yaml")
+        return Carries(frozenset(info.provides) | declared, False, info.source)
+    provides = set(declared)
+    evidence = "declared in requires" if declared else "a custom image carries only what it declares"
+    if env.image:
+        image = knowledge.image_info(env.image)
+        if image is not None:
+            provides |= set(image.provides)
+            evidence = image.source
+    if env.build and env.build.template:
+        template = build_template_provides(env.build.template) or {}
+        provides |= set(template)
+        pip = {_pip_name(p) for p in (env.build.parameters.get("pip_packages") or []) if isinstance(p, str)}
+        provides |= pip | {extra for p in pip for extra in build_template_pip_extras(env.build.template).get(p, ())}
+        evidence = f"templates/docker/{env.build.template} installs it"
+    if env.conda_file:
+        provides |= _conda_packages(base_dir / env.conda_file)
+    return Carries(frozenset(provides), True, evidence)
+
+
+def _parses(spec: str) -> bool:
+    try:
+        parse_requirement(spec)
+        return True
+    except SpecError:
+        return False
+
+
+@rule
+def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    mpi_types = knowledge.types_needing_mpi()
+    for name, dist in ctx.stack.distributions.items():
+        env = ctx.stack.environments.get(dist.environment)
+        fw = fws.get(dist.framework) if dist.framework else None
+        needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
+        if env is None or not needs:
+            continue
+        carries = environment_carries(env, ctx.loaded.base_dir)
+        # Open MPI is recommended; another MPI (Intel MPI, MPICH) also runs Azure ML's MPI jobs (the guide).
+        if carries.provides & {"openmpi", "hpcx", "mpi"}:
+            continue
+        why = f"distribution {name!r} ({dist.framework + ' under ' if dist.framework else ''}type {dist.type}) " \
+              f"is launched by Azure ML with mpirun"
+        if carries.complete:
+            yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
+                         f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
+                         f"({carries.evidence})",
+                         f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
+                         "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
+                         "base image, or build from templates/docker/openmpi-rdma")
+        else:
+            yield ctx.at(("distributions", name, "environment"), "distribution.mpi-unverified",
+                         f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
+                         f"{carries.evidence}",
+                         "declare `requires: [openmpi]` on the environment so `infra image check` can prove it",
+                         "warning")
+
+
+@rule
+def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
+    """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        env = ctx.stack.environments.get(dist.environment)
+        fw = fws.get(dist.framework) if dist.framework else None
+        wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
+        if env is None or not wanted:
+            continue
+        carries = environment_carries(env, ctx.loaded.base_dir)
+        missing = [p for p in wanted if p not in carries.provides]
+        if not missing:
+            continue
+        what = f"{fw.name} under type {dist.type} imports {', '.join(wanted)} on every rank"
+        listed = ", ".join(missing)
+        hint = (f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by "
+                f"`infra image check`){', or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)' if fw.name == 'deepspeed' else ''}")
+        if carries.complete:
+            yield ctx.at(("distributions", name, "environment"), "distribution.packages-missing",
+                         f"{what}, but environment {dist.environment!r} is not known to carry {listed} "
+                         f"({carries.evidence})", hint)
+        else:
+            yield ctx.at(("distributions", name, "environment"), "distribution.packages-unverified",
+                         f"{what}; whether environment {dist.environment!r} carries {listed} is unknown "
+                         f"({carries.evidence})", hint, "warning")
+
+
+@rule
+def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        fw = fws.get(dist.framework) if dist.framework else None
+        if fw is None:
+            continue
+        if dist.type not in fw.types:
+            yield ctx.at(("distributions", name, "type"), "distribution.framework-type",
+                         f"framework {fw.name} does not run under distribution type {dist.type}",
+                         f"use type: {' or '.join(fw.types)} ({fw.source})")
+        if dist.launcher not in fw.launchers:
+            yield ctx.at(("distributions", name, "launcher"), "distribution.framework-launcher",
+                         f"framework {fw.name} is not launched {dist.launcher}",
+                         f"use launcher: {' or '.join(fw.launchers)}")
+
+
+# ---- the command: what it launches (validate/launch.py reads it; validators/launchers.yaml knows launchers)
+
+@lru_cache(maxsize=256)
+def _parsed(command: str) -> tuple[tuple[Launch, ...], str | None]:
+    try:
+        return tuple(parse_steps(command, knowledge.launchers())), None
+    except CommandSyntaxError as exc:
+        return (), str(exc)
+
+
+def _training(dist: Distribution) -> Launch | None:
+    return training_step(list(_parsed(dist.command)[0])) if dist.command else None
+
+
+def _launches(ctx: Context, kind: str) -> Iterator[tuple[str, Distribution, Launch]]:
+    """(name, distribution, training step) of every distribution whose command starts a `kind` launcher."""
+    for name, dist in ctx.stack.distributions.items():
+        step = _training(dist)
+        if step is not None and step.kind == kind:
+            yield name, dist, step
+
+
+def _command_at(ctx: Context, name: str, rule_id: str, message: str, hint: str, severity: str = "error") -> Diagnostic:
+    return ctx.at(("distributions", name, "command"), rule_id, message, hint, severity)
+
+
+def _tasks_per_node(dist: Distribution) -> int:
+    return dist.processes_per_instance if dist.type != "tensorflow" else 1
+
+
+def _per_node_processes(step: Launch, dist: Distribution, gpus: int) -> tuple[int | None, str]:
+    """How many processes the per-node launcher starts on each node, and the flag that says so."""
+    spec = step.launcher
+    value = step.role("processes_per_node")
+    if value is not None:
+        flag = next(f for f in spec.flags["processes_per_node"] if f in step.options)
+        return (gpus if value.strip().lower() in ("gpu", "auto") else count(value)), f"{flag} {value}"
+    total = step.role("processes_total")
+    if total is not None:
+        nodes = count(step.role("nodes")) or dist.instance_count
+        flag = spec.flags["processes_total"][0]
+        per = count(total)
+        return (per // nodes if per is not None and per % nodes == 0 else None), f"{flag} {total} over {nodes} node(s)"
+    if spec.processes_default == "all_gpus":
+        return gpus, f"{step.invoked_as} (one process per GPU by default)"
+    if isinstance(spec.processes_default, int):
+        return spec.processes_default, f"{step.invoked_as} without {spec.flags['processes_per_node'][0]} " \
+                                       f"(default {spec.processes_default})"
+    return None, ""
+
+
+@rule
+def distribution_command_syntax(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        error = _parsed(dist.command)[1] if dist.command else None
+        if error:
+            yield _command_at(ctx, name, "distribution.command-syntax",
+                              f"the command of distribution {name!r} is not valid shell ({error})",
+                              "close the quote or escape the character; Azure ML runs the command with bash")
+
+
+@rule
+def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist, step in _launches(ctx, "head-node"):
+        nodes, per = dist.instance_count, _tasks_per_node(dist)
+        started = nodes * per
+        script = step.script or "train.py"
+        if step.launcher.kind == "per-node":   # deepspeed --hostfile: it ssh-es into every host itself
+            flag = next(f for f in step.launcher.head_node_flags if f in step.options)
+            yield _command_at(
+                ctx, name, "distribution.head-node-launcher",
+                f"{step.invoked_as} {flag} starts the processes of every host itself (over ssh), but Azure ML runs the "
+                f"command {started} time(s) ({per} on each of {nodes} node(s)): each copy would start the whole job",
+                f"run it once per node: {step.invoked_as} {' '.join(step.launcher.per_node_flags)} --node_rank $NODE_RANK "
+                f"--master_addr $MASTER_ADDR --master_port $MASTER_PORT ... with process_count_per_instance: 1 "
+                f"({step.launcher.source.split(' ')[0]})")
+            continue
+        np = count(step.role("processes"))
+        result = (f"{started} x {np} = {started * np} processes" if np else
+                  f"{started} copies of {step.invoked_as}, each starting its own set of ranks")
+        yield _command_at(
+            ctx, name, "distribution.head-node-launcher",
+            f"the command starts {step.invoked_as}{f' -np {np}' if np else ''}, a head-node launcher, inside an "
+            f"Azure ML {dist.type} job that already starts {per} process(es) on each of {nodes} node(s): {result}",
+            f"Azure ML builds the launch itself (mpirun for type mpi): drop `{step.invoked_as} ...` and write "
+            f"`command: python {script} ...`; set instance_count and process_count_per_instance (one per GPU) instead")
+
+
+@rule
+def distribution_launcher(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        if dist.launcher != "per-node" or dist.processes_per_instance <= 1 or dist.type == "tensorflow":
+            continue
+        step = _training(dist)
+        sku = ctx.sku(dist.cluster)
+        gpus = sku.gpus if sku else 0
+        if step is not None and step.kind == "per-node":
+            each, _ = _per_node_processes(step, dist, gpus)
+            what = step.invoked_as
+        else:
+            each, what = (gpus or None), (f"{dist.framework} (a per-node launcher)" if dist.framework else
+                                          "the per-node launcher")
+        ppi = dist.processes_per_instance
+        result = f"{ppi} x {each} = {ppi * each} processes per node" if each else f"{ppi} launchers per node"
+        if each and sku and sku.gpus:
+            result += f" for {sku.gpus} GPUs"
+        message = (f"distribution {name!r} runs {what}, which starts the processes of its node itself; "
+                   f"process_count_per_instance {ppi} starts it {ppi} times on each node: {result}")
+        hint = "remove process_count_per_instance (or set it to 1): the launcher starts one process per GPU"
+        if dist.command and step is not None:
+            yield _command_at(ctx, name, "distribution.per-node-launcher", message, hint)
+        else:
+            yield ctx.at(("distributions", name, "process_count_per_instance"), "distribution.per-node-launcher",
+                         message, hint)
+
+
+@rule
+def distribution_launcher_declared(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        step = _training(dist)
+        if step is None or ("distributions", name, "launcher") not in ctx.loaded.source.keys:
+            continue
+        fw = fws.get(dist.framework) if dist.framework else None
+        script_launch = fw.script_launch if fw else "per-process"
+        if step.kind == "per-node" and dist.launcher != "per-node":
+            yield _command_at(ctx, name, "distribution.launcher-mismatch",
+                              f"distribution {name!r} declares launcher: {dist.launcher}, but its command starts "
+                              f"{step.invoked_as}, a per-node launcher",
+                              "remove `launcher:` (infra derives it from the command) or set launcher: per-node")
+        elif step.kind == "script" and dist.launcher == "per-node" and script_launch != "per-node":
+            yield _command_at(ctx, name, "distribution.launcher-mismatch",
+                              f"distribution {name!r} declares launcher: per-node, but its command runs "
+                              f"{step.script or 'a script'} directly: nothing starts a process per GPU",
+                              "start it with a per-node launcher (torchrun --nproc_per_node ...), or remove "
+                              "`launcher:` and set process_count_per_instance to the GPU count")
+
+
+@rule
+def distribution_launcher_gpus(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist, step in _launches(ctx, "per-node"):
+        sku = ctx.sku(dist.cluster)
+        if sku is None or not sku.gpus or dist.processes_per_instance > 1:
+            continue
+        per_node, said = _per_node_processes(step, dist, sku.gpus)
+        if per_node is None:
+            continue
+        flag = step.launcher.flags.get("processes_per_node", step.launcher.flags.get("processes_total", ("",)))[0]
+        if per_node > sku.gpus:
+            yield _command_at(ctx, name, "distribution.gpus-exceeded",
+                              f"{said} starts {per_node} processes on each node, but {sku.name} has {sku.gpus} GPU(s)",
+                              f"pass {flag} {sku.gpus if 'total' not in flag else sku.gpus * dist.instance_count} "
+                              "(one process per GPU)")
+        elif per_node < sku.gpus:
+            yield _command_at(ctx, name, "distribution.gpus-underused",
+                              f"{said} starts {per_node} process(es) on each node: {per_node} of the {sku.gpus} GPUs "
+                              f"of {sku.name}",
+                              f"pass {flag} {sku.gpus if 'total' not in flag else sku.gpus * dist.instance_count} "
+                              "to use every GPU you pay for", "warning")
+
+
+def _nodes_range(value: str) -> tuple[int, int] | None:
+    low, sep, high = value.partition(":")
+    if count(low) is None or (sep and count(high) is None):
+        return None
+    return count(low), count(high) if sep else count(low)
+
+
+@rule
+def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist, step in _launches(ctx, "per-node"):
+        spec, nodes = step.launcher, dist.instance_count
+        value = step.role("nodes")
+        flag = spec.flags.get("nodes", ("--nnodes",))[0]
+        if value is None:
+            if spec.nodes_default is not None and spec.nodes_default != nodes:
+                yield _command_at(ctx, name, "distribution.launcher-nodes",
+                                  f"{step.invoked_as} without {flag} assumes {spec.nodes_default} node(s), but the job "
+                                  f"runs on instance_count {nodes}: each node would train alone",
+                                  f"pass {flag} {nodes}")
+            continue
+        span = _nodes_range(value)
+        if span is not None and not span[0] <= nodes <= span[1]:
+            waits = span[0] > nodes
+            yield _command_at(ctx, name, "distribution.launcher-nodes",
+                              f"{step.invoked_as} {flag} {value} but the job runs on instance_count {nodes} node(s): "
+                              + ("the rendezvous waits for nodes that never come" if waits else
+                                 "the surplus nodes cannot join the job"),
+                              f"pass {flag} {nodes} (or change instance_count)")
+
+
+@rule
+def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
+    own = knowledge.launcher_variables()
+    known = {v for sets in own.values() for v in sets}
+    for name, dist, step in _launches(ctx, "per-node"):
+        if dist.instance_count < 2:
+            continue
+        spec = step.launcher
+        values = {r: step.role(r) for r in ("node_rank", "master_addr", "master_port", "rendezvous")}
+        suggested = {"pytorch": ("$NODE_RANK", "$MASTER_ADDR", "$MASTER_PORT")}.get(dist.type)
+        missing = [r for r in ("node_rank", "master_addr", "master_port") if values[r] is None and spec.flags.get(r)]
+        if values["rendezvous"] is None and missing:
+            flags = [spec.flags[r][0] for r in ("node_rank", "master_addr", "master_port") if spec.flags.get(r)]
+            fix = " ".join(f"{f} {v}" for f, v in zip(flags, suggested)) if suggested else \
+                f"{spec.flags.get('rendezvous', flags)[0]} $AZ_BATCH_MASTER_NODE with $OMPI_COMM_WORLD_RANK as the node rank"
+            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                              f"{step.invoked_as} on {dist.instance_count} nodes without "
+                              f"{', '.join(spec.flags[r][0] for r in missing)}: every node starts its own rendezvous "
+                              "and waits for the others forever",
+                              f"pass {fix} (Azure ML sets these on each node of a {dist.type} job)")
+        literal = count(values["node_rank"])
+        if literal is not None:
+            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                              f"{step.invoked_as} {spec.flags['node_rank'][0]} {literal} gives every one of the "
+                              f"{dist.instance_count} nodes the same rank",
+                              f"pass {spec.flags['node_rank'][0]} "
+                              f"{'$NODE_RANK' if dist.type == 'pytorch' else '$OMPI_COMM_WORLD_RANK'}")
+        for flag in spec.multi_node_requires:
+            if flag not in step.options:
+                yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                                  f"{step.invoked_as} on {dist.instance_count} nodes needs {flag} to run once per node "
+                                  f"(without it, it starts the other nodes itself over ssh)",
+                                  f"add {flag} with --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port "
+                                  "$MASTER_PORT, or launch with torchrun")
+        unset = sorted({v for value in values.values() for v in variables(value)}
+                       & known - set(own.get(dist.type, {})) - set(dist.environment_variables))
+        for var in unset:
+            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                              f"the command passes ${var}, which Azure ML does not set in a {dist.type} job",
+                              f"use the variables of type {dist.type}: {', '.join(sorted(own.get(dist.type, {})))}")
+
+
+def _script_file(ctx: Context, dist: Distribution, script: str | None) -> Path | None:
+    """The training script inside `code:` (never outside it), if the command runs one that is there."""
+    if not (dist.code and script and script.endswith(".py")):
+        return None
+    code = (ctx.loaded.base_dir / dist.code).resolve()
+    path = (code / script).resolve()
+    return path if path.is_relative_to(code) and path.is_file() else None
+
+
+_TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
+
+
+@rule
+def distribution_lightning(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        fw = fws.get(dist.framework) if dist.framework else None
+        step = _training(dist)
+        sku = ctx.sku(dist.cluster)
+        if fw is None or not fw.nodes_flags or step is None or step.kind != "script":
+            continue
+        found: dict[str, tuple[str, str]] = {}   # nodes/devices -> (value, where it was read)
+        for key, flags in (("nodes", fw.nodes_flags), ("devices", fw.devices_flags)):
+            for s in _parsed(dist.command)[0]:
+                value = s.script_option(flags)
+                if value:
+                    found[key] = (value, next(f for f in flags if s.script_option([f]) is not None))
+                    break
+        script = _script_file(ctx, dist, step.script)
+        if script is not None and len(found) < 2:
+            text = script.read_text(encoding="utf-8", errors="replace")[:1_000_000]
+            for key, keyword in (fw.trainer_keywords or {}).items():
+                m = None if key in found else re.search(_TRAINER_KEYWORD.format(re.escape(keyword)), text)
+                if m:
+                    line = text.count("\n", 0, m.start()) + 1
+                    found[key] = (m.group(1).strip("'\""), f"{keyword}= in {dist.code}/{step.script}:{line}")
+        if "nodes" in found:
+            value, where = found["nodes"]
+            if count(value) is not None and count(value) != dist.instance_count:
+                yield _command_at(ctx, name, "distribution.lightning-trainer",
+                                  f"Lightning's {where} {value} but the job runs on instance_count {dist.instance_count} "
+                                  "node(s): the trainer waits for a world size that never forms",
+                                  f"set it to {dist.instance_count} (or change instance_count)")
+        if "devices" in found and sku is not None and sku.gpus:
+            value, where = found["devices"]
+            devices = sku.gpus if value in ("-1", "auto") else count(value)
+            if devices is None:
+                continue
+            if dist.launcher == "per-process" and dist.processes_per_instance > 1:
+                if devices != dist.processes_per_instance:
+                    yield _command_at(ctx, name, "distribution.lightning-trainer",
+                                      f"Lightning's {where} {value} but Azure ML starts {dist.processes_per_instance} "
+                                      "processes per node (process_count_per_instance): the ranks disagree on the "
+                                      "world size", f"set it to {dist.processes_per_instance}")
+            elif devices > sku.gpus:
+                yield _command_at(ctx, name, "distribution.gpus-exceeded",
+                                  f"Lightning's {where} {value} but {sku.name} has {sku.gpus} GPU(s)",
+                                  f"set it to {sku.gpus}")
+            elif devices < sku.gpus:
+                yield _command_at(ctx, name, "distribution.gpus-underused",
+                                  f"Lightning's {where} {value} uses {devices} of the {sku.gpus} GPUs of {sku.name}",
+                                  f"set it to {sku.gpus} to use every GPU you pay for", "warning")
+
+
+@rule
+def distribution_tensorflow(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        base = ("distributions", name)
+        if dist.type != "tensorflow":
+            for field_name in ("worker_count", "parameter_server_count"):
+                if getattr(dist, field_name) is not None:
+                    yield ctx.at(base + (field_name,), "distribution.tensorflow-counts",
+                                 f"{field_name} applies only to type tensorflow (this is {dist.type})",
+                                 f"remove {field_name}, or set type: tensorflow")
+            continue
+        if dist.process_count_per_instance is not None:
+            # Azure ML's TensorFlow distribution has only worker_count and parameter_server_count.
+            yield ctx.at(base + ("process_count_per_instance",), "distribution.tensorflow-counts",
+                         "process_count_per_instance does not apply to type tensorflow",
+                         "remove it and set worker_count (one worker per node uses all its GPUs)")
+        nodes = dist.instance_count
+        workers = dist.worker_count or nodes
+        ps = dist.parameter_server_count or 0
+        at = base + ("worker_count",)
+        # Azure ML places the worker_count + parameter_server_count tasks on instance_count nodes: parameter
+        # servers may share a node with a worker (2 workers + 1 ps on 2 nodes, as the guides show), two workers
+        # may not (each worker's strategy claims every GPU of its node).
+        if workers > nodes:
+            yield ctx.at(at, "distribution.tensorflow-counts",
+                         f"{workers} workers on instance_count {nodes} node(s): Azure ML would put two workers on a "
+                         "node, and each worker's strategy claims every GPU of its node",
+                         f"set instance_count: {workers} or worker_count: {nodes} (one worker per node)")
+        elif workers + ps < nodes:
+            yield ctx.at(at, "distribution.tensorflow-idle-nodes",
+                         f"{workers} worker(s){f' + {ps} parameter server(s)' if ps else ''} on instance_count {nodes} "
+                         f"nodes: {nodes - workers - ps} node(s) run no task and are paid for idle",
+                         f"set worker_count: {nodes - ps} (MultiWorkerMirroredStrategy: one worker per node) or "
+                         f"instance_count: {workers + ps}", "warning")
+        if ps and ps >= workers:
+            yield ctx.at(base + ("parameter_server_count",), "distribution.tensorflow-counts",
+                         f"{ps} parameter server(s) for {workers} worker(s) is unusual and wastes nodes",
+                         "use fewer parameter servers than workers (or none with MultiWorkerMirroredStrategy)",
+                         "warning")
+
+
+@rule
+def distribution_transformers_local_rank(ctx: Context) -> Iterator[Diagnostic]:
+    fws = knowledge.frameworks()
+    for name, dist in ctx.stack.distributions.items():
+        fw = fws.get(dist.framework) if dist.framework else None
+        needle = fw.per_process_command_must_contain if fw else None
+        if not (needle and dist.launcher == "per-process" and dist.command):
+            continue
+        steps, error = _parsed(dist.command)
+        # HF's argument parser accepts --local_rank and --local-rank alike
+        spellings = (needle, needle.replace("_", "-"))
+        if error is None and not any(s.script_option(spellings) is not None for s in steps):
+            yield _command_at(ctx, name, "distribution.transformers-local-rank",
+                              f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only "
+                              "the LOCAL_RANK variable",
+                              f"append `{needle} $LOCAL_RANK` to the command")
+
+
+@rule
+def distribution_ib_disabled(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        sku = ctx.sku(dist.cluster)
+        env = dist.environment_variables
+        if sku and sku.infiniband_eligible and dist.instance_count > 1 and (
+                env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"):
+            yield ctx.at(("distributions", name, "environment_variables"), "distribution.infiniband-disabled",
+                         f"distribution {name!r} disables NCCL's InfiniBand on {sku.name}, which you pay for",
+                         "remove NCCL_IB_DISABLE / NCCL_NET=Socket (keep them only as a deliberate negative control)",
+                         "warning")
+
+
+@rule
+def distribution_launcher_variables(ctx: Context) -> Iterator[Diagnostic]:
+    for name, dist in ctx.stack.distributions.items():
+        sets = knowledge.launcher_variables().get(dist.type, {})
+        for var in dist.environment_variables:
+            severity = sets.get(var)
+            if severity is None:
+                continue
+            per_process = severity == "error"
+            yield ctx.at(("distributions", name, "environment_variables", var), "distribution.launcher-variable",
+                         f"distribution {name!r} sets {var}, which Azure ML's {dist.type} launcher sets "
+                         + ("for each process: one value for every process breaks the ranks" if per_process else
+                            "to the rendezvous it starts: another value leaves ranks waiting for a peer that never comes"),
+                         f"remove {var} from environment_variables; Azure ML sets it",
+                         severity, key=True)
+
+
+def run_rules(loaded: LoadedStack, catalog: Catalog, today: datetime.date | None = None) -> list[Diagnostic]:
+    ctx = Context(loaded, catalog, today or datetime.date.today())
+    out: list[Diagnostic] = []
+    for fn in RULES:
+        out.extend(fn(ctx))
+    return out
