@@ -65,7 +65,18 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
         if live.fingerprint() != plan.live_fingerprint:
             raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
                          str(loaded.path))
+        mark_smokes_pending(plan, loaded, provider)
         return execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
+
+
+def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:
+    """Before changing a distribution's cluster or environment, record its smoke as pending (with why) on Azure:
+    until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
+    from infra_cli.plan.desired import distribution_dependencies
+    from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
+
+    for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():
+        provider.record_smoke(plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
 
 
 def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:

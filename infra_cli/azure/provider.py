@@ -7,23 +7,33 @@ against the local emulator: only clients.py knows which.
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from infra_cli.azure.errors import azure_error_code, azure_error_message  # noqa: F401  (re-exported)
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.plan.desired import ClusterSecrets
 from infra_cli.plan.diff import LiveState
 from infra_cli.plan.model import Resource
 from infra_cli.plan.normalise import cluster_resource, environment_resource
+from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
 
 if TYPE_CHECKING:
     from infra_cli.validate.preflight import LiveFacts
 
 MAX_READ_CONCURRENCY = 16
+SMOKE_RECORD_IMAGE = "mcr.microsoft.com/azureml/infra-smoke-record:none"  # never pulled: the version is a record
+
+
+def smoke_record_name(stack: str, distribution: str) -> str:
+    """The environment whose versions record a distribution's smoke results (a stack name has no '.')."""
+    return f"infra-smoke-{stack}.{re.sub(r'[^A-Za-z0-9_.-]', '-', distribution)}"
 
 
 def is_not_found(exc: Exception) -> bool:
@@ -33,29 +43,6 @@ def is_not_found(exc: Exception) -> bool:
     if isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404:
         return True
     return type(exc).__name__ == "ValidationException" and "does not exist" in str(exc)
-
-
-def azure_error_code(exc: BaseException) -> str:
-    """The ARM error code of an SDK exception (QuotaExceeded, Conflict, ...), else the exception's type."""
-    error = getattr(exc, "error", None)
-    code = getattr(error, "code", None)
-    if code:
-        return str(code)
-    response = getattr(exc, "response", None)
-    try:
-        body = response.json() if response is not None else None
-        if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("code"):
-            return str(body["error"]["code"])
-    except Exception:  # a body that is not JSON says nothing more
-        pass
-    status = getattr(exc, "status_code", None)
-    return f"HTTP{status}" if status else type(exc).__name__
-
-
-def azure_error_message(exc: BaseException) -> str:
-    error = getattr(exc, "error", None)
-    message = getattr(error, "message", None) or getattr(exc, "message", None) or str(exc)
-    return str(message).strip().splitlines()[0] if message else type(exc).__name__
 
 
 def _cluster_values(entity: Any) -> dict[str, Any]:
@@ -80,6 +67,10 @@ def _cluster_values(entity: Any) -> dict[str, Any]:
         "location": entity.location,
         "tags": dict(entity.tags or {}),
         "description": entity.description,
+        # a Failed or stuck cluster plans as a replacement (plan/diff.py)
+        "provisioning_state": getattr(entity, "provisioning_state", None),
+        "provisioning_errors": getattr(entity, "provisioning_errors", None),
+        "created_on": getattr(entity, "created_on", None),
     }
 
 
@@ -147,6 +138,84 @@ class Provider:
                     raise
                 return environment_resource(name, None, latest.tags, next_version)
         return environment_resource(name, entity.version, entity.tags, next_version)
+
+    def resolve_environment(self, reference: str) -> str | None:
+        """What an environment reference names now, as `azureml://registries/R/environments/N/versions/V` (or
+        `azureml:N:V` in the workspace); None when it does not exist. Labels (latest) resolve to a version."""
+        from infra_cli.validate.knowledge import parse_environment_reference
+
+        ref = parse_environment_reference(reference)
+        envs = self.clients.registry(ref.registry).environments if ref.registry else self.clients.ml.environments
+        try:
+            entity = envs.get(ref.name, label=ref.label) if ref.label else envs.get(ref.name, version=ref.version)
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        if ref.registry:
+            return f"azureml://registries/{ref.registry}/environments/{entity.name}/versions/{entity.version}"
+        return f"azureml:{entity.name}:{entity.version}"
+
+    def resolve_environments(self, references: dict[str, str]) -> dict[str, str | None]:
+        """name -> resolved id (None: not found) for each reference, concurrently."""
+        if not references:
+            return {}
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, len(references)))) as pool:
+            futures = {name: pool.submit(self.resolve_environment, ref) for name, ref in references.items()}
+            return {name: f.result() for name, f in futures.items()}
+
+    # ---- smoke records (the last smoke of each distribution, on Azure) ------------------------------------
+
+    def read_smoke_record(self, stack: str, distribution: str) -> SmokeRecord | None:
+        try:
+            env = self.clients.ml.environments.get(smoke_record_name(stack, distribution), label="latest")
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        tags = env.tags or {}
+        if tags.get("infra.stack") != stack or tags.get("infra.smoke.distribution") != distribution:
+            return None  # another stack's or distribution's record under a name that sanitised alike
+        return SmokeRecord(distribution, tags.get("infra.smoke.result", ""),
+                           SmokeInputs.decode(tags.get("infra.smoke.inputs")), tags.get("infra.smoke.job") or None,
+                           tags.get("infra.smoke.at") or None, tags.get("infra.smoke.reason") or None)
+
+    def read_smoke_records(self, stack: str, distributions: list[str]) -> dict[str, SmokeRecord | None]:
+        if not distributions:
+            return {}
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, len(distributions)))) as pool:
+            futures = {d: pool.submit(self.read_smoke_record, stack, d) for d in distributions}
+            return {d: f.result() for d, f in futures.items()}
+
+    def record_smoke(self, stack: str, record: SmokeRecord, *, attempts: int = 5) -> None:
+        """Register the record as the next version (immutable, so two writers never overwrite each other: the
+        one that loses the version number reads the latest again and takes the next)."""
+        from azure.ai.ml.entities import Environment
+        from azure.core.exceptions import HttpResponseError
+
+        name = smoke_record_name(stack, record.distribution)
+        tags = {"infra.stack": stack, "infra.smoke.distribution": record.distribution,
+                "infra.smoke.result": record.result, "infra.smoke.inputs": record.inputs.encode() if record.inputs else "",
+                "infra.smoke.job": record.job or "", "infra.smoke.at": record.at or "",
+                "infra.smoke.reason": record.reason or ""}
+        envs = self.clients.ml.environments
+        for attempt in range(attempts):
+            try:
+                latest = envs.get(name, label="latest")
+                version = int(latest.version) + 1 if str(latest.version).isdigit() else 1
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+                version = 1
+            try:
+                envs.create_or_update(Environment(
+                    name=name, version=str(version), image=f"{SMOKE_RECORD_IMAGE}-{uuid.uuid4().hex[:12]}", tags=tags,
+                    description=f"infra smoke record of stack {stack}, distribution {record.distribution} "
+                                "(do not use in jobs)"))
+                return
+            except HttpResponseError:
+                if attempt == attempts - 1:
+                    raise
 
     def live_facts(self, location: str) -> "LiveFacts":
         """Workspace location, size offers and restrictions, vCPU quota: three reads, concurrently."""

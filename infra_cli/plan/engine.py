@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +11,11 @@ from infra_cli.catalog import load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
 from infra_cli.plan.diff import LiveState, diff, drift, select_targets, smoke_jobs
-from infra_cli.plan.model import Plan, Resource
+from infra_cli.plan.model import Plan, Resource, ResourceChange
+from infra_cli.plan.smoke_pending import SmokeRecord, changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.load import LoadedStack
 from infra_cli.validate.engine import load_valid_stack
+from infra_cli.validate.knowledge import parse_environment_reference
 from infra_cli.validate.image_requirements import image_requirement_diagnostics
 from infra_cli.validate.preflight import LIVE_JUDGED_RULES, preflight
 
@@ -35,6 +37,44 @@ def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[st
                                for t in bad])
 
 
+def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
+                            resolved: dict[str, str | None]) -> list[Diagnostic]:
+    """An environment reference that names nothing (a typo, a version that does not exist): the job would be
+    refused at submit time, so the plan says so now, at the stack's line."""
+    out = []
+    for name, reference in references.items():
+        if resolved.get(name) is None:
+            ref = parse_environment_reference(reference)
+            where = f"registry {ref.registry!r}" if ref.registry else f"workspace {loaded.stack.workspace.name!r}"
+            what = f"version {ref.version}" if ref.version else f"label {ref.label!r}"
+            listing = (f"az ml environment list --registry-name {ref.registry}" if ref.registry
+                       else "az ml environment list")
+            out.append(loaded.source.diagnostic(
+                ("environments", name, "curated"), "plan.environment-not-found",
+                f"environment {name!r}: {reference} does not exist ({ref.name!r} with {what} is not in {where})",
+                f"check the name and version with `{listing}`"))
+    return out
+
+
+def with_resolved_environments(changes: list[ResourceChange], resolved: dict[str, str | None]) -> list[ResourceChange]:
+    """Curated environments are only read: their change shows what the reference resolves to now."""
+    return [replace(c, after={**(c.after or {}), "resolved": resolved[c.name]})
+            if c.type == "environment" and resolved.get(c.name) else c for c in changes]
+
+
+def smoke_reasons(loaded: LoadedStack, desired: list[Resource], changes: list[ResourceChange],
+                  deps: dict[str, tuple[str, ...]], resolved: dict[str, str | None],
+                  records: dict[str, SmokeRecord | None], targets: list[str]) -> dict[str, str]:
+    """smoke.DIST -> why it will run: its cluster or environment changes in this plan, or its last recorded
+    smoke did not pass with the inputs it has now (failed, never ran, or ran on other inputs)."""
+    inputs = smoke_inputs(loaded, desired, resolved.get)
+    enabled = {n for n, d in loaded.stack.distributions.items() if d.smoke.enabled}
+    pending = pending_smokes(inputs, records, enabled)
+    if targets:
+        pending = {job: why for job, why in pending.items() if job in targets or set(deps.get(job, ())) & set(targets)}
+    return {**pending, **changed_smokes(changes, deps)}
+
+
 def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targets: list[str] | None = None,
                warnings: list[Diagnostic] | None = None, check_images: bool = False) -> PlanOutcome:
     from infra_cli.azure.provider import Provider
@@ -44,13 +84,19 @@ def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targe
     targets = targets or []
     check_targets(loaded, desired, targets)
     provider = Provider(clients)
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    normal = mode == "normal"
+    curated = {name: env.curated for name, env in stack.environments.items() if env.curated} if normal else {}
+    with ThreadPoolExecutor(max_workers=5) as pool:
         live_f = pool.submit(provider.refresh, desired)
-        facts_f = pool.submit(provider.live_facts, stack.workspace.location) if mode == "normal" else None
+        facts_f = pool.submit(provider.live_facts, stack.workspace.location) if normal else None
         images_f = pool.submit(image_requirement_diagnostics, loaded) if check_images else None
+        resolved_f = pool.submit(provider.resolve_environments, curated)
+        records_f = pool.submit(provider.read_smoke_records, stack.stack, list(stack.distributions)) if normal else None
         live = live_f.result()
         facts = facts_f.result() if facts_f else None
         image_diagnostics = images_f.result() if images_f else []
+        resolved = resolved_f.result()
+        records = records_f.result() if records_f else {}
     result = diff(desired, live, stack=stack.stack, source=loaded.source, mode="destroy" if mode == "destroy" else "normal")
     deps = distribution_dependencies(stack)
     changes = result.changes
@@ -59,13 +105,16 @@ def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targe
     diagnostics = list(warnings or []) + result.diagnostics + image_diagnostics
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
+    diagnostics += unresolved_environments(loaded, curated, resolved)
+    changes = with_resolved_environments(changes, resolved)
     drifted = drift(desired, live, stack=stack.stack) if mode == "refresh-only" else []
+    reasons = smoke_reasons(loaded, desired, changes, deps, resolved, records, targets) if normal else {}
     plan = Plan(
         stack=stack.stack, mode=mode,
         resource_changes=[] if mode == "refresh-only" else changes,
-        smoke_jobs=[] if mode != "normal" else smoke_jobs(changes, deps),
+        smoke_jobs=[] if not normal else sorted(set(smoke_jobs(changes, deps)) | set(reasons)),
         diagnostics=[d.to_json() for d in diagnostics],
-        live_fingerprint=live.fingerprint(), desired=desired, drift=drifted,
+        live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
     )
     return PlanOutcome(plan, loaded, clients, live)
 

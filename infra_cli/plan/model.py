@@ -113,6 +113,7 @@ class Plan:
     live_fingerprint: str
     desired: list[Resource] = field(default_factory=list)
     drift: list[ResourceChange] = field(default_factory=list)
+    smoke_reasons: dict[str, str] = field(default_factory=dict)  # smoke.DIST -> why it will run
     format_version: str = FORMAT_VERSION
 
     @property
@@ -137,6 +138,7 @@ class Plan:
             "resource_changes": [c.to_json(mask_sensitive=mask_sensitive) for c in self.resource_changes],
             "resource_drift": [c.to_json(mask_sensitive=mask_sensitive) for c in self.drift],
             "smoke_jobs": list(self.smoke_jobs),
+            "smoke_reasons": {job: self.smoke_reasons.get(job) for job in self.smoke_jobs},
             "diagnostics": list(self.diagnostics),
             "live_fingerprint": self.live_fingerprint,
         }

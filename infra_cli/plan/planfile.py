@@ -74,6 +74,7 @@ def read_plan_file(path: Path) -> SavedPlan:
             smoke_jobs=list(data.get("smoke_jobs") or []), diagnostics=list(data.get("diagnostics") or []),
             live_fingerprint=data["live_fingerprint"],
             desired=[Resource.from_json(r) for r in data.get("desired") or []],
+            smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},
         )
         return SavedPlan(plan, Path(data["stack_path"]), list(data.get("targets") or []))
     except (KeyError, TypeError) as exc:

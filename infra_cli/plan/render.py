@@ -132,8 +132,10 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
         if changes:
             out.append("")
     if not changes:
-        if not errors:
+        if not errors and not plan.smoke_jobs:
             out.append("No changes. Your infrastructure matches the stack.")
+        elif not errors:
+            out.append("No changes to resources, but smoke jobs are pending: apply runs them.")
     else:
         out.append("infra will perform the following actions:\n")
         order = {"delete": 0, "replace": 1, "update": 2, "create": 3}
@@ -145,7 +147,22 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
     curated = [c for c in plan.resource_changes if c.actions == NO_OP and c.action_reason
                and c.action_reason.startswith("curated")]
     for c in curated:
-        out.append(f"  (reads {c.address}: {(c.after or {}).get('curated')})")
-    if plan.smoke_jobs:
-        out.append(f"Smoke jobs after apply: {', '.join(plan.smoke_jobs)}")
+        after = c.after or {}
+        now = f" = {after['resolved']}" if after.get("resolved") and after["resolved"] != after.get("curated") else ""
+        out.append(f"  (reads {c.address}: {after.get('curated')}{now})")
+    out.extend(render_smoke_jobs(plan, paint))
     return "\n".join(out)
+
+
+def render_smoke_jobs(plan: Plan, paint: _Painter) -> list[str]:
+    """`# smoke.NAME will run (why)` for each smoke job apply will run, as Terraform marks a tainted resource."""
+    if not plan.smoke_jobs:
+        return []
+    lines = ["", "Smoke jobs after apply:"]
+    for job in plan.smoke_jobs:
+        why = plan.smoke_reasons.get(job)
+        lines.append(paint(f"  # {job} will run" + (f" ({why})" if why else ""), "1"))
+    if not plan.changes:
+        lines.append(paint(f"\nPlan: {len(plan.smoke_jobs)} smoke job{'s' if len(plan.smoke_jobs) != 1 else ''} "
+                           "to run, no resource changes.", "1"))
+    return lines

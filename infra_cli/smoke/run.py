@@ -39,7 +39,7 @@ def sdk_command_job(spec: CommandJobSpec, code_dir: Path | None) -> "Command":
     return command(
         code=str(code_dir) if code_dir is not None else None,
         command=spec.command,
-        environment=spec.environment.removeprefix("azureml:"),
+        environment=sdk_environment(spec.environment),
         compute=spec.compute.removeprefix("azureml:"),
         instance_count=spec.instance_count,
         distribution=distribution,
@@ -50,6 +50,12 @@ def sdk_command_job(spec: CommandJobSpec, code_dir: Path | None) -> "Command":
         tags=dict(spec.tags),
         timeout=spec.timeout_s,
     )
+
+
+def sdk_environment(reference: str) -> str:
+    """A job's environment as azure-ai-ml's `command(environment=...)` takes it: a registry URI
+    (azureml://registries/...) whole, a workspace reference without its `azureml:` prefix."""
+    return reference if reference.startswith("azureml://") else reference.removeprefix("azureml:")
 
 
 @dataclass
@@ -125,11 +131,44 @@ def _submit(ml: Any, loaded: LoadedStack, job: SmokeJob, code_dir: Path) -> str:
     return created.name
 
 
+class SmokeRecorder:
+    """Records each verdict on Azure with the inputs it was judged on (plan reads them: a smoke that failed or
+    ran on other inputs is pending). The inputs are taken before the jobs are submitted."""
+
+    def __init__(self, loaded: LoadedStack, clients: Any, distributions: list[str], stream: Callable[[str], Any]):
+        from infra_cli.azure.provider import Provider
+        from infra_cli.plan.desired import desired_resources
+        from infra_cli.plan.smoke_pending import smoke_inputs
+
+        self.stack, self.stream = loaded.stack.stack, stream
+        self.provider = Provider(clients)
+        envs = loaded.stack.environments
+        used = {loaded.stack.distributions[d].environment for d in distributions}
+        curated = {n: envs[n].curated for n in used if n in envs and envs[n].curated}
+        resolved = self.provider.resolve_environments(curated)
+        self.inputs = smoke_inputs(loaded, desired_resources(loaded), resolved.get)
+
+    def record(self, distribution: str, passed: bool, job_name: str) -> None:
+        from datetime import datetime, timezone
+
+        from infra_cli.azure.errors import describe_azure_error
+        from infra_cli.plan.smoke_pending import FAILED, PASSED, SmokeRecord
+
+        at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        record = SmokeRecord(distribution, PASSED if passed else FAILED, self.inputs.get(distribution), job_name, at)
+        try:
+            self.provider.record_smoke(self.stack, record)
+        except Exception as exc:  # the verdict stands; only the plan's memory of it is lost
+            self.stream(f"smoke.{distribution}: could not record the result on Azure "
+                        f"(the next plan will show this smoke as pending): {describe_azure_error(exc)}")
+
+
 def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] | None = None, *,
               stream: Callable[[str], Any] = print, poll_s: float = 2.0) -> list[SmokeVerdict]:
     """Submit every chosen smoke job at once, then wait for, fetch and judge each; the verdicts are streamed."""
     jobs = smoke_jobs(loaded_stack, distributions)
     ml = clients.ml
+    recorder = SmokeRecorder(loaded_stack, clients, [j.name for j in jobs], stream)
     verdicts: list[SmokeVerdict] = []
     with tempfile.TemporaryDirectory(prefix="infra-smoke-") as tmp, quiet_sdk():
         work = Path(tmp)
@@ -157,5 +196,6 @@ def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] 
             for finding in verdict.findings:
                 for line in finding.render():
                     stream(line)
+            recorder.record(job.name, verdict.passed, name)
             verdicts.append(verdict)
     return verdicts

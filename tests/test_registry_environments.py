@@ -1,0 +1,183 @@
+"""Curated environments from the `azureml` registry, end to end: the emulator serves the registry (discovery,
+then the registry's environment routes) to the real azure-ai-ml client; plan resolves every reference form the
+SDK accepts and refuses one that names nothing; jobs carry registry references whole; render writes them so
+the SDK's own loader reads them back; Azure's errors read without terminal escape codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from emulator_fixtures import *  # noqa: F401,F403
+
+from infra_cli.azure.errors import azure_error_code, azure_error_details, azure_error_message, describe_azure_error
+from infra_cli.azure.provider import Provider
+from infra_cli.plan.engine import plan_stack
+from infra_cli.stack.load import load_stack
+from infra_cli.validate.knowledge import curated_registries, parse_environment_reference
+
+ACPT_113 = "AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu"
+ACPT_22 = "acpt-pytorch-2.2-cuda12.1"
+
+
+def latest(name: str) -> int:
+    """The newest version the registry data says the emulator serves (not a number copied into the test)."""
+    return next(r.latest for r in curated_registries()["azureml"] if r.name == name)
+
+
+def test_sdk_reads_the_azureml_registry_through_discovery(clients):
+    registry = clients.registry("azureml")
+    env = registry.environments.get(ACPT_22, label="latest")
+    assert (env.name, env.version) == (ACPT_22, str(latest(ACPT_22)))
+    assert env.image.endswith(f":{latest(ACPT_22)}") and env.image.startswith("mcr.microsoft.com/azureml/curated/")
+    assert registry.environments.get(ACPT_113, version="3").version == "3"
+    names = {e.name for e in registry.environments.list()}
+    assert names == {r.name for r in curated_registries()["azureml"]}
+    assert [e.version for e in registry.environments.list(name=ACPT_113)][:2] in (["1", "2"], [str(latest(ACPT_113)), str(latest(ACPT_113) - 1)])
+    with pytest.raises(Exception) as missing:
+        registry.environments.get(ACPT_22, version=str(latest(ACPT_22) + 1))
+    assert getattr(missing.value, "status_code", None) == 404
+    with pytest.raises(Exception) as no_registry:
+        clients.registry("no-such-registry")
+    assert getattr(no_registry.value, "status_code", None) == 404
+
+
+@pytest.mark.parametrize("reference, expected", [
+    (f"azureml:{ACPT_113}@latest", ("azureml", ACPT_113, None, "latest")),
+    (f"azureml:{ACPT_113}:3", ("azureml", ACPT_113, "3", None)),
+    (f"{ACPT_113}@latest", ("azureml", ACPT_113, None, "latest")),
+    ("azureml:my-env:3", (None, "my-env", "3", None)),
+    ("azureml:my-env@latest", (None, "my-env", None, "latest")),
+    (f"azureml://registries/azureml/environments/{ACPT_22}/versions/19", ("azureml", ACPT_22, "19", None)),
+    (f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest", ("azureml", ACPT_22, None, "latest")),
+])
+def test_every_reference_form_parses(reference, expected):
+    ref = parse_environment_reference(reference)
+    assert (ref.registry, ref.name, ref.version, ref.label) == expected
+
+
+def test_provider_resolves_every_form_to_a_version(clients):
+    from azure.ai.ml.entities import Environment
+
+    clients.ml.environments.create_or_update(Environment(name="train", version="4", image="example.com/train:1"))
+    provider = Provider(clients)
+    registry = "azureml://registries/azureml/environments"
+    resolved = provider.resolve_environments({
+        "short": f"azureml:{ACPT_113}@latest", "short-version": f"azureml:{ACPT_113}:3",
+        "uri-version": f"{registry}/{ACPT_22}/versions/19", "uri-label": f"{registry}/{ACPT_22}/labels/latest",
+        "workspace": "azureml:train@latest", "workspace-version": "azureml:train:4",
+        "typo": f"{registry}/acpt-pytorch-9.9/labels/latest", "no-such-version": f"azureml:{ACPT_113}:999",
+    })
+    assert resolved == {
+        "short": f"{registry}/{ACPT_113}/versions/{latest(ACPT_113)}",
+        "short-version": f"{registry}/{ACPT_113}/versions/3",
+        "uri-version": f"{registry}/{ACPT_22}/versions/19",
+        "uri-label": f"{registry}/{ACPT_22}/versions/{latest(ACPT_22)}",
+        "workspace": "azureml:train:4", "workspace-version": "azureml:train:4",
+        "typo": None, "no-such-version": None,
+    }
+
+
+STACK = f"""
+stack: reg
+workspace:
+  subscription_id: {TEST_SUBSCRIPTION}
+  resource_group: {TEST_RESOURCE_GROUP}
+  name: {TEST_WORKSPACE}
+  location: {TEST_LOCATION}
+clusters:
+  gpu: {{size: Standard_ND96asr_v4, max_instances: 2}}
+environments:
+  acpt:
+    curated: CURATED
+distributions:
+  ddp: {{cluster: gpu, environment: acpt, type: pytorch, instance_count: 1, process_count_per_instance: 8}}
+"""
+
+
+def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_path, clients):
+    from infra_cli.plan.render import render_plan
+
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("CURATED", f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"))
+    outcome = plan_stack(load_stack(path), clients)
+    assert not outcome.plan.has_errors(), outcome.plan.diagnostics
+    (env,) = [c for c in outcome.plan.resource_changes if c.address == "environment.acpt"]
+    assert env.actions == ["no-op"]
+    assert env.after["resolved"] == f"azureml://registries/azureml/environments/{ACPT_22}/versions/{latest(ACPT_22)}"
+    assert f"= azureml://registries/azureml/environments/{ACPT_22}/versions/{latest(ACPT_22)}" in render_plan(outcome.plan)
+
+    path.write_text(STACK.replace("CURATED", "azureml://registries/azureml/environments/acpt-pytorch-9.9/versions/1"))
+    outcome = plan_stack(load_stack(path), clients)
+    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+    assert error["severity"] == "error" and error["line"] == 12 and "acpt-pytorch-9.9" in error["message"]
+    assert "az ml environment list --registry-name azureml" in error["hint"]
+
+
+def test_jobs_carry_registry_references_whole_and_render_loads_with_the_sdk(tmp_path):
+    from azure.ai.ml import load_job
+
+    from infra_cli.render_files import render_stack
+    from infra_cli.smoke.run import sdk_environment
+
+    uri = f"azureml://registries/azureml/environments/{ACPT_22}/versions/19"
+    assert sdk_environment(uri) == uri  # was "//registries/...": the SDK then asked for a version
+    assert sdk_environment(f"azureml:{ACPT_113}@latest") == f"{ACPT_113}@latest"
+    for reference in (uri, f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest",
+                      f"azureml:{ACPT_113}@latest", f"azureml:{ACPT_113}:3"):
+        path = tmp_path / "stack.yaml"
+        path.write_text(STACK.replace("CURATED", reference))
+        out = tmp_path / "out"
+        written, _ = render_stack(path, out)
+        (job_file,) = [p for p in written if p.name == "smoke-job.yml"]
+        job = load_job(job_file)
+        assert str(job.environment) in (reference, reference.removeprefix("azureml:")), job.environment
+
+
+# What azure-ai-ml 1.35.2 raised for a job whose environment was "//registries/...": the text `infra smoke`
+# used to print as "MlException: \x1b[37m".
+SDK_MESSAGE = ("\n\x1b[37m\n\x1b[30m\n1) At least one required parameter is missing\x1b[39m\x1b[39m\n\nDetails: \n\n"
+               "\x1b[31m(x) Failed to extract version when parsing asset //registries/azureml/environments/X/labels/"
+               "latest of type environments as arm id. Version must be provided.\x1b[39m\n\nResolutions: \n1) Ensure "
+               "all parameters required by the Asset schema are specified.\nIf using the CLI, you can also check the "
+               "full log in debug mode for more details by adding --debug to the end of your command\n\nAdditional "
+               "Resources: The easiest way to author a yaml specification file is using IntelliSense: "
+               "\x1b[36mhttps://code.visualstudio.com/docs/datascience/azure-machine-learning.\x1b[39m\n")
+
+
+def test_azure_errors_read_without_escape_codes():
+    from azure.ai.ml.exceptions import MlException
+    from azure.core.exceptions import HttpResponseError
+
+    exc = MlException(message=SDK_MESSAGE, no_personal_data_message=SDK_MESSAGE)
+    assert azure_error_message(exc) == "At least one required parameter is missing"
+    assert azure_error_details(exc) == ["Failed to extract version when parsing asset //registries/azureml/"
+                                        "environments/X/labels/latest of type environments as arm id. Version must "
+                                        "be provided."]
+    text = describe_azure_error(exc)
+    assert "\x1b" not in text and "Resolutions" not in text and "IntelliSense" not in text
+    assert text.startswith("MlException: At least one required parameter is missing\n  Failed to extract version")
+
+    http = HttpResponseError(message="(ResourceNotFound) The environment 'x' was not found.\nCode: ResourceNotFound\n"
+                                     "Message: The environment 'x' was not found.")
+    assert azure_error_code(http) == "ResourceNotFound"
+    assert describe_azure_error(http) == "ResourceNotFound: The environment 'x' was not found."
+
+
+def test_sdk_error_from_the_emulator_reads_cleanly(clients):
+    """A real refusal through the SDK: the code, the message, nothing else."""
+    with pytest.raises(Exception) as refused:
+        clients.registry("azureml").environments.get("acpt-pytorch-9.9", version="1")
+    assert describe_azure_error(refused.value) == (
+        "ResourceNotFound: The environment 'acpt-pytorch-9.9' was not found in registry 'azureml'.")
+
+
+def test_command_job_keeps_registry_reference(tmp_path):
+    from infra_cli.smoke.render import smoke_jobs
+    from infra_cli.smoke.run import sdk_command_job
+
+    uri = f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("CURATED", uri))
+    (job,) = smoke_jobs(load_stack(path))
+    assert sdk_command_job(job.spec, Path(tmp_path)).environment == uri

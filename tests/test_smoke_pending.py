@@ -1,0 +1,161 @@
+"""Smoke results count in the plan (Terraform's "tainted"): a distribution whose last smoke failed, never ran,
+or ran on other inputs shows as `smoke.NAME will run` with why; apply reruns it; a pass leaves the plan clean.
+The record lives on Azure (an environment version per record, through the SDK), never in a local file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from emulator_fixtures import *  # noqa: F401,F403
+
+from infra_cli.plan.smoke_pending import (FAILED, LAST_FAILED, NEVER_RAN, PASSED, PENDING, SmokeInputs, SmokeRecord,
+                                          pending_smokes)
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = SmokeInputs("c1", "e1", "d1")
+
+
+@pytest.mark.parametrize("record, expected", [
+    (None, NEVER_RAN),
+    (SmokeRecord("ddp", FAILED, NOW, "job-7"), f"{LAST_FAILED}: job job-7"),
+    (SmokeRecord("ddp", PENDING, None, reason="cluster changed"), "cluster changed, never ran since"),
+    (SmokeRecord("ddp", PASSED, SmokeInputs("c0", "e1", "d1")), "cluster changed since the last passing smoke"),
+    (SmokeRecord("ddp", PASSED, SmokeInputs("c1", "e0", "d0")),
+     "environment changed and distribution changed since the last passing smoke"),
+    (SmokeRecord("ddp", PASSED, NOW), None),
+])
+def test_why_a_smoke_is_pending(record, expected):
+    pending = pending_smokes({"ddp": NOW}, {"ddp": record}, {"ddp"})
+    assert pending.get("smoke.ddp") == expected
+    assert pending_smokes({"ddp": NOW}, {"ddp": record}, set()) == {}  # smoke disabled: never pending
+
+
+def test_inputs_survive_a_tag_round_trip():
+    assert SmokeInputs.decode(NOW.encode()) == NOW
+    assert len(NOW.encode()) <= 256
+    for broken in (None, "", "cluster=a", "garbage"):
+        assert SmokeInputs.decode(broken) is None
+
+
+def test_record_is_on_azure_and_read_back(clients):
+    from infra_cli.azure.provider import Provider, smoke_record_name
+
+    provider = Provider(clients)
+    assert provider.read_smoke_records("st", ["ddp"]) == {"ddp": None}
+    provider.record_smoke("st", SmokeRecord("ddp", FAILED, NOW, "job-1", "2026-01-01T00:00:00Z"))
+    provider.record_smoke("st", SmokeRecord("ddp", PASSED, NOW, "job-2", "2026-01-01T00:01:00Z"))
+    record = provider.read_smoke_records("st", ["ddp"])["ddp"]
+    assert (record.result, record.inputs, record.job) == (PASSED, NOW, "job-2")
+    # an environment version per record, readable with the plain SDK
+    versions = [e.version for e in clients.ml.environments.list(name=smoke_record_name("st", "ddp"))]
+    assert sorted(versions) == ["1", "2"]
+    # another stack's record under a name that sanitises alike is not this one's
+    provider.record_smoke("st", SmokeRecord("a b", PASSED, NOW, "job-3"))
+    assert provider.read_smoke_record("st", "a-b") is None
+
+
+STACK = f"""
+stack: pending
+workspace:
+  subscription_id: {TEST_SUBSCRIPTION}
+  resource_group: {TEST_RESOURCE_GROUP}
+  name: {TEST_WORKSPACE}
+  location: {TEST_LOCATION}
+clusters:
+  gpu:
+    size: Standard_ND96asr_v4
+    max_instances: 2
+environments:
+  acpt:
+    curated: azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/labels/latest
+distributions:
+  ddp:
+    cluster: gpu
+    environment: acpt
+    type: pytorch
+    framework: ddp
+    instance_count: 1
+    process_count_per_instance: 2
+"""
+# gloo cannot find an interface that does not exist: the smoke fails fast, as on a node without that NIC
+BREAKS_IT = "    environment_variables: {GLOO_SOCKET_IFNAME: nosuchnic0}\n"
+
+
+def infra(*args: str, state: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
+    env.update(INFRA_LOCAL_DIR=str(state), INFRA_EMULATOR_PROVISIONING_DELAY_S="0.1")
+    return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=600)
+
+
+def plan_json(path: Path, state: Path) -> dict:
+    r = infra("plan", str(path), "--local", "--json", state=state)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_failed_smoke_is_pending_until_apply_reruns_it_and_it_passes(tmp_path):
+    """On the emulator, with a registry environment: a smoke that fails (an environment variable breaks
+    it), then passes once the stack is fixed; the plan between says so and exits 2."""
+    state, path = tmp_path / "state", tmp_path / "stack.yaml"
+    path.write_text(STACK + BREAKS_IT)
+    r = infra("apply", str(path), "--local", "--auto-approve", state=state)
+    assert r.returncode == 1, r.stdout + r.stderr  # the smoke failed
+    assert "smoke.ddp: FAILED" in r.stdout and "# smoke.ddp will run (cluster changed)" in r.stdout
+
+    r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "No changes. Your infrastructure matches the stack." not in r.stdout
+    assert "# smoke.ddp will run (last smoke failed: job " in r.stdout
+    body = plan_json(path, state)
+    assert body["smoke_jobs"] == ["smoke.ddp"]
+    assert body["smoke_reasons"]["smoke.ddp"].startswith(LAST_FAILED)
+    assert all(c["change"]["actions"] == ["no-op"] for c in body["resource_changes"])
+    assert not list(Path(ROOT).glob(".infra/**/smoke*")) and not list(tmp_path.glob("*smoke*"))  # not local
+
+    path.write_text(STACK)  # fixed: apply changes no resource, reruns the smoke, which passes
+    r = infra("apply", str(path), "--local", "--auto-approve", state=state)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "smoke.ddp: PASSED" in r.stdout and "Smoke jobs after apply:" in r.stdout
+    assert "Apply complete!" not in r.stdout  # nothing to lock or change: only the smoke ran
+
+    r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
+    assert r.returncode == 0 and "No changes. Your infrastructure matches the stack." in r.stdout, r.stdout
+    assert plan_json(path, state)["smoke_jobs"] == []
+
+    # a change applied without its smoke leaves the smoke pending, with why
+    path.write_text(STACK.replace("max_instances: 2", "max_instances: 3"))
+    r = infra("apply", str(path), "--local", "--auto-approve", "--no-smoke", state=state)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
+    assert r.returncode == 2 and "# smoke.ddp will run (cluster changed, never ran since)" in r.stdout, r.stdout
+    r = infra("apply", str(path), "--local", "--auto-approve", "--no-smoke", state=state)
+    assert r.returncode == 0 and "Smoke jobs not run (--no-smoke): smoke.ddp" in r.stdout, r.stdout + r.stderr
+
+
+def test_changed_resources_say_which_input_changed_and_render_never_says_no_changes():
+    from infra_cli.plan.model import CREATE, DELETE, NO_OP, UPDATE, Plan, ResourceChange
+    from infra_cli.plan.render import render_plan
+    from infra_cli.plan.smoke_pending import changed_smokes
+
+    deps = {"smoke.a": ("cluster.gpu", "environment.img"), "smoke.b": ("cluster.cpu", "environment.img")}
+    changes = [ResourceChange("cluster.gpu", "cluster", "gpu", UPDATE, {}, {}),
+               ResourceChange("environment.img", "environment", "img", NO_OP, {}, {}),
+               ResourceChange("cluster.cpu", "cluster", "cpu", DELETE, {}, None)]
+    assert changed_smokes(changes, deps) == {"smoke.a": "cluster changed"}
+    changes[1] = ResourceChange("environment.img", "environment", "img", CREATE, None, {"version": "2"})
+    assert changed_smokes(changes, deps) == {"smoke.a": "cluster changed and environment changed",
+                                             "smoke.b": "environment changed"}
+
+    only_smoke = Plan("demo", "normal", [], ["smoke.a"], [], "x", smoke_reasons={"smoke.a": f"{LAST_FAILED}: job j"})
+    text = render_plan(only_smoke)
+    assert "No changes. Your infrastructure matches the stack." not in text
+    assert "# smoke.a will run (last smoke failed: job j)" in text and "Plan: 1 smoke job to run" in text
+    assert only_smoke.to_json()["smoke_reasons"] == {"smoke.a": "last smoke failed: job j"}
+    clean = Plan("demo", "normal", [], [], [], "x")
+    assert "No changes. Your infrastructure matches the stack." in render_plan(clean)
