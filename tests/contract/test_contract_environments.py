@@ -1,0 +1,183 @@
+"""Environment versions get / list / createOrUpdate: Azure's recorded examples (2024-10-01) replayed through
+infra's real SDK clients, and what infra makes of them.
+
+These examples are generated ones: every text is the placeholder "string". Three placeholders stand where a
+real answer has something else, and the replay swaps them (each test says which): the ARM `id` (the SDK
+reads name and version out of it; the replay builds it from the request it answers), and `condaFile`
+(a conda YAML document in a real answer; azure-ai-ml reads the text "string" as a file path).
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from contract_support import (ARM, azure_clients, body_of, load_stack_text, ml_example, query_of, replay,
+                              response_body, sent, workspace_url)
+from spec_schema import ASSETS_SPEC, problems
+
+from infra_cli.azure.provider import Provider
+from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.diff import LiveState, diff
+from infra_cli.plan.model import CREATE, NO_OP, TAG_ADDRESS, TAG_HASH, TAG_STACK
+
+GET = ml_example("EnvironmentVersion/get.json")
+LIST = ml_example("EnvironmentVersion/list.json")
+CREATE_OR_UPDATE = ml_example("EnvironmentVersion/createOrUpdate.json")
+PARAMS = GET["parameters"]
+W = workspace_url(PARAMS)
+NAME = PARAMS["name"]                      # "string"
+VERSIONS = f"{W}/environments/{NAME}/versions"
+CONDA = "name: serving\ndependencies:\n- python=3.10\n"   # stands for the placeholder condaFile "string"
+STACK = f"""
+stack: contract
+workspace: {{subscription_id: {PARAMS['subscriptionId']}, resource_group: {PARAMS['resourceGroupName']},
+             name: {PARAMS['workspaceName']}, location: eastus}}
+environments:
+  {NAME}:
+    image: docker.io/tensorflow/serving:latest
+    conda_file: conda.yaml
+    description: string
+    tags: {{string: string}}
+"""
+
+
+@pytest.fixture
+def clients(monkeypatch):
+    return azure_clients(monkeypatch, PARAMS, "eastus")
+
+
+def version_body(recorded_body: dict, version: str, tags: dict | None = None) -> dict:
+    """A recorded EnvironmentVersionResource with its placeholders swapped: the ARM id of `version` (an ARM
+    id is a path, without the host) and a conda YAML document; tags as given (default: as recorded)."""
+    body = recorded_body
+    body["id"] = f"{VERSIONS[len(ARM):]}/{version}"
+    body["properties"]["condaFile"] = CONDA
+    if tags is not None:
+        body["properties"]["tags"] = tags
+    assert problems(body, "EnvironmentVersionResource", request=False, spec=ASSETS_SPEC) == []
+    return body
+
+
+def latest_page(tags: dict | None = None) -> dict:
+    """list.json, the answer to `$orderBy=createdtime desc&$top=1` (how azure-ai-ml asks for label latest)."""
+    page = response_body(LIST)
+    version_body(page["value"][0], page["value"][0]["name"], tags)
+    return page
+
+
+def stack(tmp_path, text=STACK, conda=CONDA):
+    (tmp_path / "conda.yaml").write_text(conda)
+    loaded = load_stack_text(tmp_path, text)
+    return loaded, desired_resources(loaded)
+
+
+def test_latest_is_read_with_the_recorded_list_query(clients):
+    """infra's refresh reads the latest version the way list.json records: $orderBy and $top=1, one page."""
+    with replay() as mock:
+        mock.get(VERSIONS, json=latest_page())
+        env = Provider(clients).read_environment(NAME, None)
+    (request,) = sent(mock, "GET")
+    query = query_of(request)
+    assert query["$top"] == str(LIST["parameters"]["$top"]) and query["$orderBy"] == "createdtime desc"
+    assert "$skipToken" not in query, "latest is the first item: the recorded nextLink is not followed"
+    assert env.name == NAME and env.address == f"environment.{NAME}"
+    assert env.attributes == {"version": "string", "next_version": None, "content_hash": None,
+                              "tags": {"string": "string"}}
+    assert env.tags == {}
+
+
+def test_a_pinned_version_is_read_with_get(clients):
+    """get.json answers the pinned version (its id swapped for the requested version's)."""
+    with replay() as mock:
+        mock.get(VERSIONS, json=latest_page())
+        mock.get(f"{VERSIONS}/7", json=version_body(response_body(GET), "7"))
+        env = Provider(clients).read_environment(NAME, "7")
+    assert [r.url.split("?")[0] for r in sent(mock, "GET")] == [VERSIONS, f"{VERSIONS}/7"]
+    assert env.attributes["version"] == "7" and env.attributes["tags"] == {"string": "string"}
+
+
+def test_a_pinned_version_not_there_yet_reads_as_absent(clients):
+    not_found = {"error": {"code": "UserError", "message": "Environment string version 7 does not exist."}}
+    with replay() as mock:
+        mock.get(VERSIONS, json=latest_page())
+        mock.get(f"{VERSIONS}/7", json=not_found, status=404)
+        env = Provider(clients).read_environment(NAME, "7")
+    assert env.attributes["version"] is None and env.attributes["next_version"] is None
+
+
+def test_an_environment_with_no_version_reads_as_absent(clients):
+    with replay() as mock:
+        mock.get(VERSIONS, json={"value": []})
+        assert Provider(clients).read_environment(NAME, None) is None
+
+
+def test_the_recorded_version_is_not_adopted(tmp_path, clients):
+    """The recorded version carries no ownership tag: plan refuses to touch it and says how to adopt it."""
+    loaded, resources = stack(tmp_path)
+    with replay() as mock:
+        mock.get(VERSIONS, json=latest_page())
+        mock.get(f"{W}/computes", json={"value": []})  # the refresh lists the workspace's clusters too
+        live = Provider(clients).refresh(resources)
+    result = diff(resources, live, stack="contract", source=loaded.source)
+    assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
+    assert f"infra import environment.{NAME} {NAME}" in result.diagnostics[0].hint
+
+
+def test_an_owned_version_with_the_same_content_is_no_change(tmp_path, clients):
+    loaded, resources = stack(tmp_path)
+    (env,) = resources
+    ours = {"string": "string", TAG_STACK: "contract", TAG_ADDRESS: env.address, TAG_HASH: env.tags[TAG_HASH]}
+    with replay() as mock:
+        mock.get(VERSIONS, json=latest_page(ours))
+        mock.get(f"{W}/computes", json={"value": []})
+        live = Provider(clients).refresh(resources)
+    (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
+    assert change.actions == NO_OP and change.after["version"] == "string"
+
+
+def test_new_content_is_a_new_version_never_the_recorded_one(tmp_path, clients):
+    loaded, resources = stack(tmp_path, conda=CONDA.replace("3.10", "3.11"))
+    (env,) = resources
+    ours = {TAG_STACK: "contract", TAG_ADDRESS: env.address, TAG_HASH: "0" * 16}
+    live = LiveState()
+    with replay() as mock:
+        mock.get(VERSIONS, json=latest_page(ours))
+        live.environments[NAME] = Provider(clients).read_environment(NAME, None)
+    (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
+    assert change.actions == CREATE
+    assert change.before["version"] == "string" and change.after["version"] not in (None, "string")
+
+
+def test_create_sends_what_the_spec_and_the_recorded_create_say(tmp_path, clients):
+    """createOrUpdate.json: infra's PUT of an image environment carries the recorded request's values and
+    nothing read-only (environmentType, provisioningState); the recorded 201 is read back."""
+    loaded, (env,) = stack(tmp_path)
+    env = env.__class__(env.address, env.type, env.name, dict(env.attributes, version=PARAMS["version"]), env.tags)
+    with replay() as mock:
+        mock.put(f"{VERSIONS}/string", status=201,
+                 json=version_body(response_body(CREATE_OR_UPDATE, "201"), PARAMS["version"]))
+        created = Provider(clients).create_environment_version(env, tmp_path, "conda.yaml", None)
+    assert created.version == PARAMS["version"]
+    (put,) = sent(mock, "PUT")
+    body = body_of(put)
+    assert problems(body, "EnvironmentVersionResource", request=True, spec=ASSETS_SPEC) == []
+    ours, recorded = body["properties"], CREATE_OR_UPDATE["parameters"]["body"]["properties"]
+    for key in ("image", "description", "isAnonymous"):
+        assert ours[key] == recorded[key], key
+    assert ours["tags"] == {**recorded["tags"], **env.tags}, "the user's tags and infra's ownership tags"
+    assert yaml.safe_load(ours["condaFile"]) == yaml.safe_load(CONDA), "the conda file's content, as YAML text"
+    assert "build" not in ours, "an image environment has no build context"
+
+
+@pytest.mark.xfail(strict=True, reason="azure-ai-ml reads the recorded condaFile text 'string' (a YAML scalar) "
+                   "as a file path and raises; reading only version and tags over REST (issue 15's lean "
+                   "refresh) would not parse condaFile at all")
+def test_the_recorded_version_reads_as_recorded(clients):
+    """The recorded answer with only its id swapped (condaFile left as the placeholder text)."""
+    page = response_body(LIST)
+    page["value"][0]["id"] = f"{VERSIONS[len(ARM):]}/string"
+    with replay() as mock:
+        mock.get(VERSIONS, json=page)
+        env = Provider(clients).read_environment(NAME, None)
+    assert env.attributes["version"] == "string"
