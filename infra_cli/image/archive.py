@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import tarfile
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -12,16 +13,95 @@ from infra_cli.image.blob import Descriptor, check_digest_syntax
 from infra_cli.image.document import (json_type, list_of_strings, load_json, load_object, malformed, optional_list,
                                       optional_object)
 from infra_cli.image.errors import ImageReadError
-from infra_cli.image.manifest import DOCKER_MANIFEST, MAX_MANIFEST_BYTES
+from infra_cli.image.layers import SPECIAL, Extended, octal, padded, special_length
+from infra_cli.image.limits import MAX_DOCUMENT_BYTES
+from infra_cli.image.manifest import DOCKER_MANIFEST
 
 REF_NAME = "org.opencontainers.image.ref.name"
+MAX_ARCHIVE_MEMBERS = 100_000      # `docker save` writes a few files per layer; bounds the members kept
+_REGULAR, _SYMLINK = (b"0", b"\0", b"7"), b"2"
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str
+    flag: bytes
+    size: int
+    offset_data: int
+    linkname: str
+
+    def isfile(self) -> bool:
+        return self.flag in _REGULAR
+
+    def issym(self) -> bool:
+        return self.flag == _SYMLINK
+
+
+def _archive_members(fh: BinaryIO, path: Path, where: str) -> dict[str, _Member]:
+    """The files and symlinks of an uncompressed tar by name, headers only (data is skipped by seeking).
+    The layer walker's header rules and bounds apply: special entries bounded, PAX records strict."""
+    members: dict[str, _Member] = {}
+    extended, offset, count = Extended(), 0, 0
+
+    def bad(problem: str) -> ImageReadError:
+        return ImageReadError(f"{path}: tar entry {count + 1}: {problem}",
+                              "this is not `docker save` output; save the image again", where=where)
+
+    while True:
+        fh.seek(offset)
+        header = fh.read(512)
+        if len(header) < 512 or header.count(0) == 512:
+            return members                       # end of archive (or of the file: tolerated, as tar does)
+        try:
+            size, checksum = octal(header[124:136]), octal(header[148:156])
+        except ValueError:
+            checksum = None
+        if checksum != sum(header[:148]) + 8 * 32 + sum(header[156:]):   # the checksum field counts as spaces
+            raise ImageReadError(f"cannot read {path} as a docker save archive: tar entry {count + 1} has a bad "
+                                 "header checksum", "pass an uncompressed `docker save -o FILE IMAGE` tar (gunzip "
+                                 "it first if compressed)", where=where)
+        flag = header[156:157]
+        offset += 512
+        if flag in SPECIAL:
+            length = special_length(flag, size, bad)
+            data = fh.read(length)
+            if len(data) < length:
+                raise bad("the archive ends inside it")
+            extended.add(flag, data[:size], bad)
+            offset += length
+            continue
+        name, link, size = extended.apply(header, size, bad)
+        count += 1
+        if count > MAX_ARCHIVE_MEMBERS:
+            raise bad(f"the archive holds more than {MAX_ARCHIVE_MEMBERS:,} entries, more than `docker save` writes")
+        if flag in _REGULAR or flag == _SYMLINK:
+            members[name.lstrip("./")] = _Member(name, flag, size if flag in _REGULAR else 0, offset, link)
+        offset += padded(size) if flag in _REGULAR else 0
+
+
+def open_regular(path: Path, where: str) -> BinaryIO:
+    """`path` opened for reading if it is a regular file. A FIFO or device would block or never end: it is
+    refused (opened non-blocking, so that even a FIFO with no writer is seen and refused at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ImageReadError(f"cannot read {path}: {exc.strerror or exc}", None, where=where) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise ImageReadError(f"{path} is {kind}, not a regular file", "point at a file written by `docker save` or "
+                             "`skopeo copy` (a pipe would have to be read to its end before it could be checked)",
+                             where=where)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 class _Slice:
     """A byte range of an open file, read with its own handle (one per blob: threads never share one)."""
 
-    def __init__(self, path: Path, offset: int, size: int):
-        self._fh = open(path, "rb")
+    def __init__(self, path: Path, offset: int, size: int, where: str):
+        self._fh = open_regular(path, where)
         self._fh.seek(offset)
         self._left = size
 
@@ -51,12 +131,12 @@ class OciLayoutStore:
         """index.json's manifests; anyone may have edited the file, so its every shape is checked."""
         path = self.root_dir / "index.json"
         try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_MANIFEST_BYTES + 1)
+            with open_regular(path, self.description) as fh:
+                data = fh.read(MAX_DOCUMENT_BYTES + 1)
         except OSError as exc:
             raise ImageReadError(f"cannot read {path}: {exc.strerror or exc}", None, where=self.description) from None
-        if len(data) > MAX_MANIFEST_BYTES:
-            raise malformed(str(path), f"it is larger than {MAX_MANIFEST_BYTES >> 20} MiB", self.description)
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise malformed(str(path), f"it is larger than {MAX_DOCUMENT_BYTES >> 20} MiB", self.description)
         index = load_object(data, str(path), self.description)
         entries = [Descriptor.from_json(m, f"{path} manifests[{i}]", self.description)
                    for i, m in enumerate(optional_list(index, "manifests", str(path), self.description))]
@@ -89,8 +169,8 @@ class OciLayoutStore:
         if not path.is_file():
             raise ImageReadError(f"{self.description}: blob {digest} is missing", "copy the image again", where=self.description)
         try:
-            with open(path, "rb") as fh:
-                return fh.read(MAX_MANIFEST_BYTES + 1)
+            with open_regular(path, self.description) as fh:
+                return fh.read(MAX_DOCUMENT_BYTES + 1)
         except OSError as exc:
             raise ImageReadError(f"cannot read {path}: {exc.strerror or exc}", None, where=self.description) from None
 
@@ -99,7 +179,7 @@ class OciLayoutStore:
         if not path.is_file():
             raise ImageReadError(f"{self.description}: blob {desc.digest} is missing", "copy the image again",
                                  where=self.description)
-        return open(path, "rb")
+        return open_regular(path, self.description)
 
     def close(self) -> None:
         pass
@@ -113,9 +193,9 @@ class DockerArchiveStore:
         self.path = Path(path)
         self.description = f"docker-archive:{path}"
         try:
-            with tarfile.open(self.path, "r:") as tar:   # headers only: data is read later by offset
-                self._members = {m.name.lstrip("./"): m for m in tar.getmembers() if m.isfile() or m.issym()}
-        except (OSError, tarfile.TarError) as exc:
+            with open_regular(self.path, self.description) as fh:    # headers only: data is read by offset
+                self._members = _archive_members(fh, self.path, self.description)
+        except OSError as exc:
             raise ImageReadError(f"cannot read {path} as a docker save archive: {exc}",
                                  "pass an uncompressed `docker save -o FILE IMAGE` tar (gunzip it first if compressed)",
                                  where=self.description) from None
@@ -151,7 +231,7 @@ class DockerArchiveStore:
             check_digest_syntax(diff_id, f"{what} rootfs.diff_ids[{i}]")
         return diff_ids
 
-    def _member(self, name: str) -> tarfile.TarInfo:
+    def _member(self, name: str) -> _Member:
         member = self._members.get(name.lstrip("./"))
         for _ in range(8):   # Docker 25+ archives link legacy names to blobs/sha256/...
             if member is None or not member.issym():
@@ -165,9 +245,9 @@ class DockerArchiveStore:
 
     def _read_member(self, name: str) -> bytes:
         member = self._member(name)
-        stream = _Slice(self.path, member.offset_data, member.size)
+        stream = _Slice(self.path, member.offset_data, member.size, self.description)
         try:
-            return stream.read(min(member.size, MAX_MANIFEST_BYTES + 1))
+            return stream.read(min(member.size, MAX_DOCUMENT_BYTES + 1))
         finally:
             stream.close()
 
@@ -205,7 +285,7 @@ class DockerArchiveStore:
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         member = self._member(self._digests[desc.digest])
-        return _Slice(self.path, member.offset_data, member.size)
+        return _Slice(self.path, member.offset_data, member.size, self.description)
 
     def close(self) -> None:
         pass

@@ -15,6 +15,7 @@ from pathlib import Path
 
 ACR_SUFFIXES = (".azurecr.io", ".azurecr.cn", ".azurecr.us")
 ARM_SCOPE = "https://management.azure.com/.default"
+HELPER_TIMEOUT_S = 30     # a credential helper's answer; less when less of the check's --timeout is left
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,12 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _helper(name: object, host: str) -> Credentials | None:
+def _helper(name: object, host: str, timeout_s: float) -> Credentials | None:
     if not isinstance(name, str):
         return None
     try:
-        proc = subprocess.run([f"docker-credential-{name}", "get"], input=host.encode(), capture_output=True, timeout=30)
+        proc = subprocess.run([f"docker-credential-{name}", "get"], input=host.encode(), capture_output=True,
+                              timeout=timeout_s)
         if proc.returncode != 0:
             return None
         data = _object(json.loads(proc.stdout))
@@ -85,7 +87,7 @@ def _from_auths_entry(entry: dict) -> Credentials | None:
     return None
 
 
-def lookup_credentials(host: str) -> Credentials | None:
+def lookup_credentials(host: str, timeout_s: float = HELPER_TIMEOUT_S) -> Credentials | None:
     hub_keys = {"registry-1.docker.io", "index.docker.io", "docker.io"}
     for path in config_files():
         try:
@@ -94,7 +96,7 @@ def lookup_credentials(host: str) -> Credentials | None:
             continue
         helper = _object(data.get("credHelpers")).get(host)
         if helper:
-            return _helper(helper, host)
+            return _helper(helper, host, timeout_s)
         for key, entry in _object(data.get("auths")).items():
             key_host = _host_of(key)
             if key_host != host and not (key_host in hub_keys and host in hub_keys):
@@ -103,7 +105,7 @@ def lookup_credentials(host: str) -> Credentials | None:
             if found:
                 return found
         if data.get("credsStore"):
-            found = _helper(data["credsStore"], host)
+            found = _helper(data["credsStore"], host, timeout_s)
             if found:
                 return found
     return None

@@ -14,9 +14,11 @@ from typing import BinaryIO, Iterator
 
 from infra_cli.image.document import json_type, malformed, optional_object, optional_string
 from infra_cli.image.errors import ImageReadError
+from infra_cli.image.limits import NO_DEADLINE, Deadline
 
 RAW_CHUNK = 1 << 20          # compressed bytes read per call
 OUT_CHUNK = 4 << 20          # most decompressed bytes produced per step: memory stays bounded
+FETCHER_GRACE_S = 1.0       # past the deadline, how long a fetcher's own explanation is waited for
 GZIP_MAGIC, ZSTD_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 
 
@@ -62,6 +64,25 @@ def verify_bytes(data: bytes, digest: str, what: str) -> bytes:
     return data
 
 
+def overrun(what: str, digest: str, size: int) -> ImageReadError:
+    return ImageReadError(f"{what} {digest} sends more than the {size} bytes its descriptor declares",
+                          "the registry or archive serves other content than the manifest names; push the image again")
+
+
+def read_capped(stream: BinaryIO, limit: int, what: str) -> bytes:
+    """A small stream (a config) read whole, refused past `limit` bytes."""
+    parts, have = [], 0
+    while True:
+        data = stream.read(min(RAW_CHUNK, limit + 1 - have))
+        if not data:
+            return b"".join(parts)
+        parts.append(data)
+        have += len(data)
+        if have > limit:
+            raise ImageReadError(f"{what} is larger than the {limit} bytes it may be",
+                                 "the registry or archive serves other content than the manifest names")
+
+
 class Stopped(Exception):
     """The walk was told to stop (every requirement already decided)."""
 
@@ -80,7 +101,11 @@ class VerifyingReader:
     def read(self, n: int = RAW_CHUNK) -> bytes:
         if self._stop is not None and self._stop.is_set():
             raise Stopped()
+        if self.size >= 0:       # never past the declared size (+1 to see an overrun): an endless blob ends here
+            n = min(n, self.size - self.bytes_read + 1)
         data = self._stream.read(n)
+        if self.size >= 0 and self.bytes_read + len(data) > self.size:
+            raise overrun(self.what, self.digest, self.size)
         if data:
             self._hash.update(data)
             self.bytes_read += len(data)
@@ -105,6 +130,17 @@ class _End:
         self.error = error
 
 
+def _put(out: "queue.Queue", item: object, stop: threading.Event) -> bool:
+    """Queue `item` unless told to stop first (the consumer may be gone: never block on a full queue)."""
+    while True:
+        try:
+            out.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            if stop.is_set():
+                return False
+
+
 def fetch_into(open_stream, digest: str, size: int, what: str, out: "queue.Queue", stop: threading.Event) -> int:
     """Producer side of a prefetched blob: read, hash and queue raw chunks; the queue's bound caps memory.
     Runs in a fetch thread (socket reads and sha256 release the GIL, so it overlaps decompression)."""
@@ -117,36 +153,40 @@ def fetch_into(open_stream, digest: str, size: int, what: str, out: "queue.Queue
                 chunk = reader.read()
                 if not chunk:
                     break
-                while True:
-                    try:
-                        out.put(chunk, timeout=0.1)
-                        break
-                    except queue.Full:
-                        if stop.is_set():
-                            return reader.bytes_read
+                if not _put(out, chunk, stop):
+                    return reader.bytes_read
             reader.finish()
         finally:
             stream.close()
-        out.put(_End())
+        _put(out, _End(), stop)
     except Stopped:
         pass
     except BaseException as exc:  # handed to the consumer, which raises it in the main thread
-        out.put(_End(exc))
+        _put(out, _End(exc), stop)
     return reader.bytes_read if reader else 0
 
 
 class PrefetchedBlob:
     """Consumer side: the blob's raw chunks in order; `finish()` raises unless the fetcher verified it."""
 
-    def __init__(self, source: "queue.Queue", digest: str, what: str):
-        self._queue, self.digest, self.what = source, digest, what
+    def __init__(self, source: "queue.Queue", digest: str, what: str, deadline: Deadline = NO_DEADLINE):
+        self._queue, self.digest, self.what, self._deadline = source, digest, what, deadline
         self._end: _End | None = None
         self.bytes_read = 0
 
     def read(self, n: int = RAW_CHUNK) -> bytes:
         if self._end is not None:
             return b""
-        item = self._queue.get()
+        while True:
+            try:
+                item = self._queue.get(timeout=self._deadline.wait_s(1.0) + 0.05)
+                break
+            except queue.Empty:
+                # past the deadline the fetcher is hung up on at once and says what it was waiting for;
+                # its word is waited for a moment, this one only if it has none
+                left = self._deadline.remaining()
+                if left is not None and left < -FETCHER_GRACE_S:
+                    raise self._deadline.error(f"waiting for {self.what} ({self.digest})") from None
         if isinstance(item, _End):
             self._end = item
             if item.error is not None:

@@ -18,7 +18,8 @@ from infra_cli.image.blob import PrefetchedBlob, decompressed_chunks, fetch_into
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.evidence import (ImageEnv, Profile, VariantFinding, build_matcher, judge_profile,
                                       load_profiles)
-from infra_cli.image.layers import LayerIndex, Matcher, index_layer
+from infra_cli.image.layers import LayerIndex, Matcher, index_layer, new_budget
+from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
 from infra_cli.image.merged import MergedView, State
 from infra_cli.image.spec import Requirement, parse_requirement
@@ -75,7 +76,8 @@ class CheckResult:
                 "seconds": round(self.seconds, 3), "stopped_early": self.stopped_early, "layers": self.layers}
 
 
-def open_store(reference: str, *, insecure: bool = False, credential=None) -> ImageStore:
+def open_store(reference: str, *, insecure: bool = False, credential=None,
+               deadline: Deadline = NO_DEADLINE) -> ImageStore:
     from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference
 
     ref = parse_reference(reference)
@@ -89,7 +91,7 @@ def open_store(reference: str, *, insecure: bool = False, credential=None) -> Im
         return OciLayoutStore(ref.path, ref.tag)
     from infra_cli.image.registry import RegistryStore
 
-    return RegistryStore(ref, insecure=insecure, credential=credential)
+    return RegistryStore(ref, insecure=insecure, credential=credential, deadline=deadline)
 
 
 def image_env(image: ResolvedImage) -> ImageEnv:
@@ -102,11 +104,14 @@ def image_env(image: ResolvedImage) -> ImageEnv:
 PREFETCH_CHUNKS = 16     # MiB queued ahead per layer being fetched: bounds memory and wasted reads
 
 
-def _walk_layer(blob: PrefetchedBlob, position: int, matcher: Matcher) -> LayerIndex:
+def _walk_layer(blob: PrefetchedBlob, position: int, matcher: Matcher, deadline: Deadline,
+                budget: list[int]) -> LayerIndex:
     try:
         kind, chunks = decompressed_chunks(blob)
-        index = index_layer(chunks, position, blob.digest, matcher, f"{blob.what} ({blob.digest})")
+        index = index_layer(chunks, position, blob.digest, matcher, f"{blob.what} ({blob.digest})", deadline, budget)
         blob.finish()        # trailing bytes count: the whole blob must match its digest
+    except DeadlineExceeded:
+        raise                  # out of time: the rest of the blob is not waited for
     except Exception as exc:   # a digest mismatch explains a corrupt or truncated stream best
         try:
             blob.finish()
@@ -153,8 +158,10 @@ def _resolve(store: ImageStore, platform: Platform | None) -> ResolvedImage:
 
 
 def check_store(store: ImageStore, requirements: list[Requirement], *, platform: Platform | None = None,
-                profiles: dict[str, Profile] | None = None, early_exit: bool = True) -> CheckResult:
-    """`platform` None: linux/amd64 out of an index, a single-platform image whatever its config says."""
+                profiles: dict[str, Profile] | None = None, early_exit: bool = True,
+                deadline: Deadline = NO_DEADLINE) -> CheckResult:
+    """`platform` None: linux/amd64 out of an index, a single-platform image whatever its config says.
+    `deadline` bounds the walk (a registry store holds the same one for its requests)."""
     started = time.perf_counter()
     profiles = profiles or load_profiles()
     image = _resolve(store, platform)
@@ -181,9 +188,10 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
             q: queue.Queue = queue.Queue(maxsize=PREFETCH_CHUNKS)
             fetches.append(pool.submit(fetch_into, lambda d=desc: store.open_blob(d), desc.digest, desc.size,
                                        what, q, stop))
-            blobs.append((pos, PrefetchedBlob(q, desc.digest, what)))
+            blobs.append((pos, PrefetchedBlob(q, desc.digest, what, deadline)))
+        budget = new_budget()     # paths indexed, over all layers: memory stays bounded
         for i, (pos, blob) in enumerate(blobs):
-            read.append(_walk_layer(blob, pos, matcher))
+            read.append(_walk_layer(blob, pos, matcher, deadline, budget))
             view = MergedView(read, complete=(i == total - 1))
             if early_exit and not view.complete and all(
                     _decided(judge_profile(view, profiles[r.name], env), r) for r in requirements):
@@ -195,8 +203,8 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
         stop.set()
         for future in fetches:
             future.cancel()
+        store.close()          # first: a fetch thread blocked on a socket is woken by it
         pool.shutdown(wait=True)
-        store.close()
     # what the fetchers downloaded, including read-ahead of layers the verdict did not need
     bytes_read = sum(f.result() for f in fetches if f.done() and not f.cancelled())
 
@@ -215,15 +223,17 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
 
 def check_image(reference: str, requirements: list[Requirement] | list[str] | None = None, *,
                 platform: str | None = None, insecure: bool = False, credential=None,
-                early_exit: bool = True) -> CheckResult:
+                early_exit: bool = True, timeout: float | None = DEFAULT_TIMEOUT_S) -> CheckResult:
     """Check that the image at `reference` meets `requirements` (specs or strings, default openmpi).
 
     `platform` (OS/ARCH[/VARIANT]) picks from a multi-arch index (default linux/amd64); given, it must also
     be what a single-platform image's config says.
     Raises ImageReadError (a DiagnosticError) when the image cannot be read, is not of `platform`, or a blob
-    does not verify, or `platform` is malformed; and SpecError for a malformed requirement.
+    does not verify, or `platform` is malformed, or the check takes longer than `timeout` seconds (None: no
+    bound) or overruns any of the reader's bounds (limits.py); and SpecError for a malformed requirement.
     """
     reqs = [parse_requirement(r) if isinstance(r, str) else r for r in (requirements or DEFAULT_REQUIREMENTS)]
     wanted = parse_platform(platform) if platform is not None else None   # refused before the image is opened
-    store = open_store(reference, insecure=insecure, credential=credential)
-    return check_store(store, reqs, platform=wanted, early_exit=early_exit)
+    deadline = Deadline(timeout)
+    store = open_store(reference, insecure=insecure, credential=credential, deadline=deadline)
+    return check_store(store, reqs, platform=wanted, early_exit=early_exit, deadline=deadline)

@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from infra_cli.image.limits import DEFAULT_TIMEOUT_S
+
 EXIT_MET, EXIT_NOT_MET, EXIT_UNREADABLE = 0, 1, 2
 
 image_app = typer.Typer(help="Inspect container images without a Docker daemon.", no_args_is_help=True)
@@ -24,10 +26,14 @@ def check(
         None, "--platform", metavar="OS/ARCH",
         help="which image of a multi-arch index (default linux/amd64); given, a single-platform image must be it too"),
     insecure: bool = typer.Option(False, "--insecure", help="allow plain http and unverified TLS for this registry"),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", metavar="S", min=0.001,
+                                  help="bound on the whole check in seconds: connects, token requests, redirects, "
+                                       "downloads and reading the layers"),
 ) -> None:
     """Check that IMAGE carries what MPI/InfiniBand jobs need, from its layers, with no Docker daemon.
 
-    Exit 0: every requirement met; 1: some not met; 2: the image could not be read.
+    Exit 0: every requirement met; 1: some not met; 2: the image could not be read (including hostile or
+    oversized input, and running out of --timeout).
     """
     from infra_cli.cli import print_diagnostics
     from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -36,7 +42,7 @@ def check(
 
     try:
         requirements = [parse_requirement(spec) for spec in require or ["openmpi"]]
-        result = check_image(image, requirements, platform=platform, insecure=insecure)
+        result = check_image(image, requirements, platform=platform, insecure=insecure, timeout=timeout)
     except (SpecError, DiagnosticError) as exc:
         diagnostics = getattr(exc, "diagnostics", None) or [
             Diagnostic("error", "image.require", str(exc), hint="--require NAME or NAME>=VERSION")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from infra_cli.image.errors import ImageReadError
+from infra_cli.image.limits import MAX_DOCUMENT_BYTES, MAX_JSON_DEPTH
 
 CORRUPT_HINT = "the image metadata is corrupt; push or save the image again"
 
@@ -29,11 +30,31 @@ def malformed(what: str, problem: str, where: str | None = None, hint: str = COR
     return ImageReadError(f"{what} is malformed: {problem}", hint, where=where)
 
 
+def _too_deep(doc: object) -> bool:
+    """Whether a parsed document nests deeper than MAX_JSON_DEPTH (iteratively: no recursion to exhaust)."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
 def load_json(data: bytes, what: str, where: str | None = None) -> object:
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise malformed(what, f"it is larger than the {MAX_DOCUMENT_BYTES >> 20} MiB bound for one document", where)
+    too_deep = malformed(what, f"nested deeper than {MAX_JSON_DEPTH} levels", where)
     try:
-        return json.loads(data)
+        doc = json.loads(data)
     except ValueError as exc:     # JSONDecodeError and UnicodeDecodeError both
         raise malformed(what, f"not valid JSON ({exc})", where) from None
+    except RecursionError:        # the parser recurses per level and stops at the interpreter's limit
+        raise too_deep from None
+    if _too_deep(doc):
+        raise too_deep
+    return doc
 
 
 def load_object(data: bytes, what: str, where: str | None = None) -> dict:

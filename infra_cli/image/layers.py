@@ -3,7 +3,8 @@
 What is kept per layer is what the merged view and the evidence rules need, never file data: hashes of
 every path (existence and shadowing), whiteouts and opaque directories, link targets, and for the few
 entries the evidence rules name, the versions their regexes found. Memory is bounded by the number of
-entries, not by the layer's size.
+paths (MAX_INDEXED_PATHS per image), never by the layer's size; headers that tar buffers whole (PAX, GNU long
+names) are bounded before they are read, and their records are parsed strictly (see limits.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
 from infra_cli.image.errors import ImageReadError
+from infra_cli.image.limits import (MAX_INDEXED_NAME_BYTES, MAX_INDEXED_PATHS, MAX_PATH_BYTES, MAX_SPECIAL_BYTES,
+                                     NO_DEADLINE, Deadline)
 
 WHITEOUT, OPAQUE = ".wh.", ".wh..wh..opq"
 BLOCK = 512
@@ -65,7 +68,7 @@ def normalise(name: str) -> str:
     return "/" + name if name and name != "." else "/"
 
 
-def _octal(field_: bytes) -> int:
+def octal(field_: bytes) -> int:
     if field_[:1] and field_[0] & 0x80:          # GNU base-256 for sizes over 8 GiB
         value = int.from_bytes(field_, "big") & ~(0x80 << (8 * (len(field_) - 1)))
         return value
@@ -77,45 +80,76 @@ def _cstr(field_: bytes) -> str:
     return field_.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _pax(data: bytes) -> dict[str, str]:
+_PAX_LENGTH = re.compile(rb"(-?\d{1,20}) ")
+_DECIMAL = re.compile(r"[0-9]{1,20}")
+
+
+def _pax(data: bytes, bad: Callable[[str], ImageReadError]) -> dict[str, str]:
+    """POSIX pax records, "LENGTH KEY=VALUE\\n" where LENGTH counts the whole record, read strictly: a length
+    that does not move the cursor forward or runs past the header is refused, never looped on."""
     out, pos = {}, 0
     while pos < len(data):
-        space = data.index(b" ", pos)
-        length = int(data[pos:space])
-        key, _, value = data[space + 1: pos + length - 1].partition(b"=")
-        out[key.decode()] = value.decode("utf-8", "surrogateescape")
+        if data[pos] == 0 and not data[pos:].rstrip(b"\0"):
+            break                                           # NUL padding after the last record
+        m = _PAX_LENGTH.match(data, pos)
+        if not m:
+            raise bad("its PAX record does not start with its length")
+        length = int(m.group(1))
+        if length < m.end() - pos + 3:                      # at least "K=\n" after the length and space
+            raise bad(f"its PAX record of length {length} is shorter than a record can be")
+        if pos + length > len(data):
+            raise bad(f"its PAX record of length {length} runs past the end of the header ({len(data) - pos} bytes left)")
+        record = data[m.end(): pos + length]
+        if not record.endswith(b"\n"):
+            raise bad(f"its PAX record of length {length} does not end in a newline")
+        key, eq, value = record[:-1].partition(b"=")
+        if not eq or not key:
+            raise bad(f"its PAX record of length {length} has no key=value")
+        out[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
         pos += length
+    if "size" in out and not _DECIMAL.fullmatch(out["size"]):
+        raise bad(f"its PAX size {out['size'][:40]} is not a decimal byte count")
     return out
 
 
 class _Buffer:
-    """The uncompressed stream as a sliding window over decompressed chunks."""
+    """The uncompressed stream as a cursor over decompressed chunks; every byte is copied a bounded number of
+    times (a long read joins its chunks once, never re-concatenates per chunk)."""
 
-    def __init__(self, chunks: Iterator[bytes]):
-        self._chunks, self.buf, self.pos = chunks, b"", 0
+    def __init__(self, chunks: Iterator[bytes], on_chunk: Callable[[], None]):
+        self._chunks, self._on_chunk = chunks, on_chunk
+        self.buf, self.pos = b"", 0
 
-    def _more(self) -> bool:
-        chunk = next(self._chunks, None)
-        if chunk is None:
-            return False
-        self.buf = self.buf[self.pos:] + chunk if self.pos < len(self.buf) else chunk
-        self.pos = 0
-        return True
+    def _next(self) -> bytes | None:
+        self._on_chunk()
+        return next(self._chunks, None)
 
     def take(self, n: int) -> bytes | None:
-        while len(self.buf) - self.pos < n:
-            if not self._more():
+        end = self.pos + n
+        if end <= len(self.buf):
+            self.pos = end
+            return self.buf[end - n:end]
+        parts, have = [self.buf[self.pos:]], len(self.buf) - self.pos
+        while True:
+            chunk = self._next()
+            if chunk is None:
                 return None
-        start = self.pos
-        self.pos += n
-        return self.buf[start:self.pos]
+            if have + len(chunk) >= n:
+                used = n - have
+                parts.append(chunk[:used])
+                self.buf, self.pos = chunk, used
+                return b"".join(parts)
+            parts.append(chunk)
+            have += len(chunk)
 
     def skip(self, n: int) -> bool:
         while len(self.buf) - self.pos < n:
             n -= len(self.buf) - self.pos
             self.buf, self.pos = b"", 0
-            if not self._more():
+            chunk = self._next()
+            if chunk is None:
                 return False
+            self.buf = chunk
         self.pos += n
         return True
 
@@ -127,23 +161,101 @@ class _Buffer:
         return head if head is not None and self.skip(n - keep) else None
 
 
-def _padded(n: int) -> int:
+def padded(n: int) -> int:
     return (n + BLOCK - 1) // BLOCK * BLOCK
 
 
-def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Matcher, what: str) -> LayerIndex:
-    """Walk a layer's uncompressed tar stream once and index it (see module docstring)."""
+# Entries that extend the next one (or every one, for a global header) rather than stand for a file.
+SPECIAL = {_GNU_LONGNAME: "GNU long name", _GNU_LONGLINK: "GNU long link name", _PAX: "PAX extended header",
+           _PAX_GLOBAL: "PAX global header"}
+
+
+def special_length(flag: bytes, size: int, bad: Callable[[str], ImageReadError]) -> int:
+    """The padded length to read for a special entry, refused over MAX_SPECIAL_BYTES: it is buffered whole,
+    so it is bounded before a byte of it is read, as tar readers do."""
+    if size > MAX_SPECIAL_BYTES:
+        raise bad(f"a {SPECIAL[flag]} of {size} bytes is over the {MAX_SPECIAL_BYTES >> 20} MiB bound for one")
+    return padded(size)
+
+
+class Extended:
+    """What special entries say about the entry that follows them: its long name, link name, PAX records."""
+
+    def __init__(self):
+        self.long_name = self.long_link = None
+        self.pax: dict[str, str] = {}
+
+    def add(self, flag: bytes, data: bytes, bad: Callable[[str], ImageReadError]) -> None:
+        if flag == _GNU_LONGNAME:
+            self.long_name = _cstr(data)
+        elif flag == _GNU_LONGLINK:
+            self.long_link = _cstr(data)
+        elif flag == _PAX:
+            self.pax = _pax(data, bad)
+        else:                                       # a global header: parsed (strictly), not applied
+            _pax(data, bad)
+
+    def apply(self, header: bytes, size: int, bad: Callable[[str], ImageReadError]) -> tuple[str, str, int]:
+        """(name, link target, data size) of the entry `header` starts, then forget what applied to it."""
+        pax = self.pax
+        if self.long_name is not None:
+            name = self.long_name
+        elif "path" in pax:
+            name = pax["path"]
+        else:
+            name = _cstr(header[0:100])
+            if header[257:262] == b"ustar" and header[345]:
+                name = _cstr(header[345:500]) + "/" + name
+        link = self.long_link if self.long_link is not None else pax.get("linkpath") or _cstr(header[157:257])
+        for noun, text in (("path", name), ("link target", link)):
+            if len(text) > MAX_PATH_BYTES:
+                raise bad(f"its {noun} of {len(text)} bytes is longer than Linux's PATH_MAX ({MAX_PATH_BYTES}), "
+                          "so no container runtime can extract it")
+        if "size" in pax:
+            size = int(pax["size"])
+        self.long_name = self.long_link = None
+        self.pax = {}
+        return name, link, size
+
+
+def new_budget() -> list[int]:
+    """What one image may index: [paths left, bytes of implied directory names left]."""
+    return [MAX_INDEXED_PATHS, MAX_INDEXED_NAME_BYTES]
+
+
+def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Matcher, what: str,
+                deadline: Deadline = NO_DEADLINE, budget: list[int] | None = None) -> LayerIndex:
+    """Walk a layer's uncompressed tar stream once and index it (see module docstring).
+
+    `budget` (new_budget()) is shared by the layers of one image: indexed paths count against it."""
     index = LayerIndex(position, digest)
     files, dirs, symlinks, hardlinks, candidates = (index.files, index.dirs, index.symlinks,
                                                     index.hardlinks, index.candidates)
-    buf = _Buffer(chunks)
-    long_name = long_link = None
-    pax: dict[str, str] = {}
+    budget = budget if budget is not None else new_budget()
+    buf = _Buffer(chunks, lambda: deadline.check(f"reading {what}"))
+    extended = Extended()
     last_parent = None
 
     def truncated() -> ImageReadError:
         return ImageReadError(f"{what} ends in the middle of a tar entry",
                               "the layer is truncated or not a tar archive; push or save the image again")
+
+    def bad(problem: str) -> ImageReadError:
+        return ImageReadError(f"{what}: tar entry {index.entries + 1}: {problem}",
+                              "the layer is not a tar archive any tool writes; rebuild the image from trusted sources")
+
+    def imply_ancestors(parent: str) -> None:
+        """A path's ancestors are directories of this layer. Every path in `dirs` has its ancestors there
+        too, so the climb stops at the first one already known: each directory is hashed once per layer."""
+        ancestor = parent
+        while ancestor != "/":
+            h = hash(ancestor)
+            if h in dirs:
+                break
+            dirs.add(h)
+            budget[0] -= 1
+            budget[1] -= len(ancestor)
+            ancestor = ancestor.rpartition("/")[0] or "/"
 
     while True:
         header = buf.take(BLOCK)
@@ -152,36 +264,18 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
         if header.count(0) == BLOCK:
             break                                   # end of archive
         try:
-            size = _octal(header[124:136])
+            size = octal(header[124:136])
         except ValueError:
             raise ImageReadError(f"{what} has a malformed tar header at entry {index.entries + 1}",
                                  "the layer is not a valid tar archive; rebuild the image") from None
         flag = header[156:157]
-        if flag in (_GNU_LONGNAME, _GNU_LONGLINK, _PAX, _PAX_GLOBAL):
-            data = buf.read_prefix(_padded(size), _padded(size))
+        if flag in SPECIAL:
+            data = buf.take(special_length(flag, size, bad))
             if data is None:
                 raise truncated()
-            data = data[:size]
-            if flag == _GNU_LONGNAME:
-                long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-            elif flag == _GNU_LONGLINK:
-                long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-            elif flag == _PAX:
-                pax = _pax(data)
+            extended.add(flag, data[:size], bad)
             continue
-        if long_name is not None:
-            name = long_name
-        elif "path" in pax:
-            name = pax["path"]
-        else:
-            name = _cstr(header[0:100])
-            if header[257:262] == b"ustar" and header[345]:
-                name = _cstr(header[345:500]) + "/" + name
-        link = long_link if long_link is not None else pax.get("linkpath") or _cstr(header[157:257])
-        if "size" in pax:
-            size = int(pax["size"])
-        long_name = long_link = None
-        pax = {}
+        name, link, size = extended.apply(header, size, bad)
         index.entries += 1
 
         path = normalise(name)
@@ -193,18 +287,24 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
                 index.opaque.add(parent)
             else:
                 index.whiteouts.add((parent.rstrip("/") + "/" + base[len(WHITEOUT):]))
-            if not buf.skip(_padded(data_len)):
+            budget[0] -= 1
+            if not buf.skip(padded(data_len)):
                 raise truncated()
             continue
+        budget[0] -= 1
         if flag == _DIR:
-            dirs.add(hash(path))
+            h = hash(path)
+            if h not in dirs:
+                dirs.add(h)
+                imply_ancestors(parent)
         else:
             files.add(hash(path))
-        if parent != last_parent:           # a child implies its ancestors are directories in this layer
-            last_parent = ancestor = parent
-            while ancestor != "/":
-                dirs.add(hash(ancestor))
-                ancestor = ancestor.rpartition("/")[0] or "/"
+            if parent != last_parent:       # a child implies its ancestors are directories in this layer
+                last_parent = parent
+                imply_ancestors(parent)
+        if budget[0] < 0 or budget[1] < 0:
+            raise bad(f"the image's entries and the directories their paths imply exceed the bound for one image "
+                      f"({MAX_INDEXED_PATHS:,} paths, {MAX_INDEXED_NAME_BYTES >> 20} MiB of directory names)")
         if flag == _SYM:
             symlinks[path] = link
         elif flag == _LNK:
@@ -215,7 +315,7 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             cand = Candidate(path, kind, size, link if flag in (_SYM, _LNK) else None)
             if extractors and kind == "file":
                 keep = max(e.max_bytes for e in extractors)
-                data = buf.read_prefix(_padded(data_len), min(keep, _padded(data_len)))
+                data = buf.read_prefix(padded(data_len), min(keep, padded(data_len)))
                 if data is None:
                     raise truncated()
                 data = data[:data_len]
@@ -232,6 +332,6 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             candidates[path] = cand
         elif path in candidates:
             del candidates[path]         # replaced by an entry no rule names (e.g. a directory)
-        if data_len and not buf.skip(_padded(data_len)):
+        if data_len and not buf.skip(padded(data_len)):
             raise truncated()
     return index

@@ -6,10 +6,11 @@ import re
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from infra_cli.image.blob import Descriptor, check_digest_syntax, verify_bytes
+from infra_cli.image.blob import Descriptor, check_digest_syntax, read_capped, verify_bytes
 from infra_cli.image.document import (list_of_strings, load_object, malformed, optional_list, optional_object,
                                       optional_string)
 from infra_cli.image.errors import ImageReadError
+from infra_cli.image.limits import MAX_DOCUMENT_BYTES
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -20,7 +21,6 @@ DOCKER_SCHEMA1 = ("application/vnd.docker.distribution.manifest.v1+json",
 INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
 MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
-MAX_MANIFEST_BYTES = 4 << 20
 DEFAULT_PLATFORM = "linux/amd64"
 
 
@@ -149,10 +149,13 @@ def _blob_descriptor(data: object, what: str) -> Descriptor:
     return desc
 
 
-def _read_small_blob(store: ImageStore, desc: Descriptor) -> bytes:
+def _read_small_blob(store: ImageStore, desc: Descriptor, what: str) -> bytes:
+    """A config blob, read whole but never past its declared size or the document bound."""
+    if desc.size > MAX_DOCUMENT_BYTES:
+        raise malformed(what, f"its size {desc.size} is over the {MAX_DOCUMENT_BYTES >> 20} MiB bound for a config")
     stream = store.open_blob(desc)
     try:
-        return stream.read(MAX_MANIFEST_BYTES + 1)
+        return read_capped(stream, desc.size if desc.size >= 0 else MAX_DOCUMENT_BYTES, f"config {desc.digest}")
     finally:
         stream.close()
 
@@ -186,7 +189,7 @@ def resolve(store: ImageStore, platform: Platform | None = None) -> ResolvedImag
     config_desc = _blob_descriptor(doc["config"], f"{what} config")
     layers = tuple(_blob_descriptor(item, f"{what} layers[{i}]")
                    for i, item in enumerate(optional_list(doc, "layers", what)))
-    config_bytes = verify_bytes(_read_small_blob(store, config_desc), config_desc.digest, "config")
+    config_bytes = verify_bytes(_read_small_blob(store, config_desc, f"{what} config"), config_desc.digest, "config")
     config = image_config(config_bytes, f"config {config_desc.digest}")
     stated = platform_of(config, "config")
     if platform is not None:

@@ -8,20 +8,23 @@ Blob redirects to another host drop the Authorization header (storage URLs carry
 from __future__ import annotations
 
 import http.client
+import socket
 import ssl
 import threading
 import urllib.parse
-from typing import BinaryIO
+from typing import Callable
 
 from infra_cli.image import auth
-from infra_cli.image.blob import Descriptor
+from infra_cli.image.blob import RAW_CHUNK, Descriptor, overrun
 from infra_cli.image.document import json_type, load_object, malformed
 from infra_cli.image.errors import ImageReadError
-from infra_cli.image.manifest import ACCEPT, MAX_MANIFEST_BYTES
+from infra_cli.image.limits import MAX_DOCUMENT_BYTES, MAX_SMALL_ANSWER_BYTES, NO_DEADLINE, Deadline
+from infra_cli.image.manifest import ACCEPT
 from infra_cli.image.reference import RegistryReference
 
-TIMEOUT_S = 60
+TIMEOUT_S = 60           # one socket operation; the whole check is bounded by its Deadline
 MAX_REDIRECTS = 5
+MAX_DRAINED_BYTES = 64 << 10   # a redirect's or challenge's body read to reuse the connection; more: hang up
 USER_AGENT = "infra-image-check/0.1"
 
 
@@ -32,26 +35,127 @@ def _token_text(value: object, what: str, where: str) -> str:
     return value
 
 
+class _Answer:
+    """A response whose body is read in steps (one socket read each), so that no read outlives the deadline
+    and no body is taken past the size it may have."""
+
+    def __init__(self, resp: http.client.HTTPResponse, doing: str, deadline: Deadline, discard: Callable[[], None]):
+        self._resp, self.doing, self._deadline, self._discard = resp, doing, deadline, discard
+        self.status, self.getheader = resp.status, resp.getheader
+        self._complete = False
+
+    def read(self, n: int = RAW_CHUNK) -> bytes:
+        self._deadline.check(self.doing)
+        try:
+            data = self._resp.read1(n) if n else b""
+        except (OSError, http.client.HTTPException) as exc:
+            self._deadline.check(self.doing)      # the watchdog hung up on it: say so, not what that broke
+            raise ImageReadError(f"{self.doing} failed: {exc or type(exc).__name__}",
+                                 "the connection dropped; retry") from None
+        if not data and n:
+            self._deadline.check(self.doing)
+            self._complete = True
+            self._resp.close()      # read1 leaves a fully read response open: the connection could not be reused
+        return data
+
+    def body(self, limit: int, over: Callable[[], ImageReadError] | None = None) -> bytes:
+        """The body, at most `limit` bytes: past it, `over()` is raised, or without `over` the rest is cut off."""
+        declared = self.getheader("Content-Length")
+        if over is not None and declared and declared.isdigit() and int(declared) > limit:
+            self.close()
+            raise over()
+        parts, have = [], 0
+        while have <= limit:
+            data = self.read(min(RAW_CHUNK, limit + 1 - have))
+            if not data:
+                return b"".join(parts)
+            parts.append(data)
+            have += len(data)
+        self.close()
+        if over is not None:
+            raise over()
+        return b"".join(parts)[:limit]
+
+    def drain(self) -> None:
+        """Read a body nobody needs (a redirect's, a challenge's), so the connection can be reused."""
+        self.body(MAX_DRAINED_BYTES)
+        self.close()
+
+    def close(self) -> None:
+        if not self._complete:      # unread bytes would be taken for the next response: hang up instead
+            self._discard()
+        self._resp.close()
+
+
+class _Connection(http.client.HTTPConnection):
+    """A connection whose socket is handed to `track` (so that the deadline's watchdog can shut it)."""
+
+    def __init__(self, host: str, timeout: float, track: Callable[[socket.socket], None]):
+        super().__init__(host, timeout=timeout)
+        self._track = track
+
+    def connect(self) -> None:
+        super().connect()
+        self._track(self.sock)
+
+
+class _TLSConnection(http.client.HTTPSConnection):
+    def __init__(self, host: str, timeout: float, context: ssl.SSLContext, track: Callable[[socket.socket], None]):
+        super().__init__(host, timeout=timeout, context=context)
+        self._track = track
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        # tracked before the handshake, which a hostile server could trickle too
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
+        self._track(self.sock)
+        self.sock.do_handshake()
+
+
 class RegistryStore:
-    def __init__(self, ref: RegistryReference, *, insecure: bool = False, credential=None):
+    def __init__(self, ref: RegistryReference, *, insecure: bool = False, credential=None,
+                 deadline: Deadline = NO_DEADLINE):
         self.ref, self.insecure = ref, insecure
         self.description = str(ref)
         self._aad_credential = credential
+        self._deadline = deadline
         self._scheme: str | None = None
         self._authorization: str | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
         self._opened: list[http.client.HTTPConnection] = []    # every thread's, to close at the end
+        self._sockets: list[socket.socket] = []                # every socket, for the watchdog
         self._opened_lock = threading.Lock()
+        self._closed = False
+        left = deadline.remaining()
+        # At the deadline every socket is shut: whatever read, handshake or header line a server is
+        # trickling ends there, in whichever thread waits on it.
+        self._watchdog = threading.Timer(max(left, 0), self._hang_up) if left is not None else None
+        if self._watchdog:
+            self._watchdog.daemon = True
+            self._watchdog.start()
 
     # ---- connections -------------------------------------------------------------------------------
+    def _track(self, sock: socket.socket) -> None:
+        with self._opened_lock:
+            self._sockets.append(sock)
+            shut = self._closed or self._deadline.expired()
+        if shut:
+            _shut(sock)
+
+    def _hang_up(self) -> None:
+        with self._opened_lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
     def _connect(self, scheme: str, host: str) -> http.client.HTTPConnection:
         if scheme == "http":
-            return http.client.HTTPConnection(host, timeout=TIMEOUT_S)
+            return _Connection(host, TIMEOUT_S, self._track)
         ctx = ssl.create_default_context()
         if self.insecure:
             ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-        return http.client.HTTPSConnection(host, timeout=TIMEOUT_S, context=ctx)
+        return _TLSConnection(host, TIMEOUT_S, ctx, self._track)
 
     def _conn(self, scheme: str, host: str) -> http.client.HTTPConnection:
         pool = self._local.__dict__.setdefault("pool", {})
@@ -62,19 +166,35 @@ class RegistryStore:
                 self._opened.append(conn)
         return conn
 
-    def _send(self, method: str, url: str, headers: dict, body: bytes | None = None) -> http.client.HTTPResponse:
+    def _send(self, method: str, url: str, headers: dict, body: bytes | None = None) -> _Answer:
         parts = urllib.parse.urlsplit(url)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
+        doing = f"waiting for registry {self.ref.host}: {method} {url.split('?')[0]}"
+        key = (parts.scheme, parts.netloc)
+
+        def discard() -> None:
+            self._local.pool.pop(key, None)
+            conn.close()
+
         for attempt in (0, 1):     # a kept-alive connection the server closed: reconnect once
-            conn = self._conn(parts.scheme, parts.netloc)
+            if self._closed:
+                raise ImageReadError(f"{doing}: the check has ended", None)
+            self._deadline.check(doing)
+            conn = self._conn(*key)
+            # connecting is not watched (the socket is not ours yet): it may take only the time left
+            conn.timeout = self._deadline.wait_s(TIMEOUT_S) + 0.05
             try:
                 conn.request(method, path, body=body, headers={"User-Agent": USER_AGENT, **headers})
-                return conn.getresponse()
+                return _Answer(conn.getresponse(), doing, self._deadline, discard)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                conn.close()
-                self._local.pool.pop((parts.scheme, parts.netloc), None)
+                discard()
+                self._deadline.check(doing)
                 if attempt:
                     raise
+            except (OSError, http.client.HTTPException):
+                discard()
+                self._deadline.check(doing)
+                raise
         raise AssertionError("unreachable")
 
     def _base(self) -> str:
@@ -87,20 +207,22 @@ class RegistryStore:
         if not (self.ref.is_loopback or self.insecure):
             return "https"
         try:
-            resp = self._send("GET", f"https://{self.ref.host}/v2/", {})
-            resp.read()
+            self._send("GET", f"https://{self.ref.host}/v2/", {}).drain()
             return "https"
         except (ssl.SSLError, ConnectionError, http.client.HTTPException):
             return "http"
+        except OSError:    # e.g. no TLS answer at all: plain http is tried, and says what is wrong
+            self._deadline.check(f"waiting for registry {self.ref.host}: GET https://{self.ref.host}/v2/")
+            return "http"
 
     # ---- requests with auth and redirects ---------------------------------------------------------
-    def _get(self, path: str, accept: str | None = None) -> http.client.HTTPResponse:
-        url = self._base() + path
+    def _get(self, path: str, accept: str | None = None) -> _Answer:
         try:
+            url = self._base() + path
             resp = self._follow(url, accept)
             if resp.status == 401:
                 challenge = resp.getheader("WWW-Authenticate") or ""
-                resp.read()
+                resp.drain()
                 self._login(challenge)
                 resp = self._follow(url, accept)
         except (OSError, http.client.HTTPException) as exc:
@@ -108,7 +230,8 @@ class RegistryStore:
                                  "check the host and port; plain http is used only for loopback or with --insecure",
                                  where=self.description) from None
         if resp.status != 200:
-            detail = resp.read(2048).decode("utf-8", "replace").strip()
+            detail = resp.body(2048).decode("utf-8", "replace").strip()
+            resp.close()
             hint = {401: "log in (docker login / az acr login) or check the credentials in ~/.docker/config.json",
                     403: "the credentials lack pull permission on this repository",
                     404: "check the repository name and tag (or digest)"}.get(resp.status, "retry later")
@@ -116,7 +239,7 @@ class RegistryStore:
                                  hint, where=self.description)
         return resp
 
-    def _follow(self, url: str, accept: str | None) -> http.client.HTTPResponse:
+    def _follow(self, url: str, accept: str | None) -> _Answer:
         own_host = urllib.parse.urlsplit(url).netloc
         for _ in range(MAX_REDIRECTS + 1):
             headers = {"Accept": accept} if accept else {}
@@ -126,13 +249,14 @@ class RegistryStore:
             if resp.status not in (301, 302, 303, 307, 308):
                 return resp
             location = resp.getheader("Location") or ""
-            resp.read()
+            resp.drain()
             url = urllib.parse.urljoin(url, location)
         raise ImageReadError(f"too many redirects fetching from {self.ref.host}", None, where=self.description)
 
     def _login(self, challenge: str) -> None:
         scheme, params = auth.parse_challenge(challenge)
-        creds = auth.lookup_credentials(self.ref.host)
+        creds = auth.lookup_credentials(self.ref.host, timeout_s=self._deadline.wait_s(auth.HELPER_TIMEOUT_S))
+        self._deadline.check(f"looking up credentials for {self.ref.host}")
         if scheme == "basic":
             basic = creds.basic() if creds else None
             if not basic:
@@ -149,10 +273,16 @@ class RegistryStore:
             creds = auth.Credentials(identity_token=self._acr_refresh_token(service, params["realm"]))
         self._authorization = "Bearer " + self._token(params["realm"], service, scope, creds)
 
+    def _small_answer(self, resp: _Answer, url: str) -> bytes:
+        """A token service's answer, at most MAX_SMALL_ANSWER_BYTES."""
+        what = f"the answer of {url.split('?')[0]}"
+        return resp.body(MAX_SMALL_ANSWER_BYTES, lambda: malformed(
+            what, f"it is larger than the {MAX_SMALL_ANSWER_BYTES >> 20} MiB bound for a token answer", self.description))
+
     def _post_form(self, url: str, form: dict) -> dict:
         body = urllib.parse.urlencode(form).encode()
         resp = self._send("POST", url, {"Content-Type": "application/x-www-form-urlencoded"}, body)
-        data = resp.read(MAX_MANIFEST_BYTES)
+        data = self._small_answer(resp, url)
         if resp.status != 200:
             raise ImageReadError(f"{urllib.parse.urlsplit(url).netloc} refused the token request (HTTP {resp.status})",
                                  "check your login (docker login / az acr login / az login)", where=self.description)
@@ -165,8 +295,9 @@ class RegistryStore:
         else:
             query = urllib.parse.urlencode({"service": service, "scope": scope})
             headers = {"Authorization": creds.basic()} if creds and creds.basic() else {}
-            resp = self._send("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", headers)
-            raw = resp.read(MAX_MANIFEST_BYTES)
+            url = f"{realm}{'&' if '?' in realm else '?'}{query}"
+            resp = self._send("GET", url, headers)
+            raw = self._small_answer(resp, url)
             if resp.status != 200:
                 raise ImageReadError(f"the token service of {self.ref.host} refused (HTTP {resp.status})",
                                      "docker login to the registry, or check that the repository exists",
@@ -179,7 +310,8 @@ class RegistryStore:
 
     def _acr_refresh_token(self, service: str, realm: str) -> str:
         """Azure AD token -> ACR refresh token via POST /oauth2/exchange (ACR's documented AAD flow)."""
-        aad, tenant = auth.aad_access_token(self._aad_credential)
+        aad, tenant = _within(self._deadline, lambda: auth.aad_access_token(self._aad_credential),
+                              f"getting an Azure AD token for {self.ref.host}")
         form = {"grant_type": "access_token", "service": service, "access_token": aad}
         if tenant:
             form["tenant"] = tenant
@@ -194,7 +326,10 @@ class RegistryStore:
     # ---- the store interface ------------------------------------------------------------------------
     def _manifest(self, reference: str) -> tuple[bytes, str, str | None]:
         resp = self._get(f"/v2/{self.ref.repository}/manifests/{reference}", ACCEPT)
-        data = resp.read(MAX_MANIFEST_BYTES + 1)
+        data = resp.body(MAX_DOCUMENT_BYTES, lambda: ImageReadError(
+            f"the manifest {reference} of {self.ref.host}/{self.ref.repository} is over the "
+            f"{MAX_DOCUMENT_BYTES >> 20} MiB bound for a manifest", "the registry is not serving an image manifest",
+            where=self.description))
         return data, resp.getheader("Content-Type") or "", resp.getheader("Docker-Content-Digest")
 
     def root(self) -> tuple[bytes, str, str | None]:
@@ -206,11 +341,48 @@ class RegistryStore:
         data, kind, _ = self._manifest(digest)
         return data, kind
 
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
-        return self._get(f"/v2/{self.ref.repository}/blobs/{desc.digest}")
+    def open_blob(self, desc: Descriptor) -> _Answer:
+        resp = self._get(f"/v2/{self.ref.repository}/blobs/{desc.digest}")
+        declared = resp.getheader("Content-Length")
+        if desc.size >= 0 and declared and declared.isdigit() and int(declared) > desc.size:
+            resp.close()     # refused before a byte is read; the reader caps bodies without a length too
+            raise overrun(f"blob (Content-Length {declared})", desc.digest, desc.size)
+        return resp
 
     def close(self) -> None:
+        """Hang up on everything: a thread still reading a socket of this store is woken at once."""
         with self._opened_lock:
-            for conn in self._opened:
-                conn.close()
-            self._opened.clear()
+            self._closed = True
+            opened, self._opened = self._opened, []
+        if self._watchdog:
+            self._watchdog.cancel()
+        self._hang_up()
+        for conn in opened:
+            conn.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:        # already closed, or detached by the TLS wrapper
+        pass
+
+
+def _within(deadline: Deadline, call: Callable, doing: str):
+    """`call()` in a helper thread, waited for only until the deadline (SDK calls take no deadline of ours)."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:   # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(deadline.remaining())
+    if worker.is_alive():
+        raise deadline.error(doing)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
