@@ -130,6 +130,27 @@ def owned(body: dict, desired: Resource) -> dict:
     return out
 
 
+def recorded_cluster_stack() -> str:
+    """A stack declaring the cluster of Compute/get/AmlCompute.json the way a user writes it: the size in the
+    catalog's spelling (Azure answers STANDARD_NC6), the idle time in seconds (Azure answers PT5M), the subnet
+    as the recorded id, the scale settings and description as recorded."""
+    p = ml_example("Compute/get/AmlCompute.json")["parameters"]
+    return f"""
+stack: {STACK}
+workspace: {{subscription_id: {p['subscriptionId']}, resource_group: {p['resourceGroupName']},
+             name: {p['workspaceName']}, location: eastus2}}
+clusters:
+  {p['computeName']}:
+    size: Standard_NC6
+    min_instances: 0
+    max_instances: 1
+    idle_time_before_scale_down: 300
+    enable_node_public_ip: true
+    network_settings: {{subnet: test-subnet-resource-id}}
+    description: some compute
+"""
+
+
 def load_stack_text(tmp_path: Path, text: str):
     from infra_cli.stack.load import load_stack
 

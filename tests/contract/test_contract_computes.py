@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from contract_support import (OPERATION_URL, azure_clients, body_of, load_stack_text, ml_example, owned, query_of,
+from contract_support import (recorded_cluster_stack, OPERATION_URL, azure_clients, body_of, load_stack_text, ml_example, owned, query_of,
                               replay, response_body, sent, workspace_url)
 from spec_schema import problems
 
@@ -30,22 +30,7 @@ SUBNET_ID = (f"/subscriptions/{PARAMS['subscriptionId']}/resourceGroups/{PARAMS[
              "/providers/Microsoft.Network/virtualNetworks/vnet1/subnets/default")
 OPERATION = OPERATION_URL.format(sub=PARAMS["subscriptionId"], loc="eastus2")
 
-# The recorded cluster as a stack would declare it: the size in the catalog's spelling (Azure answers
-# STANDARD_NC6), the idle time in seconds (Azure answers PT5M), the subnet as the recorded id.
-STACK = f"""
-stack: contract
-workspace: {{subscription_id: {PARAMS['subscriptionId']}, resource_group: {PARAMS['resourceGroupName']},
-             name: {PARAMS['workspaceName']}, location: eastus2}}
-clusters:
-  compute123:
-    size: Standard_NC6
-    min_instances: 0
-    max_instances: 1
-    idle_time_before_scale_down: 300
-    enable_node_public_ip: true
-    network_settings: {{subnet: test-subnet-resource-id}}
-    description: some compute
-"""
+STACK = recorded_cluster_stack()
 
 # What infra reads off the recorded cluster (get/AmlCompute.json), attribute by attribute.
 RECORDED_CLUSTER = {

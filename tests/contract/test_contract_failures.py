@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from contract_support import (OPERATION_URL, azure_clients, load_stack_text, ml_example, owned, replay, response_body,
+from contract_support import (recorded_cluster_stack, OPERATION_URL, azure_clients, load_stack_text, ml_example, owned, replay, response_body,
                               workspace_url)
 from spec_schema import SPEC_ROOT, problems
 
@@ -24,18 +24,7 @@ PARAMS = GET["parameters"]
 W = workspace_url(PARAMS)
 COMPUTE = f"{W}/computes/{PARAMS['computeName']}"
 COMMON_TYPES = SPEC_ROOT + "common-types/resource-management/v3/types.json"
-STACK = f"""
-stack: contract
-workspace: {{subscription_id: {PARAMS['subscriptionId']}, resource_group: {PARAMS['resourceGroupName']},
-             name: {PARAMS['workspaceName']}, location: eastus2}}
-clusters:
-  compute123:
-    size: Standard_NC6
-    max_instances: 1
-    idle_time_before_scale_down: 300
-    network_settings: {{subnet: test-subnet-resource-id}}
-    description: some compute
-"""
+STACK = recorded_cluster_stack()
 # An ARM error as the common types define it (ErrorResponse -> ErrorDetail), with a detail line
 ALLOCATION_FAILED = {"error": {
     "code": "AllocationFailed",
