@@ -311,3 +311,54 @@ def test_failed_operation_reports_code_and_message_after_bounded_attempts(tmp_pa
         assert len(retries) == transient_errors().max_attempts - 1
     finally:
         server.stop()
+
+
+# ---- faults and a served emulator through the CLI, as users drive them ---------------------------------------
+
+CLI_STACK = STACK.replace("  nc0:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n", "")
+
+
+def _cli(args: list[str], state: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, timeout=300,
+                          env={**_child_env(state), **env}, cwd=state.parent)
+
+
+def test_cli_local_reads_fault_settings_from_the_environment(tmp_path):
+    path = tmp_path / "stack.yaml"
+    path.write_text(CLI_STACK)
+    state = tmp_path / "state"
+    r = _cli(["plan", str(path), "--local"], state, INFRA_EMULATOR_THROTTLE_RATE="lots")
+    assert r.returncode == 1 and "INFRA_EMULATOR_THROTTLE_RATE" in r.stderr and "Traceback" not in r.stderr
+    # every request throttled: the plan gives up after its retries (each waiting the Retry-After) and says why
+    started = time.monotonic()
+    r = _cli(["plan", str(path), "--local"], state, INFRA_EMULATOR_THROTTLE_RATE="1")
+    assert r.returncode == 1 and "TooManyRequests" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert time.monotonic() - started >= 10   # ten retries, one second each
+
+
+def test_cli_local_uses_a_running_emulator_at_infra_emulator_url(tmp_path):
+    path = tmp_path / "stack.yaml"
+    path.write_text(CLI_STACK)
+    state = tmp_path / "served"
+    serve = subprocess.Popen([sys.executable, "-m", "infra_cli", "emulator", "serve", "--dir", str(state),
+                              "--provisioning-delay", "0.2", "--lro-failure-rate", "0.3", "--seed", "4"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(state))
+    try:
+        first = serve.stdout.readline()
+        url = next(word for word in first.split() if word.startswith("https://"))
+        elsewhere = tmp_path / "elsewhere"   # the served emulator's dir holds the cert and token; state is there
+        r = _cli(["apply", str(path), "--local", "--auto-approve", "--no-smoke"], state, INFRA_EMULATOR_URL=url)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = _cli(["plan", str(path), "--local", "--detailed-exitcode"], state, INFRA_EMULATOR_URL=url)
+        assert r.returncode == 0 and "No changes." in r.stdout, r.stdout + r.stderr
+        r = _cli(["plan", str(path), "--local"], elsewhere, INFRA_EMULATOR_URL=url)
+        assert r.returncode == 1 and "token" in r.stderr and "Traceback" not in r.stderr
+        r = _cli(["plan", str(path), "--local"], state, INFRA_EMULATOR_URL="https://example.com:443/")
+        assert r.returncode == 1 and "INFRA_EMULATOR_URL" in r.stderr
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+    # with the server gone, --local does not quietly start an emulator of its own
+    r = _cli(["plan", str(path), "--local"], state, INFRA_EMULATOR_URL=url)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
