@@ -744,3 +744,13 @@ def test_openmpi_rdma_template_installs_mpi4py_for_deepspeed():
     assert "--no-binary=mpi4py mpi4py" in render_dockerfile("openmpi-rdma", {"pip_packages": ["deepspeed>=0.14"]})
     assert "mpi4py" not in render_dockerfile("openmpi-rdma", {"pip_packages": ["transformers"]})
 # (end of the launcher, TensorFlow and image tests)
+
+
+def test_issue_examples_for_sizes(tmp_path):
+    # issue 11: two nodes of Standard_NC4as_T4_v3 were only a size-unknown warning; now it is catalogued
+    r = check(tmp_path, one_distribution("Standard_NC4as_T4_v3", CURATED_ENV, "type: pytorch\ninstance_count: 2\n"))
+    assert not r.of("cluster.size-unknown")
+    assert "no InfiniBand" in r.one("distribution.multinode-without-infiniband", "error", "instance_count: 2").message
+    # a did-you-mean reads names in any case, as Azure does, and stays in the family
+    r = check(tmp_path, "clusters:\n  gpu:\n    size: standard_nd96asr_v5\n")
+    assert "did you mean 'Standard_ND96asr_v4'" in r.one("cluster.size-unknown", "warning", "standard_nd96asr_v5").hint

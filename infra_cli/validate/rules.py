@@ -135,7 +135,8 @@ def cluster_size(ctx: Context) -> Iterator[Diagnostic]:
         sku = ctx.catalog.get(cluster.size)
         if sku is None:
             parsed = parse_size_name(cluster.size)
-            close = difflib.get_close_matches(cluster.size, _same_family(cluster.size, ctx.catalog), n=1, cutoff=0.75)
+            family = {n.lower(): n for n in _same_family(cluster.size, ctx.catalog)}  # Azure reads names in any case
+            close = [family[c] for c in difflib.get_close_matches(cluster.size.lower(), list(family), n=1, cutoff=0.75)]
             mean = f"did you mean {close[0]!r}? " if close else ""
             if parsed is None:
                 yield ctx.at(path, "cluster.size-unknown",
