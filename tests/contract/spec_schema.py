@@ -30,9 +30,11 @@ SPEC_ROOT = "https://github.com/Azure/azure-rest-api-specs/blob/main/specificati
 ML = SPEC_ROOT + "machinelearningservices/resource-manager/Microsoft.MachineLearningServices/stable/2024-10-01/"
 COMPUTE_SPEC = ML + "machineLearningServices.json"
 ASSETS_SPEC = ML + "mfe.json"
+SKUS_SPEC = SPEC_ROOT + "compute/resource-manager/Microsoft.Compute/Skus/stable/2021-07-01/skus.json"
 _FILES = {
     COMPUTE_SPEC: "machineLearningServices-2024-10-01.json",
     ASSETS_SPEC: "mfe-2024-10-01.json",
+    SKUS_SPEC: "skus-2021-07-01.json",
     SPEC_ROOT + "common-types/resource-management/v3/types.json": "common-types-v3-types.json",
     SPEC_ROOT + "common-types/resource-management/v3/managedidentity.json": "common-types-v3-managedidentity.json",
 }
