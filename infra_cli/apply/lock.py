@@ -126,10 +126,22 @@ class StackLock:
             self.version = version
             return
 
-    def release(self) -> None:
+    def release(self, *, attempts: int = 3) -> None:
+        """Register the "free" version; an error is read back (the release may have landed) and tried again,
+        so a transient fault at the end of an apply does not leave the stack locked."""
+        from azure.core.exceptions import HttpResponseError
+
         if self.version is None:
             return
-        _register(self.ml, self.name, self.version + 1, {"infra.lock": "free"})
+        for attempt in range(attempts):
+            try:
+                _register(self.ml, self.name, self.version + 1, {"infra.lock": "free"})
+                break
+            except HttpResponseError:
+                if _read(self.ml, self.name).version > self.version:
+                    break       # the release landed before the error
+                if attempt + 1 == attempts:
+                    raise
         self.version = None
 
     def __enter__(self) -> "StackLock":
