@@ -280,17 +280,19 @@ def test_retry_after_is_honoured_and_capped(tmp_path):
     assert policy.get_retry_after(PipelineResponse(request, Answer("3600"), None)) == _RETRY_AFTER_MAX_S["local"]
 
 
-def test_one_apply_converges_through_failed_operations(tmp_path):
-    """Every third long-running operation fails and 30% of requests are throttled or fail: one apply still
-    creates all three clusters (failed creates deleted and made again), and the next plan is empty."""
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_apply_converges_through_failed_operations(tmp_path, seed):
+    """30% of requests throttled, 10% failing, 20% of long-running operations failing (bench/bench_faults.py
+    runs 20 of these with Retry-After honoured): one apply still creates all three clusters (failed creates
+    deleted and made again), and the next plan is empty. Before: 6 of 10 first applies failed."""
     path = _stack(tmp_path)
-    server = start_emulator(tmp_path / "state", throttle_rate=0.2, error_rate=0.1, lro_failure_rate=0.34, seed=2,
+    server = start_emulator(tmp_path / "state", throttle_rate=0.3, error_rate=0.1, lro_failure_rate=0.2, seed=seed,
                             retry_after_s=0)
     try:
         clients, result, events = _apply_once(path, server, retry_pause_s=0.05)
         assert result.ok, result.failures
         assert result.added == 3
-        assert any("trying again" in e.text for e in events)   # the faults did hit the apply
+        assert server.stats.by_status().get(429) and server.stats.by_status().get(500)   # the faults did hit it
         assert _plan(path, clients).plan.changes == []
     finally:
         server.stop()
