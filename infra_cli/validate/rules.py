@@ -478,11 +478,26 @@ def _pip_name(spec: str) -> str:
     return re.split(r"[\[<>=!~;@ ]", str(spec).strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _conda_packages(path: Path) -> set[str]:
-    """Package names a conda file installs (conda and pip sections); nothing if it cannot be read."""
+_READ_LIMIT = 1_000_000  # bytes of a conda file or training script read for what it names
+
+
+def _project_text(path: Path, root: Path) -> str | None:
+    """The start of a regular file inside the stack's project (never through a symlink out of it), or None."""
+    if not (inside(path, root) and path.is_file()):
+        return None
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")[:1_000_000])
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        with open(path, "rb") as fh:
+            return fh.read(_READ_LIMIT).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _conda_packages(path: Path, root: Path) -> set[str]:
+    """Package names a conda file installs (conda and pip sections); nothing if it cannot be read."""
+    text = _project_text(path, root)
+    try:
+        data = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
         return set()
     out: set[str] = set()
     deps = data.get("dependencies") if isinstance(data, dict) else None
@@ -494,7 +509,7 @@ def _conda_packages(path: Path) -> set[str]:
     return out
 
 
-def environment_carries(env: Environment, base_dir: Path) -> Carries:
+def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries:
     """What the environment carries, from validators/curated_environments.yaml (curated environments and
     AzureML base images), our Dockerfile templates, a conda file and the environment's own `requires:`."""
     declared = _declared(env)
@@ -518,7 +533,7 @@ def environment_carries(env: Environment, base_dir: Path) -> Carries:
         provides |= pip | {extra for p in pip for extra in build_template_pip_extras(env.build.template).get(p, ())}
         evidence = f"templates/docker/{env.build.template} installs it"
     if env.conda_file:
-        provides |= _conda_packages(base_dir / env.conda_file)
+        provides |= _conda_packages(base_dir / env.conda_file, root)
     return Carries(frozenset(provides), True, evidence)
 
 
@@ -540,7 +555,7 @@ def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
         needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
         if env is None or not needs:
             continue
-        carries = environment_carries(env, ctx.loaded.base_dir)
+        carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
         # Open MPI is recommended; another MPI (Intel MPI, MPICH) also runs Azure ML's MPI jobs (the guide).
         if carries.provides & {"openmpi", "hpcx", "mpi"}:
             continue
@@ -571,7 +586,7 @@ def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
         wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
         if env is None or not wanted:
             continue
-        carries = environment_carries(env, ctx.loaded.base_dir)
+        carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
         missing = [p for p in wanted if p not in carries.provides]
         if not missing:
             continue
@@ -839,13 +854,12 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
                               f"use the variables of type {dist.type}: {', '.join(sorted(own.get(dist.type, {})))}")
 
 
-def _script_file(ctx: Context, dist: Distribution, script: str | None) -> Path | None:
-    """The training script inside `code:` (never outside it), if the command runs one that is there."""
+def _script_text(ctx: Context, dist: Distribution, script: str | None) -> str | None:
+    """The start of the training script the command runs, when it lies inside `code:` (never outside it)."""
     if not (dist.code and script and script.endswith(".py")):
         return None
-    code = (ctx.loaded.base_dir / dist.code).resolve()
-    path = (code / script).resolve()
-    return path if path.is_relative_to(code) and path.is_file() else None
+    code = ctx.loaded.base_dir / dist.code
+    return _project_text(code / script, code) if inside(code, project_root(ctx.loaded.path)) else None
 
 
 _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
@@ -867,9 +881,8 @@ def distribution_lightning(ctx: Context) -> Iterator[Diagnostic]:
                 if value:
                     found[key] = (value, next(f for f in flags if s.script_option([f]) is not None))
                     break
-        script = _script_file(ctx, dist, step.script)
-        if script is not None and len(found) < 2:
-            text = script.read_text(encoding="utf-8", errors="replace")[:1_000_000]
+        text = _script_text(ctx, dist, step.script) if len(found) < 2 else None
+        if text is not None:
             for key, keyword in (fw.trainer_keywords or {}).items():
                 m = None if key in found else re.search(_TRAINER_KEYWORD.format(re.escape(keyword)), text)
                 if m:
