@@ -3,6 +3,10 @@ Python exceptions, a log tail as the last resort, and no secret in anything show
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
 import pytest
 
 from infra_cli.smoke.diagnose import diagnose, last_exception, load_signatures, redact
@@ -27,6 +31,18 @@ SAMPLES = {
     "mpi-daemons-unreachable": "ORTE was unable to reliably start one or more daemons.",
     "tensorflow-workers-unreachable": "tensorflow.python.framework.errors_impl.UnavailableError: failed to "
                                       "connect to all addresses",
+    "mpirun-refuses-root": "mpirun has detected an attempt to run as root.",
+    "mpirun-not-enough-slots": "There are not enough slots available in the system to satisfy the 16",
+    "mpirun-rank-died": "mpirun noticed that process rank 7 with PID 7502 on node a100-80-node-0 exited on "
+                        "signal 11 (Segmentation fault).",
+    "mpirun-rank-failed": "  Process name: [[28804,1],7]",
+    "torchrun-child-failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "torchrun-rendezvous-failed": "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+    "deepspeed-aml-socket-ifname": "KeyError: 'NCCL_SOCKET_IFNAME'",
+    "deepspeed-aml-master-missing": "KeyError: 'AZ_BATCH_MASTER_NODE'",
+    "mpi4py-missing": "ModuleNotFoundError: No module named 'mpi4py'",
+    "framework-missing": "lightning is not importable here (ModuleNotFoundError: No module named 'lightning'); "
+                         "install lightning in the environment",
 }
 
 
@@ -105,3 +121,21 @@ def test_secrets_never_shown():
 def test_long_lines_are_shortened():
     [finding] = diagnose({"p0": "Traceback (most recent call last):\nValueError: " + "x" * 5000 + "\n"})
     assert len(finding.lines[0]) == 300 and finding.lines[0].endswith("…")
+
+
+def test_an_empty_first_rank_log_gives_way_to_the_launchers_log():
+    findings = diagnose({"user_logs/std_log_process_0.txt": "", "system_logs/mpirun.txt": "launcher said this\n",
+                         "user_logs/std_log_process_1.txt": "rank 1 said that\n"})
+    assert [f.logs for f in findings] == [("system_logs/mpirun.txt",)]
+    assert findings[0].lines == ("launcher said this",) and "system_logs/mpirun.txt" in findings[0].cause
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None or os.geteuid() != 0, reason="needs Open MPI's mpirun, run as root")
+def test_a_real_mpirun_refusing_root_is_a_finding_with_its_fix():
+    # What Azure ML's root user meets when the job starts mpirun itself without --allow-run-as-root.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
+    refused = subprocess.run(["mpirun", "-np", "1", "true"], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    findings = diagnose({"user_logs/std_log_process_0.txt": "", "system_logs/mpirun.txt": refused.stdout + refused.stderr})
+    assert findings[0].signature == "mpirun-refuses-root" and findings[0].logs == ("system_logs/mpirun.txt",)
+    assert "--allow-run-as-root" in findings[0].fix and "root" in findings[0].cause

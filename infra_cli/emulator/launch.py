@@ -174,11 +174,12 @@ def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, 
               f'> {shlex.quote(str(logs))}/std_log_process_"$OMPI_COMM_WORLD_RANK".txt 2>&1')
     hostfile = "".join(f"{node_hostname(spec, n)} slots={ppn}\n" for n in range(nodes))
     env = {**_mpi_master(nodes, port),
-           # The emulated nodes share this machine: Open MPI's own traffic stays on loopback, ranks are not
-           # bound to cores, and no cross-memory attach (refused in most containers).
+           # The emulated nodes share this machine and its host name: ranks talk over TCP on loopback as
+           # separate hosts would over their network (shared memory segments are named after the host, so
+           # two emulated nodes would collide in them), and are not bound to cores.
+           "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp",
            "OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl_tcp_if_include": "lo",
-           "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_hwloc_base_binding_policy": "none",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+           "OMPI_MCA_hwloc_base_binding_policy": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
     # Azure ML runs the job as root and passes --allow-run-as-root to its own mpirun; so does the emulator.
     argv = [mpirun, "--allow-run-as-root", "-np", str(world), "--hostfile", str(workdir / MPI_HOSTFILE),
             "--mca", "plm_rsh_agent", str(workdir / MPI_NODE_AGENT), "sh", "-c", script]

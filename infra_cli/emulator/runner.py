@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -32,11 +33,15 @@ from infra_cli.emulator.blobs import ACCOUNT
 from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, EMULATED_NODE_VARIABLE, JobSpec, Launch, find_mpirun,
                                       free_port, node_dir, plan_launches)
 from infra_cli.emulator.ml_workspace import artifact_container
+from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
 _POLL_S = 0.5
-_STRIPPED_ENV = ("AZUREML_CURRENT_CLOUD",)     # set by MLClient in the parent; crashes azure.ai.ml in children
+# AZUREML_CURRENT_CLOUD: set by MLClient in the parent, crashes azure.ai.ml in children. OMPI_ALLOW_RUN_AS_ROOT*:
+# Azure ML sets neither in a job (its own mpirun passes --allow-run-as-root, as the emulator's does), so an
+# mpirun the job starts itself as root is refused here as it would be there.
+_STRIPPED_ENV = ("AZUREML_CURRENT_CLOUD", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 
 
 def job_prefix(name: str) -> str:
@@ -222,14 +227,18 @@ class JobRunner:
                 log_path = logs_dir / launch.log
                 log_path.parent.mkdir(parents=True, exist_ok=True)
                 with open(log_path, "ab") as log:
+                    # the job registers its group with the reaper: killed if this process dies, even by SIGKILL
+                    argv, reaper_fds = guarded(launch.argv)
                     procs.append(subprocess.Popen(
-                        launch.argv, cwd=launch.cwd, env={**base_env, **launch.env}, stdout=log,
-                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+                        argv, cwd=launch.cwd, env={**base_env, **launch.env}, stdout=log,
+                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                        pass_fds=reaper_fds))
                 with self._lock:
                     self._running[key] = list(procs)
         except OSError:
             for proc in procs:
                 _kill_group(proc)
+                forget_group(proc.pid)
             raise
         while any(proc.poll() is None for proc in procs):
             time.sleep(_POLL_S)
@@ -237,14 +246,21 @@ class JobRunner:
             current = self._backend.store.get("job", scope.key, key[1]) or {}
             if current.get("properties", {}).get("status") == "CancelRequested":
                 self.cancel(scope, key[1])
-        return [proc.wait() for proc in procs]
+        codes = [proc.wait() for proc in procs]
+        for proc in procs:
+            forget_group(proc.pid)
+        return codes
 
     def _base_env(self, scope: Scope, body: dict, spec: JobSpec) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+        experiment = body["properties"].get("experimentName") or "Default"
         env["PATH"] = f"{self._shim}{os.pathsep}{env.get('PATH', '')}"
         env.update({
             "PYTHONUNBUFFERED": "1", "AZUREML_RUN_ID": body["name"],
-            "AZUREML_EXPERIMENT_NAME": body["properties"].get("experimentName") or "Default",
+            "AZUREML_EXPERIMENT_NAME": experiment,
+            # Azure ML sets it on every job; DeepSpeed reads its presence as "on Azure ML" and takes its ranks
+            # from the OMPI_COMM_WORLD_* variables under MPI (deepspeed.comm.comm.in_aml).
+            "AZUREML_EXPERIMENT_ID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{scope.arm_id}/experiments/{experiment}")),
             "AZUREML_ARM_SUBSCRIPTION": scope.subscription, "AZUREML_ARM_RESOURCEGROUP": scope.resource_group,
             "AZUREML_ARM_WORKSPACE_NAME": scope.workspace, "AZUREML_CR_NODE_COUNT": str(spec.instance_count),
             EMULATED_NODE_VARIABLE: "1",

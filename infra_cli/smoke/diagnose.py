@@ -3,7 +3,7 @@
 Pure: logs in (name -> text), findings out. Two kinds of finding, most specific first:
 - known signatures (validators/failure_signatures.yaml): a line pattern with its cause and fix;
 - each log's last Python exception, grouped, so 16 ranks that died of one error read as one finding.
-When neither shows, the tail of the first rank's log is the finding. Secrets are redacted from every
+When neither shows, the tail of the first rank's log (else the launcher's, in system_logs/) is the finding. Secrets are redacted from every
 line shown (SAS signatures, bearer tokens, account keys, passwords).
 """
 
@@ -116,9 +116,12 @@ def diagnose(logs: Mapping[str, str], signatures: list[dict[str, Any]] | None = 
         findings.append(Finding(f"{len(names)} of {len(logs)} logs end in this Python exception", None, (line,),
                                 tuple(names)))
     if not findings and logs:
-        name = next((n for n in logs if "process_0" in n or n.endswith("std_log.txt")), next(iter(logs)))
-        tail = [_shown(line) for line in logs[name].splitlines() if line.strip()][-_TAIL_LINES:]
-        if tail:
-            findings.append(Finding("no known error in the logs; the last lines of the first rank's log", None,
-                                    tuple(tail), (name,)))
+        # The first rank's log, else the launcher's (mpirun, in system_logs/), else any log that says something.
+        order = sorted(logs, key=lambda n: (not ("process_0" in n or n.endswith("std_log.txt")),
+                                            not n.startswith("system_logs/"), n))
+        name = next((n for n in order if logs[n].strip()), None)
+        if name is not None:
+            tail = [_shown(line) for line in logs[name].splitlines() if line.strip()][-_TAIL_LINES:]
+            findings.append(Finding(f"no known error in the logs; the last lines of {name}", None, tuple(tail),
+                                    (name,)))
     return findings

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Literal
 from infra_cli.catalog import Sku
 from infra_cli.paths import validators_dir
 from infra_cli.smoke.diagnose import Finding
+from infra_cli.smoke.spec import SMOKED_FRAMEWORKS, processes_per_node
 from infra_cli.smoke.transport import UNKNOWN, classify_transport
 from infra_cli.stack.model import Distribution
 
@@ -85,6 +86,34 @@ def _script_checks(result: dict[str, Any]) -> list[Judgement]:
     if not out:
         out.append(Judgement("check.ran", "fail", "the result lists no checks: the smoke script did not get far"))
     return out
+
+
+def _framework_judgement(result: dict[str, Any], sku: Sku | None, distribution: Distribution) -> Judgement | None:
+    """The world the training framework itself saw (Lightning, Transformers, DeepSpeed, Horovod) against the
+    stack's nodes x processes per node, both numbers said. None for results without a framework probe (TF)."""
+    seen = result.get("framework")
+    if not isinstance(seen, dict) or result.get("kind") != "ddp-smoke":
+        return None
+    wanted = distribution.framework if distribution.framework in SMOKED_FRAMEWORKS else "ddp"
+    name = seen.get("name")
+    if name != wanted:
+        return Judgement("framework", "fail", f"the smoke initialised {name!r} but the distribution's framework is "
+                         f"{wanted!r}: re-render the smoke job (infra render) or rerun `infra smoke`")
+    if name == "ddp":
+        return Judgement("framework", "pass", "plain torch.distributed (DDP) initialised the process group")
+    if seen.get("missing"):
+        outcome = "skipped" if name == "horovod" else "fail"
+        return Judgement("framework", outcome, seen["missing"])
+    if seen.get("error"):
+        return Judgement("framework", "fail", f"{name} failed to initialise: {seen['error']}")
+    expected = distribution.instance_count * processes_per_node(distribution, sku)
+    world = seen.get("world_size")
+    if world != expected:
+        return Judgement("framework", "fail", f"{name} sees world size {world} but the stack describes "
+                         f"{distribution.instance_count} nodes x {expected // distribution.instance_count} "
+                         f"processes = {expected}")
+    return Judgement("framework", "pass", f"{name} {seen.get('version', '')} sees world size {world} = "
+                     f"{distribution.instance_count} nodes x {expected // distribution.instance_count} processes")
 
 
 def _device_judgement(result: dict[str, Any], sku: Sku | None) -> Judgement:
@@ -186,6 +215,9 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
     lines = [line for text in nccl_logs for line in text.splitlines()]
     report = classify_transport(lines, rules or load_transport_rules()) if lines else (result.get("nccl") or {})
     judgements = ended + _script_checks(result)
+    framework = _framework_judgement(result, sku, distribution)
+    if framework is not None:
+        judgements.append(framework)
     judgements.append(_device_judgement(result, sku))
     judgements.append(_transport_judgement(report, result, sku, distribution))
     bandwidth, threshold = _bandwidth_judgement(result, sku, distribution)

@@ -20,10 +20,18 @@ from infra_cli.stack.model import Distribution
 
 DDP_SCRIPT = "ddp_smoke.py"
 TF_SCRIPT = "tf_smoke.py"
+# Frameworks the DDP smoke script initialises for real (templates/smoke/_frameworks.py.j2); others run plain DDP.
+SMOKED_FRAMEWORKS = ("ddp", "lightning", "transformers", "deepspeed", "horovod")
 OUTPUTS_DIR = "outputs"  # Azure ML uploads ./outputs of every node
 RESULT_FILE = "smoke-result.json"  # what the smoke scripts write under OUTPUTS_DIR
 # Azure ML's PyTorch distribution sets these on every node; the per-node launcher reads them in the shell.
 _PER_NODE_RENDEZVOUS = ["--node_rank", "$NODE_RANK", "--master_addr", "$MASTER_ADDR", "--master_port", "$MASTER_PORT"]
+# An MPI job with one process per node (the guides' per-node launch under MPI): the node's rank is
+# OMPI_COMM_WORLD_RANK (OMPI_COMM_WORLD_NODE_RANK is not), the master is AZ_BATCH_MASTER_NODE ("addr:port",
+# several nodes) or AZ_BATCHAI_MPI_MASTER_NODE (one node, Azure ML's port 6105).
+_MPI_PER_NODE_MASTER = 'master="${AZ_BATCH_MASTER_NODE:-${AZ_BATCHAI_MPI_MASTER_NODE}:6105}" &&'
+_MPI_PER_NODE_RENDEZVOUS = ["--node_rank", "$OMPI_COMM_WORLD_RANK", "--master_addr", '"${master%:*}"',
+                            "--master_port", '"${master##*:}"']
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,8 @@ def _smoke_argv(name: str, dist: Distribution, per_node: int) -> tuple[str, list
                            "--outputs", OUTPUTS_DIR]
     script_args = [DDP_SCRIPT, "--label", name, "--instance-count", str(dist.instance_count),
                    "--processes-per-instance", str(per_node), "--steps", str(dist.smoke.steps),
-                   "--outputs", OUTPUTS_DIR, "--timeout-s", str(dist.smoke.timeout_minutes * 60)]
+                   "--outputs", OUTPUTS_DIR, "--timeout-s", str(dist.smoke.timeout_minutes * 60),
+                   "--framework", dist.framework if dist.framework in SMOKED_FRAMEWORKS else "ddp"]
     if dist.smoke.max_message_bytes:
         script_args += ["--max-bytes", str(dist.smoke.max_message_bytes)]
     return DDP_SCRIPT, ["python", *script_args]
@@ -108,9 +117,12 @@ def _smoke_argv(name: str, dist: Distribution, per_node: int) -> tuple[str, list
 
 def _smoke_command(name: str, dist: Distribution, per_node: int) -> tuple[str, str]:
     script, argv = _smoke_argv(name, dist, per_node)
-    if dist.type == "pytorch" and dist.launcher == "per-node":
+    if dist.launcher == "per-node" and dist.type in ("pytorch", "mpi"):
         launcher = ["torchrun", "--nnodes", str(dist.instance_count), "--nproc_per_node", str(per_node)]
         # The rendezvous variables are ours and must reach the shell unquoted; everything else is quoted.
+        if dist.type == "mpi":
+            return script, " ".join([_MPI_PER_NODE_MASTER, quote_command(launcher), *_MPI_PER_NODE_RENDEZVOUS,
+                                     quote_command(argv[1:])])
         return script, " ".join([quote_command(launcher), *_PER_NODE_RENDEZVOUS, quote_command(argv[1:])])
     return script, quote_command(argv)
 
