@@ -113,3 +113,51 @@ def test_glob_regex():
     assert fixed.match("/usr/bin/ofed_info") and not fixed.match("/usr/local/bin/ofed_info")
     with pytest.raises(ValueError):
         glob_regex("relative/*")
+
+
+def test_strict_pax_reading_keeps_what_real_writers_write():
+    """The strict PAX reader (tests/hostile/test_image_hostile.py has what it refuses) still reads what tar
+    writers emit: a value holding '=' and a newline, several records, UTF-8 names, a long link target, the
+    size record, NUL padding after the records; and ancestors of a deep path are directories once, whatever
+    the order of entries."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("usr/lib/" + "ü" * 120 + "/libmpi.so.40.30.4")
+        info.pax_headers = {"comment": "a=b\nc", "mtime": "1700000000.25"}
+        data = b"\0v4.1.6\0"
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("usr/bin/mpirun")
+        link.type, link.linkname = tarfile.SYMTYPE, "/opt/" + "x" * 200 + "/orterun"
+        tar.addfile(link)
+        tar.addfile(tarfile.TarInfo("a/b/c/d/e/f"))
+        d = tarfile.TarInfo("a/b/c")
+        d.type = tarfile.DIRTYPE
+        tar.addfile(d)
+    idx = index(out.getvalue())
+    name = "/usr/lib/" + "ü" * 120 + "/libmpi.so.40.30.4"
+    assert "4.1.6" in idx.candidates[name].captures.values()
+    assert idx.symlinks["/usr/bin/mpirun"] == "/opt/" + "x" * 200 + "/orterun"
+    assert {hash(p) for p in ("/a", "/a/b", "/a/b/c", "/a/b/c/d", "/a/b/c/d/e")} <= idx.dirs
+    assert hash("/a/b/c/d/e/f") in idx.files and idx.entries == 4
+
+
+@pytest.mark.parametrize("records, why", [
+    (b"10 path=x\n\0\0\0", "/x"),                     # NUL padding after the last record: read
+    (b"10 path=x\n11 path=yy\n", "/yy"),              # a later record wins, as in tar
+    (b"10 path=x\nzz", "does not start with its length"),
+])
+def test_pax_records_are_read_by_their_lengths(records, why):
+    def block(name: bytes, size: int, flag: bytes) -> bytes:
+        h = bytearray(512)
+        h[0:len(name)], h[124:136], h[156:157] = name, b"%011o\0" % size, flag
+        return bytes(h)
+
+    layer = (block(b"pax", len(records), b"x") + records + b"\0" * (-len(records) % 512)
+             + block(b"f", 0, b"0") + b"\0" * 1024)
+    if why.startswith("/"):
+        idx = index(layer)
+        assert idx.entries == 1 and hash(why) in idx.files
+    else:
+        with pytest.raises(ImageReadError, match=why):
+            index(layer)
