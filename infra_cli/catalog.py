@@ -182,12 +182,22 @@ def load_catalog(path: Path | None = None) -> Catalog:
 @lru_cache(maxsize=4)
 def _load_catalog_cached(path: str) -> Catalog:
     data = _catalog_data(Path(path))
+    if not isinstance(data, dict) or not isinstance(data.get("sizes"), dict):
+        raise ValueError("skus.yaml: expected a mapping with `sizes:` (size name -> facts)")
     profiles = data.get("nccl_env_profiles") or {}
-    return Catalog({name: _sku_from_row(name, row, profiles) for name, row in data["sizes"].items()})
+    bad = [str(name) for name, row in data["sizes"].items() if not isinstance(row, dict)]
+    if bad or not isinstance(profiles, dict):
+        raise ValueError(f"skus.yaml: each size (and nccl_env_profiles) must be a mapping: {', '.join(bad[:5])}")
+    return Catalog({str(name): _sku_from_row(str(name), row, profiles) for name, row in data["sizes"].items()})
 
 
-def _cache_file(path: Path, stat: os.stat_result) -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "infra"
+def _cache_file(path: Path, stat: os.stat_result) -> Path | None:
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "infra"
+    except (RuntimeError, KeyError):  # no home directory to be found: no cache
+        return None
+    if not base.is_absolute():  # a relative XDG_CACHE_HOME is invalid by the spec; never write under the cwd
+        return None
     key = hashlib.sha256(f"{path.resolve()}|{stat.st_mtime_ns}|{stat.st_size}".encode()).hexdigest()[:24]
     return base / f"skus-{key}.json"
 
@@ -198,14 +208,17 @@ def _catalog_data(path: Path) -> dict:
     stat = path.stat()
     cache = _cache_file(path, stat)
     try:
-        with open(cache, encoding="utf-8") as fh:
-            data = json.load(fh)
-        if isinstance(data, dict) and isinstance(data.get("sizes"), dict):
-            return data
+        if cache is not None:
+            with open(cache, encoding="utf-8") as fh:
+                data = json.load(fh)
+            if isinstance(data, dict) and isinstance(data.get("sizes"), dict):
+                return data
     except (OSError, ValueError):
         pass
     with open(path, encoding="utf-8") as fh:
         data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    if cache is None or not isinstance(data, dict):
+        return data
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")

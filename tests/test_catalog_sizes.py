@@ -191,3 +191,25 @@ def test_plan_of_a_new_cluster_on_a_retired_size_is_an_error(tmp_path):
     retired = [d for d in plan["diagnostics"] if d["rule"] == "cluster.size-retired"]
     assert [(d["severity"], d["line"]) for d in retired] == [("error", 5)], textwrap.shorten(r.stdout, 2000)
     assert r.returncode == 1
+
+
+@pytest.mark.parametrize("content", ["sizes: [1]\n", "sizes: {Standard_X: 5}\n", "[1, 2]\n",
+                                     "nccl_env_profiles: 3\nsizes: {}\n",
+                                     "sizes: {Standard_X: {gpus: 1, vcpus: 1, memory_gib: 1, family: f, rdma: false, "
+                                     "sriov: false, nccl_over_ib: false, source: s, retired: 2025-13-45}}\n"])
+def test_a_hand_broken_catalog_is_a_diagnostic(tmp_path, content):
+    validators = _copy_validators(tmp_path)
+    (validators / "skus.yaml").write_text(content, encoding="utf-8")
+    env = {**os.environ, "INFRA_VALIDATORS_DIR": str(validators), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "stacks/ib-a100.yaml"], capture_output=True,
+                       text=True, cwd=ROOT, env=env)
+    assert r.returncode == 1 and "knowledge.invalid" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_no_home_directory_means_no_cache_not_a_failure(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME")}
+    r = subprocess.run([sys.executable, "-c", "import os, pwd\n"
+                        "pwd.getpwuid = lambda uid: (_ for _ in ()).throw(KeyError(uid))\n"
+                        "from infra_cli.catalog import load_catalog\nprint(len(load_catalog().names()))"],
+                       capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0 and int(r.stdout) > 80, r.stderr
