@@ -29,8 +29,27 @@ class ClusterSecrets:
 
 
 def canonical_size(size: str) -> str:
+    """The catalog's spelling of a size, else the size in Azure's naming convention's case: Azure answers a size
+    in the case it was created with (`STANDARD_NC6`), and case alone must never read as a different size."""
     sku = load_catalog().get(size)
-    return sku.name if sku else size
+    return sku.name if sku else conventional_case(size)
+
+
+def conventional_case(size: str) -> str:
+    """`STANDARD_FX48MDS` -> `Standard_FX48mds` (https://learn.microsoft.com/azure/virtual-machines/vm-naming-conventions):
+    only letters' case changes; a name that does not follow the convention comes back as written."""
+    from infra_cli.size_name import parse_size_name
+
+    parts = parse_size_name(size)
+    if parts is None:
+        return size
+    spelled = (f"Standard_{parts.family}{parts.vcpus}" + (f"-{parts.active_vcpus}" if parts.active_vcpus else "")
+               + parts.features + (f"_{parts.accelerator}" if parts.accelerator else ""))
+    for suffix in (f"_v{parts.version}" if parts.version > 1 else "", f"_v{parts.version}"):
+        candidate = spelled + suffix + ("_Promo" if parts.promo else "")
+        if candidate.lower() == size.strip().lower():
+            return candidate
+    return size
 
 
 def normalise_location(location: str | None) -> str | None:

@@ -119,6 +119,27 @@ def test_null_or_absent_reads_as_recorded(clients, field, how):
     assert read == (dict(RECORDED_CLUSTER, subnet=None) if field == "subnet" else RECORDED_CLUSTER)
 
 
+def test_a_size_the_catalog_does_not_know_is_the_same_size_in_any_case(tmp_path, clients, monkeypatch):
+    """Azure answers the size in the case it was created with (STANDARD_NC6). For a size outside the catalog
+    there is no catalog spelling to fall back on: case alone must still not read as a replacement."""
+    import infra_cli.plan.desired as desired_module
+
+    class NoCatalog:
+        def get(self, name):
+            return None
+
+    monkeypatch.setattr(desired_module, "load_catalog", lambda: NoCatalog())
+    for spelled in ("Standard_NC6", "standard_nc6"):
+        loaded, resources = desired(tmp_path, STACK.replace("size: Standard_NC6", f"size: {spelled}"))
+        (cluster,) = resources
+        with replay() as mock:
+            mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
+            live = Provider(clients).refresh(resources)
+        (change,) = plan(loaded, resources, live).changes
+        assert change.actions == NO_OP, (spelled, change.before["size"], change.after["size"])
+        assert live.clusters["compute123"].attributes["size"] == "Standard_NC6"
+
+
 def test_subnet_name_with_vnet_matches_the_id_azure_reports(tmp_path, clients):
     """A stack names the subnet (vnet_name + subnet); Azure answers the full ARM id, in ARM's own casing
     (resourceGroups, Microsoft.Network): the same subnet, no change. The recorded placeholder id is swapped
