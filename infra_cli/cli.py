@@ -39,9 +39,9 @@ def report_error(exc: BaseException) -> int:
     if isinstance(exc, DiagnosticError):
         print_diagnostics(exc.diagnostics)
     elif _azure_error(exc):
-        from infra_cli.azure.provider import azure_error_code, azure_error_message
+        from infra_cli.azure.errors import describe_azure_error  # no escape codes; headline, then details
 
-        print(f"error: Azure refused: {azure_error_code(exc)}: {azure_error_message(exc)}", file=sys.stderr)
+        print(f"error: Azure refused: {describe_azure_error(exc)}", file=sys.stderr)
     elif isinstance(exc, OSError):  # local: a file, a directory, a socket on this machine
         what = exc.strerror or str(exc) or type(exc).__name__
         where = f": {exc.filename}" if exc.filename else ""

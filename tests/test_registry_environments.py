@@ -78,20 +78,20 @@ def test_provider_resolves_every_form_to_a_version(clients):
     }
 
 
-STACK = f"""
-stack: reg
-workspace:
+# The emulator fixtures' workspace as a stack's `workspace:` block (test_smoke_pending.py reuses it)
+WORKSPACE = f"""workspace:
   subscription_id: {TEST_SUBSCRIPTION}
   resource_group: {TEST_RESOURCE_GROUP}
   name: {TEST_WORKSPACE}
   location: {TEST_LOCATION}
-clusters:
-  gpu: {{size: Standard_ND96asr_v4, max_instances: 2}}
+"""
+STACK = "\nstack: reg\n" + WORKSPACE + """clusters:
+  gpu: {size: Standard_ND96asr_v4, max_instances: 2}
 environments:
   acpt:
     curated: CURATED
 distributions:
-  ddp: {{cluster: gpu, environment: acpt, type: pytorch, instance_count: 1, process_count_per_instance: 8}}
+  ddp: {cluster: gpu, environment: acpt, type: pytorch, instance_count: 1, process_count_per_instance: 8}
 """
 
 
@@ -181,3 +181,45 @@ def test_command_job_keeps_registry_reference(tmp_path):
     path.write_text(STACK.replace("CURATED", uri))
     (job,) = smoke_jobs(load_stack(path))
     assert sdk_command_job(job.spec, Path(tmp_path)).environment == uri
+
+
+@pytest.mark.parametrize("environment_id, refused", [
+    (f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest", False),
+    (f"azureml://registries/azureml/environments/{ACPT_22}/versions/19", False),
+    (f"azureml:{ACPT_113}@latest", False),
+    (f"azureml:{ACPT_113}:3", False),
+    ("azureml:my-own-env:1", False),  # a workspace environment: not the registry's to judge
+    ("azureml://registries/azureml/environments/acpt-pytorch-9.9/labels/latest", True),
+    (f"azureml://registries/azureml/environments/{ACPT_22}/versions/999", True),
+    (f"azureml://registries/azureml/environments/{ACPT_22}/labels/stable", True),
+    ("azureml://registries/nope/environments/x/versions/1", True),
+    ("azureml:AzureML-no-such-curated@latest", True),
+])
+def test_emulator_refuses_a_job_environment_the_registry_does_not_have(environment_id, refused):
+    from infra_cli.emulator.ml_registry import check_job_environment
+    from infra_cli.emulator.wire import ArmError
+
+    if refused:
+        with pytest.raises(ArmError) as exc:
+            check_job_environment(environment_id)
+        assert exc.value.status == 400 and exc.value.target == "environmentId"
+    else:
+        check_job_environment(environment_id)
+
+
+def test_infra_smoke_prints_azures_refusal_without_escape_codes(tmp_path):
+    """`infra smoke` on a registry environment before `apply`: the SDK's refusal (no such compute) is one clean
+    line with its code; nothing of the terminal formatting azure-ai-ml adds."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("CURATED", f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"))
+    env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
+    env["INFRA_LOCAL_DIR"] = str(tmp_path / "state")
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "smoke", str(path), "--local"], capture_output=True,
+                       text=True, env=env, timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"error: Azure refused: UserError: Compute 'gpu' does not exist in workspace '{TEST_WORKSPACE}'." in r.stderr
+    assert "\x1b" not in r.stderr + r.stdout and "Traceback" not in r.stderr

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from emulator_fixtures import *  # noqa: F401,F403
 
+from test_registry_environments import WORKSPACE
+
 from infra_cli.plan.smoke_pending import (FAILED, LAST_FAILED, NEVER_RAN, PASSED, PENDING, SmokeInputs, SmokeRecord,
                                           pending_smokes)
 
@@ -59,14 +61,7 @@ def test_record_is_on_azure_and_read_back(clients):
     assert provider.read_smoke_record("st", "a-b") is None
 
 
-STACK = f"""
-stack: pending
-workspace:
-  subscription_id: {TEST_SUBSCRIPTION}
-  resource_group: {TEST_RESOURCE_GROUP}
-  name: {TEST_WORKSPACE}
-  location: {TEST_LOCATION}
-clusters:
+STACK = "\nstack: pending\n" + WORKSPACE + """clusters:
   gpu:
     size: Standard_ND96asr_v4
     max_instances: 2

@@ -113,6 +113,30 @@ def get_version(backend: Backend, req: Request, subscription: str, resource_grou
     return json_response(200, _version_body(registry, env, int(version)))
 
 
+def check_job_environment(environment_id: str) -> None:
+    """A job's environmentId that names a registry environment (azureml://registries/R/environments/N/versions/V
+    or /labels/L) or a curated one (azureml:AzureML-N@latest, azureml:AzureML-N:V) must exist, as Azure refuses
+    a job whose environment does not; workspace environments are the caller's to check."""
+    from infra_cli.validate.knowledge import parse_environment_reference
+
+    if not environment_id.startswith(("azureml://registries/", "azureml:", "AzureML-")) or "/workspaces/" in environment_id:
+        return
+    ref = parse_environment_reference(environment_id)
+    if ref.registry is None:
+        return
+    try:
+        env = _environment(ref.registry, ref.name)
+    except ArmError as exc:
+        raise ArmError(400, "UserError", f"Environment {environment_id} was not found: {exc.message}",
+                       target="environmentId") from None
+    if ref.version is not None and not (ref.version.isdigit() and 1 <= int(ref.version) <= env.latest):
+        raise ArmError(400, "UserError", f"Environment {environment_id} was not found: registry '{ref.registry}' has "
+                       f"versions 1 to {env.latest} of '{env.name}'.", target="environmentId")
+    if ref.label is not None and ref.label != "latest":
+        raise ArmError(400, "UserError", f"Environment {environment_id} was not found: label '{ref.label}' is not "
+                       f"defined for '{env.name}' (only 'latest').", target="environmentId")
+
+
 _NAME = r"[^/]+"
 _REGISTRY = (rf"{MFE_PREFIX}/subscriptions/(?P<subscription>{_NAME})/resourceGroups/(?P<resource_group>{_NAME})"
              rf"/providers/Microsoft\.MachineLearningServices/registries/(?P<registry>{_NAME})")
