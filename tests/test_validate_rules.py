@@ -619,6 +619,13 @@ def test_declared_launcher_that_disagrees_with_the_command(tmp_path, dist):
     r.one("distribution.launcher-mismatch", "error", "command: ")
 
 
+def test_framework_launched_per_node_by_its_command(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: mpi\nframework: horovod\n"
+                                                          "command: torchrun --nproc_per_node 8 train.py\n"))
+    d = r.one("distribution.framework-launcher", "error", "command: torchrun")
+    assert "per node" in d.message and "process_count_per_instance" in d.hint
+
+
 def test_command_that_is_not_shell(tmp_path):
     r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 8\n"
                                                           "command: python train.py --name \"x\n"))

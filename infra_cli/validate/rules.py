@@ -616,9 +616,14 @@ def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
                          f"framework {fw.name} does not run under distribution type {dist.type}",
                          f"use type: {' or '.join(fw.types)} ({fw.source})")
         if dist.launcher not in fw.launchers:
-            yield ctx.at(("distributions", name, "launcher"), "distribution.framework-launcher",
-                         f"framework {fw.name} is not launched {dist.launcher}",
-                         f"use launcher: {' or '.join(fw.launchers)}")
+            declared = ("distributions", name, "launcher") in ctx.loaded.source.keys
+            yield ctx.at(("distributions", name, "launcher" if declared or not dist.command else "command"),
+                         "distribution.framework-launcher",
+                         f"framework {fw.name} is not launched {dist.launcher}"
+                         + ("" if declared else " (the command's launcher starts processes per node)"),
+                         f"use launcher: {' or '.join(fw.launchers)}" if declared else
+                         f"launch {fw.name} {' or '.join(fw.launchers)}: e.g. `command: python train.py` with "
+                         "process_count_per_instance set to the GPUs per node")
 
 
 # ---- the command: what it launches (validate/launch.py reads it; validators/launchers.yaml knows launchers)
