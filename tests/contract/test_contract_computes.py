@@ -8,8 +8,8 @@ import copy
 
 import pytest
 
-from contract_support import (recorded_cluster_stack, OPERATION_URL, azure_clients, body_of, load_stack_text, ml_example, owned, query_of,
-                              replay, response_body, sent, workspace_url)
+from contract_support import (OPERATION_URL, azure_clients, body_of, load_stack_text, ml_example, owned, query_of,
+                              recorded_cluster_stack, replay, response_body, sent, workspace_url)
 from spec_schema import problems
 
 from infra_cli.azure.provider import Provider

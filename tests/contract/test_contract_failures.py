@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from contract_support import (recorded_cluster_stack, OPERATION_URL, azure_clients, load_stack_text, ml_example, owned, replay, response_body,
-                              workspace_url)
+from contract_support import (OPERATION_URL, azure_clients, load_stack_text, ml_example, owned,
+                              recorded_cluster_stack, replay, response_body, workspace_url)
 from spec_schema import SPEC_ROOT, problems
 
 from infra_cli.azure.provider import Provider
