@@ -67,7 +67,22 @@ def _parts(exc: BaseException) -> tuple[str, str, list[str]]:
             code = echoed.group(1)
         if echoed.group(1) == code:
             headline = echoed.group(2)
+    details += [d for d in _arm_details(exc) if d not in details]
     return code, headline, [d for d in details if d != headline]
+
+
+def _arm_details(exc: BaseException) -> list[str]:
+    """`CODE: message` of each entry of an ARM error's `details` (ErrorDetail.details in Azure's common types,
+    https://github.com/Azure/azure-rest-api-specs/blob/main/specification/common-types/resource-management/v3/types.json):
+    azure-core keeps them on exc.error.details, apart from the message."""
+    error = getattr(exc, "error", None)
+    out = []
+    for detail in getattr(error, "details", None) or []:
+        message = " ".join(_lines(str(getattr(detail, "message", None) or "")))
+        if message:
+            code = getattr(detail, "code", None)
+            out.append(f"{code}: {message}" if code else message)
+    return out
 
 
 def azure_error_code(exc: BaseException) -> str:

@@ -37,15 +37,6 @@ def clients(monkeypatch):
     return azure_clients(monkeypatch, PARAMS, "eastus2")
 
 
-def _provider_reads_provisioning_state() -> bool:
-    """hardening-core's change: plan replaces a cluster Azure reports as Failed (provider passes the state on)."""
-    import inspect
-
-    from infra_cli.azure import provider
-
-    return "provisioning_state" in inspect.getsource(provider)
-
-
 def failed_cluster() -> dict:
     """get/AmlCompute.json as Azure reports a cluster whose provisioning failed (Compute.provisioningState
     Failed, Compute.provisioningErrors and AmlComputeProperties.errors holding an ErrorResponse)."""
@@ -62,9 +53,6 @@ def test_the_failed_cluster_is_a_valid_answer():
     assert problems(ALLOCATION_FAILED, "ErrorResponse", request=False, spec=COMMON_TYPES) == []
 
 
-@pytest.mark.xfail(not _provider_reads_provisioning_state(), strict=True,
-                   reason="plan treats provisioningState Failed as a replacement once the provider hands "
-                          "normalise the state (hardening-core's change to infra_cli/azure/provider.py)")
 def test_a_failed_cluster_plans_a_replacement(tmp_path, clients):
     loaded = load_stack_text(tmp_path, STACK)
     resources = desired_resources(loaded)
@@ -98,7 +86,7 @@ def _put(clients, tmp_path):
 
 
 def test_a_refused_create_shows_azures_code_and_message(tmp_path, clients, capsys):
-    """A 400 with an ErrorResponse body: the CLI's one line names Azure's code and message."""
+    """A 400 with an ErrorResponse body: the CLI names Azure's code and message, then each detail."""
     from infra_cli.azure.provider import azure_error_code, azure_error_message
     from infra_cli.cli import report_error
 
@@ -109,8 +97,10 @@ def test_a_refused_create_shows_azures_code_and_message(tmp_path, clients, capsy
     assert azure_error_code(refused.value) == "AllocationFailed"
     assert azure_error_message(refused.value) == ALLOCATION_FAILED["error"]["message"]
     report_error(refused.value)
-    assert capsys.readouterr().err.splitlines()[0] == (
-        "error: Azure refused: AllocationFailed: " + ALLOCATION_FAILED["error"]["message"])
+    detail = ALLOCATION_FAILED["error"]["details"][0]
+    assert capsys.readouterr().err.splitlines() == [
+        "error: Azure refused: AllocationFailed: " + ALLOCATION_FAILED["error"]["message"],
+        f"  {detail['code']}: {detail['message']}"], "the ErrorDetail's details say what to do"
 
 
 def test_a_failed_create_operation_shows_azures_code_and_message(tmp_path, clients):
