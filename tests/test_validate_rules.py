@@ -610,13 +610,16 @@ def test_multinode_per_node_launch_done_right_is_clean(tmp_path, kind, command):
     assert r.diagnostics == []
 
 
-@pytest.mark.parametrize("dist", [
-    "type: pytorch\nlauncher: per-process\ncommand: torchrun --nproc_per_node 8 train.py\n",
-    "type: pytorch\nlauncher: per-node\nframework: ddp\ncommand: python train.py\n",
-], ids=["per-process-with-torchrun", "per-node-with-a-plain-script"])
-def test_declared_launcher_that_disagrees_with_the_command(tmp_path, dist):
-    r = check(tmp_path, one_distribution(A100, CURATED_ENV, dist))
+def test_declared_launcher_that_disagrees_with_the_command(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nlauncher: per-process\n"
+                                                          "command: torchrun --nproc_per_node 8 train.py\n"))
     r.one("distribution.launcher-mismatch", "error", "command: ")
+
+
+def test_a_script_that_launches_per_node_itself_may_declare_it(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: mpi\nlauncher: per-node\ninstance_count: 2\n"
+                                                          "command: python launch_node.py\n"))
+    assert r.diagnostics == []
 
 
 def test_framework_launched_per_node_by_its_command(tmp_path):

@@ -744,24 +744,14 @@ def distribution_launcher(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_launcher_declared(ctx: Context) -> Iterator[Diagnostic]:
-    fws = knowledge.frameworks()
-    for name, dist in ctx.stack.distributions.items():
-        step = _training(dist)
-        if step is None or ("distributions", name, "launcher") not in ctx.loaded.source.keys:
-            continue
-        fw = fws.get(dist.framework) if dist.framework else None
-        script_launch = fw.script_launch if fw else "per-process"
-        if step.kind == "per-node" and dist.launcher != "per-node":
+    # A declared per-node launcher with a plain script is fine: the script may start the node's processes
+    # itself (the MPI per-node launch of the guides); a per-node launcher declared per-process is not.
+    for name, dist, step in _launches(ctx, "per-node"):
+        if ("distributions", name, "launcher") in ctx.loaded.source.keys and dist.launcher != "per-node":
             yield _command_at(ctx, name, "distribution.launcher-mismatch",
                               f"distribution {name!r} declares launcher: {dist.launcher}, but its command starts "
                               f"{step.invoked_as}, a per-node launcher",
                               "remove `launcher:` (infra derives it from the command) or set launcher: per-node")
-        elif step.kind == "script" and dist.launcher == "per-node" and script_launch != "per-node":
-            yield _command_at(ctx, name, "distribution.launcher-mismatch",
-                              f"distribution {name!r} declares launcher: per-node, but its command runs "
-                              f"{step.script or 'a script'} directly: nothing starts a process per GPU",
-                              "start it with a per-node launcher (torchrun --nproc_per_node ...), or remove "
-                              "`launcher:` and set process_count_per_instance to the GPU count")
 
 
 @rule
