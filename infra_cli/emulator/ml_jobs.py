@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from infra_cli.emulator.backend import Backend, Scope
 from infra_cli.emulator.ml_workspace import artifact_container
-from infra_cli.emulator.runner import TERMINAL, job_prefix
+from infra_cli.emulator.runner import TERMINAL, job_prefix, runner_identity
 from infra_cli.emulator.wire import (ArmError, Request, Response, json_response, not_found, public, system_data,
                                     utc_now_iso)
 
@@ -59,7 +59,9 @@ def put_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response
         })
         body = {"id": f"{scope.arm_id}/jobs/{name}", "name": name,
                 "type": "Microsoft.MachineLearningServices/workspaces/jobs", "systemData": system_data(utc_now_iso()),
-                "properties": props, "_private": {"submittedAt": time.time()}}
+                "properties": props,
+                # The process that runs it: another emulator over the same state must leave the job alone.
+                "_private": {"submittedAt": time.time(), "runner": runner_identity()}}
         backend.store.put(TYPE, scope.key, name, body)
     backend.runner.submit(scope, name)
     return json_response(201, public(body))
