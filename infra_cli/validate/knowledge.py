@@ -11,6 +11,7 @@ import yaml
 from infra_cli.catalog import Catalog, load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.paths import validators_dir
+from infra_cli.validate import launch
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -197,30 +198,26 @@ def curated_info(reference: str) -> CuratedInfo | None:
 def derived_launcher(command: str | None, framework: str | None) -> str | None:
     """The launcher a distribution's command implies (see launch.derived_launcher); with no command, the
     framework's own (Lightning: per-node); None when nothing says."""
-    from infra_cli.validate.launch import derived_launcher as from_command
-
     fw = frameworks().get(framework) if framework else None
     script_launch = fw.script_launch if fw else "per-process"
     if not command:
         return script_launch if fw and script_launch != "per-process" else None
-    return from_command(command, launchers(), script_launch)
+    return launch.derived_launcher(command, launchers(), script_launch)
 
 
 @lru_cache(maxsize=1)
-def launchers() -> "LauncherTable":
+def launchers() -> launch.LauncherTable:
     """validators/launchers.yaml: which commands launch processes per node or from a head node, and their flags."""
-    from infra_cli.validate.launch import ROLES, LauncherSpec, LauncherTable
-
     data = _read("launchers.yaml")
     specs = []
     for name, row in data["launchers"].items():
         commands = tuple(tuple(c) if isinstance(c, list) else (c,) for c in row["commands"])
-        specs.append(LauncherSpec(
+        specs.append(launch.LauncherSpec(
             name, row["kind"], commands, tuple(row.get("python_modules") or ()),
-            frozenset(row.get("boolean_flags") or ()), {r: tuple(row[r]) for r in ROLES if row.get(r)},
+            frozenset(row.get("boolean_flags") or ()), {r: tuple(row[r]) for r in launch.ROLES if row.get(r)},
             row.get("processes_default"), row.get("nodes_default"), tuple(row.get("head_node_flags") or ()),
             tuple(row.get("per_node_flags") or ()), tuple(row.get("multi_node_requires") or ()), row["source"]))
-    return LauncherTable(tuple(specs), tuple(data["python_interpreters"]), frozenset(data["wrappers"]),
+    return launch.LauncherTable(tuple(specs), tuple(data["python_interpreters"]), frozenset(data["wrappers"]),
                          frozenset(data["shells"]))
 
 

@@ -80,9 +80,6 @@ class Launch:
                 return self.options[flag] or ""
         return None
 
-    def has_flag(self, names) -> bool:
-        return any(n in self.options for n in names)
-
     def script_option(self, names) -> str | None:
         """The value of a script argument among `names` (`--x v` or `--x=v`); '' for a bare flag."""
         args = self.script_args
@@ -110,10 +107,6 @@ def variables(value: str | None) -> set[str]:
         return set()
     text = _PLACEHOLDER.sub("", value)
     return {a or b for a, b in _VARIABLE.findall(text)}
-
-
-def has_placeholder(value: str | None) -> bool:
-    return bool(value and _PLACEHOLDER.search(value))
 
 
 def _words(command: str) -> list[str]:
