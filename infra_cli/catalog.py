@@ -113,10 +113,7 @@ class Sku:
 class Catalog:
     def __init__(self, skus: dict[str, Sku]):
         self._by_lower = {name.lower(): sku for name, sku in skus.items()}
-        self._families: dict[str, list[str]] = {}
-        for sku in self:
-            parsed = parse_size_name(sku.name)
-            self._families.setdefault(parsed.family if parsed else "", []).append(sku.name)
+        self._families: dict[str, list[str]] | None = None  # built on first use: only did-you-mean needs it
 
     def __iter__(self):
         return iter(sorted(self._by_lower.values(), key=lambda s: s.name))
@@ -129,6 +126,11 @@ class Catalog:
 
     def family_names(self, family: str) -> list[str]:
         """Catalogued sizes of one family (`ND`, `NC`, `HB`, ...), as named by Azure's convention."""
+        if self._families is None:
+            self._families = {}
+            for sku in self:
+                parsed = parse_size_name(sku.name)
+                self._families.setdefault(parsed.family if parsed else "", []).append(sku.name)
         return list(self._families.get(family.upper(), ()))
 
 
