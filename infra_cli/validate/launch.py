@@ -24,6 +24,7 @@ _FD_PREFIX = re.compile(r"(?<=\s)\d+(?=[<>])")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _PLACEHOLDER = re.compile(r"\$\{\{[^}]*\}\}")
 _INTERPRETER_OPTIONS_WITH_VALUE = frozenset({"-W", "-X", "-Q"})
+_MAX_DEPTH = 4  # `bash -c "bash -c ..."` / `mpirun mpirun ...` read this deep, no deeper
 
 
 class CommandSyntaxError(ValueError):
@@ -175,7 +176,8 @@ def _interpreter_program(words: list[str]) -> int:
     return i
 
 
-def _launcher_launch(spec: LauncherSpec, invoked: list[str], rest: list[str], table: LauncherTable) -> Launch:
+def _launcher_launch(spec: LauncherSpec, invoked: list[str], rest: list[str], table: LauncherTable,
+                     depth: int) -> Launch:
     options, start = _flags(rest, spec.boolean_flags)
     program = rest[start:]
     kind = spec.kind
@@ -183,7 +185,8 @@ def _launcher_launch(spec: LauncherSpec, invoked: list[str], rest: list[str], ta
             and not any(f in options for f in spec.per_node_flags):
         kind = "head-node"
     if spec.kind == "head-node":
-        inner = _step(program, table, 0) if program else None   # mpirun python train.py -> train.py
+        # mpirun python train.py -> train.py (bounded: `mpirun mpirun ...` nests no deeper than bash -c does)
+        inner = _step(program, table, depth + 1) if program and depth < _MAX_DEPTH else None
         inner = training_step(inner) if isinstance(inner, list) else inner
         script, args = (inner.script, inner.script_args) if inner else _script(program)
     elif program and table.is_python(program[0]):   # torchrun --no_python python train.py
@@ -211,19 +214,19 @@ def _step(words: list[str], table: LauncherTable, depth: int) -> Launch | list[L
     if not words:
         return None
     exe = words[0].rsplit("/", 1)[-1]
-    if exe in table.shells and "-c" in words[1:] and depth < 4:
+    if exe in table.shells and "-c" in words[1:] and depth < _MAX_DEPTH:
         inner = words[words.index("-c") + 1:]
         return _steps(inner[0], table, depth + 1) if inner else None
     for spec in table.launchers:
         for cmd in spec.commands:
             if [exe, *words[1:len(cmd)]] == list(cmd):
-                return _launcher_launch(spec, words[:len(cmd)], words[len(cmd):], table)
+                return _launcher_launch(spec, words[:len(cmd)], words[len(cmd):], table, depth)
     if table.is_python(words[0]):
         at = _interpreter_program(words)
         if at + 1 < len(words) and words[at] == "-m":
             for spec in table.launchers:
                 if words[at + 1] in spec.python_modules:
-                    return _launcher_launch(spec, words[:at + 2], words[at + 2:], table)
+                    return _launcher_launch(spec, words[:at + 2], words[at + 2:], table, depth)
             if words[at + 1] in ("pip", "ensurepip", "venv"):
                 return None
         script, args = _script(words[at:])

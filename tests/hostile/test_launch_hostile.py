@@ -25,6 +25,7 @@ environments: {env: {curated: azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gp
 
 @pytest.mark.parametrize("command", [
     "bash -c " * 50 + "torchrun t.py",                    # nesting beyond the depth bound
+    "mpirun " * 5000 + "python t.py",                     # launchers nested far past the recursion limit
     "bash -c",                                            # -c with nothing after it
     ";;;&&||",                                            # separators only
     "python -m",                                          # a module flag without a module
