@@ -183,3 +183,19 @@ def test_schema_accepts_the_pasted_forms():
     assert {"distribution", "resources"} <= set(dist)
     assert "type" in defs["JobDistribution"]["properties"] and "instance_count" in defs["JobResources"]["properties"]
     assert "key" in cluster["name"]["description"]  # the chosen behaviour: name must equal the key
+
+
+def test_every_enumerated_value_in_any_case(tmp_path):
+    text = HEADER + """\
+clusters:
+  gpu: {size: Standard_ND96asr_v4, infiniband: Required, tier: DEDICATED, identity: {type: SystemAssigned}}
+environments:
+  img: {image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04, os_type: Linux}
+distributions:
+  job: {cluster: gpu, environment: img, type: Mpi, framework: DeepSpeed, launcher: Per-Process}
+"""
+    stack = load_stack(_write(tmp_path, text)).stack
+    gpu, job = stack.clusters["gpu"], stack.distributions["job"]
+    assert (gpu.infiniband, gpu.tier, gpu.identity.type) == ("required", "dedicated", "system_assigned")
+    assert stack.environments["img"].os_type == "linux"
+    assert (job.type, job.framework, job.launcher) == ("mpi", "deepspeed", "per-process")

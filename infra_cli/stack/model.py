@@ -142,7 +142,7 @@ class Cluster(_Strict):
     location: Text | None = Field(None, description="region of the cluster; defaults to the workspace's")
     tags: dict[str, str] = Field(default_factory=dict, description="Azure tags (text values)")
     description: str | None = Field(None, description="free text shown in Azure ML studio")
-    infiniband: Literal["required", "optional"] | None = Field(
+    infiniband: Annotated[Literal["required", "optional"], _enum_text()] | None = Field(
         None, description="required: the size must give InfiniBand to NCCL/MPI; optional: allow sockets")
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
 
@@ -179,7 +179,8 @@ class Environment(_Strict):
     version: Text | None = Field(None, description="environment version; default: derived from the content")
     tags: dict[str, str] = Field(default_factory=dict, description="Azure tags (text values)")
     description: str | None = Field(None, description="free text")
-    os_type: Literal["linux"] = Field("linux", description="only Linux images run distributed GPU training")
+    os_type: Annotated[Literal["linux"], _enum_text()] = Field(
+        "linux", description="only Linux images run distributed GPU training (any case: Linux)")
 
     @field_validator("version", mode="before")
     @classmethod
@@ -224,7 +225,7 @@ class Smoke(_Strict):
     experiment_name: Text | None = Field(None, description="Azure ML experiment of the smoke job")
 
 
-Framework = Literal["ddp", "deepspeed", "horovod", "lightning", "transformers", "tensorflow"]
+Framework = Annotated[Literal["ddp", "deepspeed", "horovod", "lightning", "transformers", "tensorflow"], _enum_text()]
 DistributionType = Annotated[Literal["pytorch", "mpi", "tensorflow"], _enum_text()]
 
 
@@ -299,7 +300,7 @@ class Distribution(_Strict):
         None, ge=1, le=_INT32_MAX, description="processes Azure ML starts per node (pytorch, mpi); one per GPU")
     worker_count: Count | None = Field(None, ge=1, le=_INT32_MAX, description="tensorflow: workers (default instance_count)")
     parameter_server_count: Count | None = Field(None, ge=0, le=_INT32_MAX, description="tensorflow: parameter servers")
-    launcher: Literal["per-process", "per-node"] = Field(
+    launcher: Annotated[Literal["per-process", "per-node"], _enum_text()] = Field(
         "per-process", description="per-process: Azure ML starts every process; per-node: a launcher started once "
                                    "per node does (torchrun, deepspeed, accelerate launch, Lightning). Derived from "
                                    "`command` and `framework` when not given; a declared one must agree")
