@@ -223,3 +223,16 @@ def test_infra_smoke_prints_azures_refusal_without_escape_codes(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"error: Azure refused: UserError: Compute 'gpu' does not exist in workspace '{TEST_WORKSPACE}'." in r.stderr
     assert "\x1b" not in r.stderr + r.stdout and "Traceback" not in r.stderr
+
+
+def test_emulator_refuses_a_job_on_a_registry_environment_that_does_not_exist(clients):
+    from azure.ai.ml import command
+    from azure.ai.ml.entities import AmlCompute
+
+    clients.ml.compute.begin_create_or_update(AmlCompute(name="gpu", size="Standard_ND96asr_v4",
+                                                         max_instances=1)).result()
+    missing = "azureml://registries/azureml/environments/acpt-pytorch-9.9/labels/latest"
+    with pytest.raises(Exception) as refused:
+        clients.ml.jobs.create_or_update(command(command="true", environment=missing, compute="gpu"))
+    assert getattr(refused.value, "status_code", None) == 400
+    assert describe_azure_error(refused.value).startswith(f"UserError: Environment {missing} was not found")

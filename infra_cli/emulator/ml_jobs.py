@@ -8,6 +8,7 @@ import time
 from urllib.parse import quote
 
 from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.ml_registry import check_job_environment
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.runner import TERMINAL, job_prefix, runner_identity
 from infra_cli.emulator.wire import (ArmError, Request, Response, json_response, not_found, public, system_data,
@@ -98,6 +99,7 @@ def _check_job(backend: Backend, scope: Scope, props: dict) -> None:
         if backend.store.get("environment_version", scope.key, parts[-3], parts[-1]) is None:
             raise ArmError(400, "UserError", f"Environment {parts[-3]}:{parts[-1]} was not found.",
                            target="environmentId")
+    check_job_environment(env_id)  # a registry or curated environment must exist too
 
 
 def cancel_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
