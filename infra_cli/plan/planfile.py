@@ -43,6 +43,8 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
 
 def is_plan_file(path: Path) -> bool:
     """A saved plan is a JSON object with our `kind` (a stack is YAML; JSON stacks are not a thing here)."""
+    if not Path(path).is_file():  # a FIFO would block the open; the stack loader says what it is instead
+        return False
     try:
         with open(path, "rb") as fh:
             if not fh.read(64).lstrip().startswith(b"{"):
