@@ -497,7 +497,7 @@ def _conda_packages(path: Path, root: Path) -> set[str]:
     text = _project_text(path, root)
     try:
         data = yaml.safe_load(text) if text else None
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # malformed, or nested past the parser's recursion
         return set()
     out: set[str] = set()
     deps = data.get("dependencies") if isinstance(data, dict) else None

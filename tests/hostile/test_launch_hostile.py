@@ -17,7 +17,7 @@ from infra_cli.validate.launch import CommandSyntaxError, parse_command, parse_s
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = """\
 stack: t
-workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: ws, location: eastus}
+workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}
 clusters: {gpu: {size: Standard_ND96asr_v4, max_instances: 2}}
 environments: {env: {curated: azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest}}
 """
@@ -85,3 +85,21 @@ def test_script_outside_code_is_never_read(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr
     assert not [d for d in json.loads(run.stdout) if d["rule"] == "distribution.lightning-trainer"]
+
+
+def test_a_hostile_conda_file_is_no_evidence_and_no_crash(tmp_path):
+    """A conda file nested past the YAML parser's recursion, or not YAML at all, names no package."""
+    (tmp_path / "deep.yml").write_text("dependencies: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    (tmp_path / "bin.yml").write_bytes(b"\x00\xff" * 1000)
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(HEADER.replace("environments: {env: {curated: azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest}}",
+                                    "environments:\n  deep: {image: x.azurecr.io/t:1, conda_file: deep.yml, requires: [openmpi]}\n"
+                                    "  bin: {image: x.azurecr.io/t:1, conda_file: bin.yml, requires: [openmpi]}")
+                     + "distributions:\n"
+                     "  a: {cluster: gpu, environment: deep, type: mpi, framework: horovod, process_count_per_instance: 8}\n"
+                     "  b: {cluster: gpu, environment: bin, type: mpi, framework: horovod, process_count_per_instance: 8}\n",
+                     encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert [d["rule"] for d in json.loads(run.stdout)] == ["distribution.packages-missing"] * 2
