@@ -133,7 +133,7 @@ def test_untagged_same_name_is_an_error_and_import_adopts_it(tmp_path, clients):
     path = write_stack(tmp_path)
     clients.ml.compute.begin_create_or_update(AmlCompute(
         name="gpu", size="Standard_ND96asr_v4", max_instances=2, idle_time_before_scale_down=900,
-        enable_node_public_ip=False)).result()
+        enable_node_public_ip=True)).result()  # as the stack has it (no public IP would need a subnet)
     outcome = plan(path, clients)
     assert "plan.unmanaged-resource" in [d["rule"] for d in outcome.plan.diagnostics]
     assert "cluster.gpu" not in actions(outcome)
