@@ -64,12 +64,14 @@ def test_provider_resolves_every_form_to_a_version(clients):
     registry = "azureml://registries/azureml/environments"
     resolved = provider.resolve_environments({
         "short": f"azureml:{ACPT_113}@latest", "short-version": f"azureml:{ACPT_113}:3",
+        "bare": f"{ACPT_113}@latest",  # the guides' form: no azureml: prefix
         "uri-version": f"{registry}/{ACPT_22}/versions/19", "uri-label": f"{registry}/{ACPT_22}/labels/latest",
         "workspace": "azureml:train@latest", "workspace-version": "azureml:train:4",
         "typo": f"{registry}/acpt-pytorch-9.9/labels/latest", "no-such-version": f"azureml:{ACPT_113}:999",
     })
     assert resolved == {
         "short": f"{registry}/{ACPT_113}/versions/{latest(ACPT_113)}",
+        "bare": f"{registry}/{ACPT_113}/versions/{latest(ACPT_113)}",
         "short-version": f"{registry}/{ACPT_113}/versions/3",
         "uri-version": f"{registry}/{ACPT_22}/versions/19",
         "uri-label": f"{registry}/{ACPT_22}/versions/{latest(ACPT_22)}",
@@ -107,6 +109,10 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
     assert env.after["resolved"] == f"azureml://registries/azureml/environments/{ACPT_22}/versions/{latest(ACPT_22)}"
     assert f"= azureml://registries/azureml/environments/{ACPT_22}/versions/{latest(ACPT_22)}" in render_plan(outcome.plan)
 
+    path.write_text(STACK.replace("CURATED", f"{ACPT_113}@latest"))  # as the guides write it
+    (env,) = [c for c in plan_stack(load_stack(path), clients).plan.resource_changes if c.address == "environment.acpt"]
+    assert env.after["resolved"] == f"azureml://registries/azureml/environments/{ACPT_113}/versions/{latest(ACPT_113)}"
+
     path.write_text(STACK.replace("CURATED", "azureml://registries/azureml/environments/acpt-pytorch-9.9/versions/1"))
     outcome = plan_stack(load_stack(path), clients)
     (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
@@ -124,14 +130,14 @@ def test_jobs_carry_registry_references_whole_and_render_loads_with_the_sdk(tmp_
     assert sdk_environment(uri) == uri  # was "//registries/...": the SDK then asked for a version
     assert sdk_environment(f"azureml:{ACPT_113}@latest") == f"{ACPT_113}@latest"
     for reference in (uri, f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest",
-                      f"azureml:{ACPT_113}@latest", f"azureml:{ACPT_113}:3"):
+                      f"azureml:{ACPT_113}@latest", f"azureml:{ACPT_113}:3", f"{ACPT_113}@latest"):
         path = tmp_path / "stack.yaml"
         path.write_text(STACK.replace("CURATED", reference))
         out = tmp_path / "out"
         written, _ = render_stack(path, out)
         (job_file,) = [p for p in written if p.name == "smoke-job.yml"]
         job = load_job(job_file)
-        assert str(job.environment) in (reference, reference.removeprefix("azureml:")), job.environment
+        assert str(job.environment).removeprefix("azureml:") == reference.removeprefix("azureml:"), job.environment
 
 
 # What azure-ai-ml 1.35.2 raised for a job whose environment was "//registries/...": the text `infra smoke`

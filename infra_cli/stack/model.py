@@ -16,7 +16,9 @@ _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-f
 # Curated references Azure ML resolves: azureml:NAME@latest, azureml:NAME:VERSION, or a registry URI.
 _CURATED_REFERENCE = re.compile(
     r"^azureml:[A-Za-z0-9][A-Za-z0-9_.-]*(?:@latest|:[A-Za-z0-9][A-Za-z0-9_.-]*)$"
-    r"|^azureml://registries/[A-Za-z0-9_-]+/environments/[A-Za-z0-9][A-Za-z0-9_.-]*/(?:versions|labels)/[A-Za-z0-9_.-]+$")
+    r"|^azureml://registries/[A-Za-z0-9_-]+/environments/[A-Za-z0-9][A-Za-z0-9_.-]*/(?:versions|labels)/[A-Za-z0-9_.-]+$"
+    # a curated name without `azureml:`, as azure-ai-ml takes it (its CURATED_ENV_PREFIX) and the guides write it
+    r"|^AzureML-[A-Za-z0-9_.-]*(?:@latest|:[A-Za-z0-9][A-Za-z0-9_.-]*)$")
 _INT32_MAX = 2**31 - 1  # Azure ML's integer fields (seconds, counts) are 32-bit
 
 
@@ -194,7 +196,8 @@ class Environment(_Strict):
     def _curated_reference(cls, v: str | None) -> str | None:
         if v is not None and not _CURATED_REFERENCE.match(v.strip()):
             raise ValueError(f"{v!r} is not a curated environment reference: write azureml:NAME@latest, "
-                             "azureml:NAME:VERSION or azureml://registries/REGISTRY/environments/NAME/versions/VERSION")
+                             "azureml:NAME:VERSION, AzureML-NAME@latest or "
+                             "azureml://registries/REGISTRY/environments/NAME/versions/VERSION")
         return v
 
     @model_validator(mode="after")
