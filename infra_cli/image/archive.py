@@ -13,7 +13,7 @@ from infra_cli.image.blob import Descriptor, check_digest_syntax
 from infra_cli.image.document import (json_type, list_of_strings, load_json, load_object, malformed, optional_list,
                                       optional_object)
 from infra_cli.image.errors import ImageReadError
-from infra_cli.image.layers import SPECIAL, Extended, octal, padded, special_length
+from infra_cli.image.layers import SPECIAL, Extended, cstr, octal, padded, special_length, ustar_name
 from infra_cli.image.limits import MAX_DOCUMENT_BYTES
 from infra_cli.image.manifest import DOCKER_MANIFEST
 
@@ -70,7 +70,8 @@ def _archive_members(fh: BinaryIO, path: Path, where: str) -> dict[str, _Member]
             extended.add(flag, data[:size], bad)
             offset += length
             continue
-        name, link, size = extended.apply(header, size, bad)
+        name, link, size = extended.apply(header, size, bad) if extended.pending else (
+            ustar_name(header), cstr(header[157:257]), size)
         count += 1
         if count > MAX_ARCHIVE_MEMBERS:
             raise bad(f"the archive holds more than {MAX_ARCHIVE_MEMBERS:,} entries, more than `docker save` writes")

@@ -66,7 +66,7 @@ def _helper(name: object, host: str, timeout_s: float) -> Credentials | None:
         if proc.returncode != 0:
             return None
         data = _object(json.loads(proc.stdout))
-    except (OSError, ValueError, subprocess.TimeoutExpired):
+    except (OSError, ValueError, RecursionError, subprocess.TimeoutExpired):   # RecursionError: nested too deep
         return None
     if data.get("Username") == "<token>":
         return Credentials(identity_token=_text(data.get("Secret")))
@@ -92,7 +92,7 @@ def lookup_credentials(host: str, timeout_s: float = HELPER_TIMEOUT_S) -> Creden
     for path in config_files():
         try:
             data = _object(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):   # RecursionError: nested too deep
             continue
         helper = _object(data.get("credHelpers")).get(host)
         if helper:

@@ -76,7 +76,7 @@ def octal(field_: bytes) -> int:
     return int(text, 8) if text else 0
 
 
-def _cstr(field_: bytes) -> str:
+def cstr(field_: bytes) -> str:
     return field_.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
@@ -178,35 +178,40 @@ def special_length(flag: bytes, size: int, bad: Callable[[str], ImageReadError])
     return padded(size)
 
 
+def ustar_name(header: bytes) -> str:
+    """The name a header holds itself (ustar splits a long one into prefix and name)."""
+    name = cstr(header[0:100])
+    if header[257:262] == b"ustar" and header[345]:
+        return cstr(header[345:500]) + "/" + name
+    return name
+
+
 class Extended:
-    """What special entries say about the entry that follows them: its long name, link name, PAX records."""
+    """What special entries say about the entry that follows them: its long name, link name, PAX records.
+    `pending` is False for most entries, which then take name and link from their own header (no header
+    field can exceed PATH_MAX)."""
 
     def __init__(self):
         self.long_name = self.long_link = None
         self.pax: dict[str, str] = {}
+        self.pending = False
 
     def add(self, flag: bytes, data: bytes, bad: Callable[[str], ImageReadError]) -> None:
         if flag == _GNU_LONGNAME:
-            self.long_name = _cstr(data)
+            self.long_name = cstr(data)
         elif flag == _GNU_LONGLINK:
-            self.long_link = _cstr(data)
+            self.long_link = cstr(data)
         elif flag == _PAX:
             self.pax = _pax(data, bad)
         else:                                       # a global header: parsed (strictly), not applied
             _pax(data, bad)
+        self.pending = self.long_name is not None or self.long_link is not None or bool(self.pax)
 
     def apply(self, header: bytes, size: int, bad: Callable[[str], ImageReadError]) -> tuple[str, str, int]:
-        """(name, link target, data size) of the entry `header` starts, then forget what applied to it."""
+        """(name, link target, data size) of the pending entry `header` starts; then nothing is pending."""
         pax = self.pax
-        if self.long_name is not None:
-            name = self.long_name
-        elif "path" in pax:
-            name = pax["path"]
-        else:
-            name = _cstr(header[0:100])
-            if header[257:262] == b"ustar" and header[345]:
-                name = _cstr(header[345:500]) + "/" + name
-        link = self.long_link if self.long_link is not None else pax.get("linkpath") or _cstr(header[157:257])
+        name = self.long_name if self.long_name is not None else pax["path"] if "path" in pax else ustar_name(header)
+        link = self.long_link if self.long_link is not None else pax.get("linkpath") or cstr(header[157:257])
         for noun, text in (("path", name), ("link target", link)):
             if len(text) > MAX_PATH_BYTES:
                 raise bad(f"its {noun} of {len(text)} bytes is longer than Linux's PATH_MAX ({MAX_PATH_BYTES}), "
@@ -215,6 +220,7 @@ class Extended:
             size = int(pax["size"])
         self.long_name = self.long_link = None
         self.pax = {}
+        self.pending = False
         return name, link, size
 
 
@@ -232,6 +238,7 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
     files, dirs, symlinks, hardlinks, candidates = (index.files, index.dirs, index.symlinks,
                                                     index.hardlinks, index.candidates)
     budget = budget if budget is not None else new_budget()
+    paths_left, names_left = budget
     buf = _Buffer(chunks, lambda: deadline.check(f"reading {what}"))
     extended = Extended()
     last_parent = None
@@ -247,14 +254,15 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
     def imply_ancestors(parent: str) -> None:
         """A path's ancestors are directories of this layer. Every path in `dirs` has its ancestors there
         too, so the climb stops at the first one already known: each directory is hashed once per layer."""
+        nonlocal paths_left, names_left
         ancestor = parent
         while ancestor != "/":
             h = hash(ancestor)
             if h in dirs:
                 break
             dirs.add(h)
-            budget[0] -= 1
-            budget[1] -= len(ancestor)
+            paths_left -= 1
+            names_left -= len(ancestor)
             ancestor = ancestor.rpartition("/")[0] or "/"
 
     while True:
@@ -275,7 +283,10 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
                 raise truncated()
             extended.add(flag, data[:size], bad)
             continue
-        name, link, size = extended.apply(header, size, bad)
+        if extended.pending:
+            name, link, size = extended.apply(header, size, bad)
+        else:
+            name, link = ustar_name(header), cstr(header[157:257])
         index.entries += 1
 
         path = normalise(name)
@@ -287,11 +298,11 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
                 index.opaque.add(parent)
             else:
                 index.whiteouts.add((parent.rstrip("/") + "/" + base[len(WHITEOUT):]))
-            budget[0] -= 1
+            paths_left -= 1
             if not buf.skip(padded(data_len)):
                 raise truncated()
             continue
-        budget[0] -= 1
+        paths_left -= 1
         if flag == _DIR:
             h = hash(path)
             if h not in dirs:
@@ -302,7 +313,7 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             if parent != last_parent:       # a child implies its ancestors are directories in this layer
                 last_parent = parent
                 imply_ancestors(parent)
-        if budget[0] < 0 or budget[1] < 0:
+        if paths_left < 0 or names_left < 0:
             raise bad(f"the image's entries and the directories their paths imply exceed the bound for one image "
                       f"({MAX_INDEXED_PATHS:,} paths, {MAX_INDEXED_NAME_BYTES >> 20} MiB of directory names)")
         if flag == _SYM:
@@ -334,4 +345,5 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             del candidates[path]         # replaced by an entry no rule names (e.g. a directory)
         if data_len and not buf.skip(padded(data_len)):
             raise truncated()
+    budget[:] = paths_left, names_left
     return index

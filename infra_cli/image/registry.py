@@ -36,8 +36,8 @@ def _token_text(value: object, what: str, where: str) -> str:
 
 
 class _Answer:
-    """A response whose body is read in steps (one socket read each), so that no read outlives the deadline
-    and no body is taken past the size it may have."""
+    """A response whose body is read under the deadline (a read the watchdog cut short says so) and never
+    past the size it may have."""
 
     def __init__(self, resp: http.client.HTTPResponse, doing: str, deadline: Deadline, discard: Callable[[], None]):
         self._resp, self.doing, self._deadline, self._discard = resp, doing, deadline, discard
@@ -47,15 +47,15 @@ class _Answer:
     def read(self, n: int = RAW_CHUNK) -> bytes:
         self._deadline.check(self.doing)
         try:
-            data = self._resp.read1(n) if n else b""
+            data = self._resp.read(n) if n else b""
         except (OSError, http.client.HTTPException) as exc:
             self._deadline.check(self.doing)      # the watchdog hung up on it: say so, not what that broke
             raise ImageReadError(f"{self.doing} failed: {exc or type(exc).__name__}",
                                  "the connection dropped; retry") from None
+        self._deadline.check(self.doing)          # what a read cut short by the watchdog returned is not data
         if not data and n:
-            self._deadline.check(self.doing)
             self._complete = True
-            self._resp.close()      # read1 leaves a fully read response open: the connection could not be reused
+            self._resp.close()      # marks it read: the connection is reused
         return data
 
     def body(self, limit: int, over: Callable[[], ImageReadError] | None = None) -> bytes:
