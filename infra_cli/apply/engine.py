@@ -116,12 +116,16 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
     from infra_cli.azure.provider import Provider
     from infra_cli.plan.desired import ClusterSecrets
     from infra_cli.plan.model import Resource
+    from infra_cli.plan.normalise import is_other_compute
 
     provider = Provider(clients)
     live = provider.read_cluster(azure_name)
     if live is None:
         raise error(f"there is no cluster {azure_name!r} in workspace {loaded.stack.workspace.name!r}",
                     "check the name with `az ml compute list`")
+    if is_other_compute(live):
+        raise error(f"{azure_name!r} is a {live.attributes['compute_type']} compute, not an AmlCompute cluster",
+                    "infra imports AmlCompute clusters only: give the stack's cluster another name")
     if live.owner_stack and live.owner_stack != loaded.stack.stack:
         raise error(f"cluster {azure_name!r} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
     tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes))}

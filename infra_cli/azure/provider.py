@@ -21,7 +21,7 @@ from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.plan.desired import ClusterSecrets
 from infra_cli.plan.diff import LiveState
 from infra_cli.plan.model import Resource
-from infra_cli.plan.normalise import cluster_resource, environment_resource
+from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
 
 if TYPE_CHECKING:
@@ -74,6 +74,16 @@ def _cluster_values(entity: Any) -> dict[str, Any]:
     }
 
 
+def _compute_resource(entity: Any) -> Resource:
+    """An AmlCompute cluster, normalised; a compute of another kind holding the name (a workspace's computes
+    share one namespace: AKS, compute instances, ...) as what it is, which plan never adopts or changes.
+    azure-ai-ml reads some kinds (AKS) as "*** Unsupported Compute Type ***" without their computeType."""
+    compute_type = str(getattr(entity, "type", "") or "")
+    if compute_type.lower() != "amlcompute":
+        return other_compute_resource(entity.name, compute_type.strip("* ") or "unknown")
+    return cluster_resource(_cluster_values(entity))
+
+
 def _restricts(restriction: Any, location: str) -> bool:
     # the model's `values` field is shadowed by the mapping method of the same name on newer SDKs
     values = restriction.as_dict().get("values") if hasattr(restriction, "as_dict") else restriction["values"]
@@ -102,18 +112,11 @@ class Provider:
         return live
 
     def list_clusters(self) -> list[Resource]:
-        out = []
-        for entity in self.clients.ml.compute.list():
-            if str(getattr(entity, "type", "")).lower() != "amlcompute":
-                # another kind of compute holding the name: report it as an unowned cluster
-                out.append(Resource(f"cluster.{entity.name}", "cluster", entity.name, {"type": str(entity.type)}, {}))
-                continue
-            out.append(cluster_resource(_cluster_values(entity)))
-        return out
+        return [_compute_resource(entity) for entity in self.clients.ml.compute.list()]
 
     def read_cluster(self, name: str) -> Resource | None:
         try:
-            return cluster_resource(_cluster_values(self.clients.ml.compute.get(name)))
+            return _compute_resource(self.clients.ml.compute.get(name))
         except Exception as exc:
             if is_not_found(exc):
                 return None

@@ -19,7 +19,7 @@ from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, UPDATE, Resource, ResourceChange,
                                   content_hash)
-from infra_cli.plan.normalise import without_provisioning
+from infra_cli.plan.normalise import is_other_compute, without_provisioning
 from infra_cli.plan.semantics import provisioning_rules, semantics
 from infra_cli.stack.source import SourceMap
 
@@ -53,15 +53,22 @@ def _section(kind: str) -> str:
 def _not_owned(address: str, name: str, kind: str, live: Resource, stack: str, source: SourceMap) -> Diagnostic:
     owner = live.owner_stack
     at = (_section(kind), name)
+    if is_other_compute(live):
+        return source.diagnostic(at, "plan.name-taken-by-other-compute",
+                                 f"{kind} {name!r}: the workspace already has a compute of that name that is not an "
+                                 f"AmlCompute cluster ({live.attributes['compute_type']}); infra manages AmlCompute "
+                                 "clusters only and will not touch it",
+                                 f"rename {address} in this stack (a workspace's compute names are unique)", key=True)
     if owner and owner != stack:
         return source.diagnostic(at, "plan.owned-by-other-stack",
                                  f"{kind} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
                                  f"rename {address} in this stack, or remove it from stack {owner!r} first", key=True)
+    # `infra import` adopts clusters only (it refuses environments)
+    hint = (f"adopt it with `infra import {address} {name} {source.file}`, or rename {address}" if kind == "cluster"
+            else f"rename {address} in this stack (infra import adopts clusters only)")
     return source.diagnostic(at, "plan.unmanaged-resource",
                              f"{kind} {name!r} already exists in Azure without this stack's ownership tag; "
-                             "the plan will not touch it",
-                             f"adopt it with `infra import {address} {name} {source.file}`, or rename {address}",
-                             key=True)
+                             "the plan will not touch it", hint, key=True)
 
 
 def _protection(name: str, desired: Resource | None, live: Resource, source: SourceMap, what: str,

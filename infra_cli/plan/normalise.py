@@ -108,6 +108,16 @@ def cluster_resource(values: dict[str, Any]) -> Resource:
     return Resource(address, "cluster", values["name"], attributes, ours)
 
 
+def other_compute_resource(name: str, compute_type: str) -> Resource:
+    """A compute of another kind than AmlCompute (AKS, a compute instance, ...) holding a cluster's name: never
+    infra's to change or adopt, so it carries no attributes to compare, only what it is."""
+    return Resource(f"cluster.{name}", "cluster", name, {"compute_type": compute_type}, {})
+
+
+def is_other_compute(resource: Resource) -> bool:
+    return resource.type == "cluster" and set(resource.attributes) == {"compute_type"}
+
+
 def environment_resource(name: str, version: str | None, tags: dict[str, str] | None,
                          next_version: str | None) -> Resource:
     """A live environment version. Its content is known by the hash tag the tool wrote on it."""

@@ -16,6 +16,7 @@ from infra_cli.azure.provider import Provider
 from infra_cli.plan.desired import ClusterSecrets, desired_resources
 from infra_cli.plan.diff import LiveState, diff, drift
 from infra_cli.plan.model import NO_OP, REPLACE, UPDATE
+from infra_cli.plan.normalise import is_other_compute
 
 GET = ml_example("Compute/get/AmlCompute.json")
 LIST = ml_example("Compute/list.json")
@@ -178,23 +179,44 @@ def test_list_follows_next_link(clients):
     gets = sent(mock, "GET")
     assert len(gets) == 2
     assert "$skipToken" not in query_of(gets[0]) and query_of(gets[1])["$skipToken"] == "page-2"
-    # the AKS computes of page 1 are reported as computes that are not AmlCompute (azure-ai-ml calls their type
-    # "*** unsupported compute type ***"), so a stack cluster of that name is refused, never adopted
-    others = sorted(c.name for c in clusters if "size" not in c.attributes)
-    assert others == ["compute123", "compute1234"]
-    assert all(c.attributes["type"].lower() != "amlcompute" and c.tags == {} for c in clusters if "size" not in c.attributes)
-    (aml,) = [c for c in clusters if "size" in c.attributes]
+    # the AKS computes of page 1 are reported as computes that are not AmlCompute (azure-ai-ml reads their type
+    # as "*** Unsupported Compute Type ***"), so a stack cluster of that name is refused, never adopted
+    others = sorted((c.name, c.attributes["compute_type"].lower()) for c in clusters if is_other_compute(c))
+    assert others == [("compute123", "unsupported compute type"), ("compute1234", "unsupported compute type")]
+    (aml,) = [c for c in clusters if not is_other_compute(c)]
     assert aml.attributes == RECORDED_CLUSTER
 
 
-def test_a_recorded_aks_compute_of_the_same_name_is_not_adopted(tmp_path, clients):
+def test_a_recorded_aks_compute_of_the_same_name_is_never_adopted(tmp_path, clients):
+    """list.json's computes are AKS: a stack cluster of the same name is refused with a rename (not an
+    `infra import` hint: import adopts AmlCompute clusters only), and nothing is planned for it."""
     loaded, resources = desired(tmp_path, STACK.replace("compute123:", "compute1234:"))
     with replay() as mock:
         mock.get(f"{W}/computes", json=response_body(LIST) | {"nextLink": None})
         live = Provider(clients).refresh(resources)
     result = plan(loaded, resources, live)
-    assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
+    (problem,) = result.diagnostics
+    assert problem.rule == "plan.name-taken-by-other-compute"
+    assert "not an AmlCompute cluster" in problem.message and "infra import" not in problem.hint
     assert not [c for c in result.changes if c.address == "cluster.compute1234"]
+
+
+def test_importing_a_recorded_aks_compute_is_refused(tmp_path, clients):
+    """`infra import cluster.compute1234 compute1234` where compute1234 is list.json's AKS compute (the GET
+    answered with that entry of the list): a diagnostic, not an AttributeError, and no PUT."""
+    from infra_cli.apply.engine import import_resource
+    from infra_cli.diagnostics import DiagnosticError
+
+    text = STACK.replace("compute123:", "compute1234:")
+    (tmp_path / "stack.yaml").write_text(text)
+    with replay() as mock:
+        mock.get(f"{W}/computes/compute1234", json=response_body(LIST)["value"][1])
+        with pytest.raises(DiagnosticError) as refused:
+            import_resource("cluster.compute1234", "compute1234", tmp_path / "stack.yaml", local=False,
+                            clients=clients)
+    (problem,) = refused.value.diagnostics
+    assert problem.rule == "import.invalid" and "not an AmlCompute cluster" in problem.message
+    assert sent(mock, "PUT") == []
 
 
 def _lro(mock, method, url, recorded, status, **headers):

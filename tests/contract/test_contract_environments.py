@@ -113,7 +113,8 @@ def test_an_environment_with_no_version_reads_as_absent(clients):
 
 
 def test_the_recorded_version_is_not_adopted(tmp_path, clients):
-    """The recorded version carries no ownership tag: plan refuses to touch it and says how to adopt it."""
+    """The recorded version carries no ownership tag: plan refuses to touch it, and its hint is one that works
+    (`infra import` refuses environments, so the hint is a rename)."""
     loaded, resources = stack(tmp_path)
     with replay() as mock:
         mock.get(VERSIONS, json=latest_page())
@@ -121,7 +122,7 @@ def test_the_recorded_version_is_not_adopted(tmp_path, clients):
         live = Provider(clients).refresh(resources)
     result = diff(resources, live, stack="contract", source=loaded.source)
     assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
-    assert f"infra import environment.{NAME} {NAME}" in result.diagnostics[0].hint
+    assert result.diagnostics[0].hint == f"rename environment.{NAME} in this stack (infra import adopts clusters only)"
 
 
 def test_an_owned_version_with_the_same_content_is_no_change(tmp_path, clients):
