@@ -200,8 +200,9 @@ def _cache_file(path: Path, stat: os.stat_result) -> Path | None:
         return None
     if not base.is_absolute():  # a relative XDG_CACHE_HOME is invalid by the spec; never write under the cwd
         return None
-    key = hashlib.sha256(f"{path.resolve()}|{stat.st_mtime_ns}|{stat.st_size}".encode()).hexdigest()[:24]
-    return base / f"skus-{key}.json"
+    where = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    version = hashlib.sha256(f"{stat.st_mtime_ns}|{stat.st_size}".encode()).hexdigest()[:16]
+    return base / f"skus-{where}-{version}.json"
 
 
 def _catalog_data(path: Path) -> dict:
@@ -226,6 +227,9 @@ def _catalog_data(path: Path) -> dict:
         tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, default=_json_day), encoding="utf-8")
         os.replace(tmp, cache)
+        for stale in cache.parent.glob(cache.name.rsplit("-", 1)[0] + "-*.json"):  # earlier versions of this file
+            if stale != cache:
+                stale.unlink(missing_ok=True)
     except (OSError, TypeError, ValueError):
         pass  # no cache (read-only home, odd values): parse every time
     return data

@@ -122,6 +122,7 @@ def test_parsed_catalog_cache_follows_the_file(tmp_path):
     second = _skus_json(env)
     assert [r["gpus"] for r in first if r["name"] == "Standard_NC6"] == [1]
     assert [r["gpus"] for r in second if r["name"] == "Standard_NC6"] == [3]
+    assert len(list((tmp_path / "cache" / "infra").glob("skus-*.json"))) == 1  # the stale version is gone
 
 
 def test_a_broken_retirement_day_is_a_diagnostic(tmp_path):
