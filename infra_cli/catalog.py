@@ -227,12 +227,30 @@ def _catalog_data(path: Path) -> dict:
         tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, default=_json_day), encoding="utf-8")
         os.replace(tmp, cache)
-        for stale in cache.parent.glob(cache.name.rsplit("-", 1)[0] + "-*.json"):  # earlier versions of this file
-            if stale != cache:
-                stale.unlink(missing_ok=True)
+        _prune(cache)
     except (OSError, TypeError, ValueError):
         pass  # no cache (read-only home, odd values): parse every time
     return data
+
+
+_CACHE_KEEP = 8  # catalogs kept: the packaged one and a few users' copies (tests make many in temp dirs)
+
+
+def _prune(cache: Path) -> None:
+    """Drop earlier versions of this catalog's cache, and the least recently written beyond _CACHE_KEEP."""
+    same_file = cache.name.rsplit("-", 1)[0] + "-"
+    others = []
+    for entry in cache.parent.glob("skus-*.json"):
+        if entry == cache:
+            continue
+        if entry.name.startswith(same_file):
+            entry.unlink(missing_ok=True)
+        else:
+            others.append(entry)
+    if len(others) >= _CACHE_KEEP:
+        others.sort(key=lambda e: e.stat().st_mtime_ns)
+        for entry in others[:len(others) - _CACHE_KEEP + 1]:
+            entry.unlink(missing_ok=True)
 
 
 def _json_day(value: object) -> str:

@@ -214,3 +214,12 @@ def test_no_home_directory_means_no_cache_not_a_failure(tmp_path):
                         "from infra_cli.catalog import load_catalog\nprint(len(load_catalog().names()))"],
                        capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 0 and int(r.stdout) > 80, r.stderr
+
+
+def test_cache_keeps_a_bounded_number_of_catalogs(tmp_path):
+    cache = tmp_path / "cache" / "infra"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for i in range(12):  # twelve users' copies of validators/, as tests make them
+        env["INFRA_VALIDATORS_DIR"] = str(_copy_validators(tmp_path / f"copy{i}"))
+        _skus_json(env)
+    assert 1 <= len(list(cache.glob("skus-*.json"))) <= 8
