@@ -143,7 +143,8 @@ def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environm
     if env.curated:
         w.text(f"environments/{name}.curated.txt",
                f"Environment {name!r} is the curated Azure ML environment {env.curated}.\n"
-               "Curated environments are referenced by jobs, not created: nothing to `az ml environment create`.\n")
+               "Curated environments are referenced by jobs, not created: nothing to `az ml environment create`.\n"
+               f"What it names now: {_show_command(env.curated)}\n")
         return None
     doc = _environment_base(name, env)
     if env.image:
@@ -165,6 +166,16 @@ def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environm
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": "Dockerfile"}
     w.yaml(f"environments/{name}.yml", doc, header)
     return None
+
+
+def _show_command(reference: str) -> str:
+    """The az ml command that shows what an environment reference resolves to (a label to its version)."""
+    from infra_cli.validate.knowledge import parse_environment_reference
+
+    ref = parse_environment_reference(reference)
+    where = f"--registry-name {ref.registry}" if ref.registry else "--resource-group RG --workspace-name WS"
+    which = f"--version {ref.version}" if ref.version else f"--label {ref.label}"
+    return f"az ml environment show --name {ref.name} {which} {where}"
 
 
 def _write_jobs(w: _Writer, loaded: LoadedStack) -> Diagnostic | None:

@@ -138,6 +138,9 @@ def test_jobs_carry_registry_references_whole_and_render_loads_with_the_sdk(tmp_
         (job_file,) = [p for p in written if p.name == "smoke-job.yml"]
         job = load_job(job_file)
         assert str(job.environment).removeprefix("azureml:") == reference.removeprefix("azureml:"), job.environment
+        note = (out / "environments" / "acpt.curated.txt").read_text()
+        ref = parse_environment_reference(reference)
+        assert f"az ml environment show --name {ref.name} " in note and "--registry-name azureml" in note
 
 
 # What azure-ai-ml 1.35.2 raised for a job whose environment was "//registries/...": the text `infra smoke`
