@@ -133,15 +133,21 @@ def test_failing_job_is_failed_with_its_error(ready, tmp_path):
     assert ready.ml.jobs.get(submitted.name).status == "Failed"
 
 
-def test_cancel_stops_a_running_job(ready, tmp_path):
-    job = command(code=str(_code(tmp_path, "sleep.py", "import time\nprint('sleeping', flush=True)\ntime.sleep(120)\n")),
+def _running_sleeper(clients, tmp_path: Path, seconds: int) -> str:
+    """A submitted job that sleeps `seconds`, once the emulator says it runs."""
+    job = command(code=str(_code(tmp_path, "sleep.py", f"import time\nprint('sleeping', flush=True)\ntime.sleep({seconds})\n")),
                   command="python sleep.py", environment="runtime:1", compute="cpu")
-    submitted = ready.ml.jobs.create_or_update(job)
+    name = clients.ml.jobs.create_or_update(job).name
     deadline = time.time() + 30
-    while ready.ml.jobs.get(submitted.name).status != "Running" and time.time() < deadline:
+    while clients.ml.jobs.get(name).status != "Running" and time.time() < deadline:
         time.sleep(0.1)
-    ready.ml.jobs.begin_cancel(submitted.name).result()
-    assert ready.ml.jobs.get(submitted.name).status == "Canceled"
+    return name
+
+
+def test_cancel_stops_a_running_job(ready, tmp_path):
+    name = _running_sleeper(ready, tmp_path, 120)
+    ready.ml.jobs.begin_cancel(name).result()
+    assert ready.ml.jobs.get(name).status == "Canceled"
 
 
 def test_job_on_missing_compute_is_refused(ready, tmp_path):
@@ -164,3 +170,76 @@ def test_pytorch_launch_plan_gives_each_process_its_ranks(tmp_path):
     assert launches[2].cwd == tmp_path / "node-1"
     assert launches[0].argv[-1] == "python t.py 0.1"
     assert [l.log for l in launches][:2] == ["user_logs/std_log_process_0.txt", "user_logs/std_log_process_1.txt"]
+
+
+def test_another_emulator_over_the_same_state_leaves_running_jobs_alone(ready, emulator, tmp_path):
+    """Every `--local` command starts its own emulator over ./.infra/local: one started while another's job
+    runs must not fail that job; only jobs whose runner process is gone (or whose pid now names another
+    process) are failed."""
+    import copy
+    import subprocess
+
+    from infra_cli.emulator.runner import process_start_time, runner_identity
+
+    name = _running_sleeper(ready, tmp_path, 10)
+    store = emulator.backend.store
+    [row] = [r for r in store.rows("job") if r.name == name.lower()]
+    # Two orphans: a runner that has exited, and a live pid whose start time says it is another process.
+    gone = subprocess.Popen(["sleep", "30"])
+    identity = {"pid": gone.pid, "start": process_start_time(gone.pid)}
+    gone.kill()
+    gone.wait()
+    for orphan, runner in (("orphan-exited", identity), ("orphan-reused-pid", {**runner_identity(), "start": "1"})):
+        body = copy.deepcopy(row.body)
+        body["name"], body["_private"]["runner"] = orphan, runner
+        store.put("job", row.scope, orphan, body)
+
+    second = start_emulator(tmp_path / "local")     # what a second `infra plan --local` does
+    try:
+        assert ready.ml.jobs.get(name).status == "Running"
+        _stream(ready, name)
+        assert ready.ml.jobs.get(name).status == "Completed"
+        for orphan in ("orphan-exited", "orphan-reused-pid"):
+            body = store.get("job", row.scope, orphan)
+            assert body["properties"]["status"] == "Failed", orphan
+            assert "The emulator stopped while this job ran" in body["_private"]["error"]["message"]
+    finally:
+        second.stop()
+
+
+def test_master_port_is_azure_mls_6105_unless_another_job_holds_it():
+    from infra_cli.emulator.launch import AZUREML_MASTER_PORT
+    from infra_cli.emulator.runner import MasterPortLease
+
+    spec = JobSpec(name="j", command="true", instance_count=2,
+                   distribution={"distributionType": "PyTorch", "processCountPerInstance": 1})
+    assert {l.env["MASTER_PORT"] for l in plan_launches(spec, Path("/w"), Path("/l"))} == {"6105"}
+    first = MasterPortLease()
+    try:
+        second = MasterPortLease()     # a concurrent job on this machine: never the port the first one holds
+        try:
+            assert second.port != AZUREML_MASTER_PORT   # whoever holds 6105 (the first, or another job here)
+        finally:
+            second.release()
+    finally:
+        first.release()
+
+
+def test_launch_variables_are_only_those_azure_ml_sets(tmp_path):
+    per_process = JobSpec(name="j", command="true", instance_count=2,
+                          distribution={"distributionType": "PyTorch", "processCountPerInstance": 2})
+    for launch in plan_launches(per_process, tmp_path, tmp_path / "logs"):
+        assert not {"GROUP_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"} & set(launch.env), launch.env
+    mpi = JobSpec(name="j", command="true", instance_count=2, distribution={"distributionType": "Mpi",
+                                                                            "processCountPerInstance": 2})
+    ranks = plan_launches(mpi, tmp_path, tmp_path / "logs", mpirun=None)   # without Open MPI: its variables
+    assert [l.env["OMPI_COMM_WORLD_LOCAL_RANK"] for l in ranks] == ["0", "1", "0", "1"]
+    assert [l.env["OMPI_COMM_WORLD_NODE_RANK"] for l in ranks] == ["0", "1", "0", "1"], "Open MPI's meaning"
+    assert not any("NODE_RANK" in l.env or "MASTER_PORT" in l.env for l in ranks)
+    single = JobSpec(name="j", command="true", instance_count=1, distribution={"distributionType": "Mpi"})
+    [only] = plan_launches(single, tmp_path, tmp_path / "logs", mpirun=None)
+    assert only.env["AZ_BATCHAI_MPI_MASTER_NODE"] == "127.0.0.1" and "AZ_BATCH_MASTER_NODE" not in only.env
+    [mpirun] = plan_launches(mpi, tmp_path, tmp_path / "logs", mpirun="/usr/bin/mpirun")
+    assert "--allow-run-as-root" in mpirun.argv
+    hostfile = dict((str(p), text) for p, text, _ in mpirun.files)[str(tmp_path / "mpi" / "hostfile")]
+    assert hostfile == "local-node-0 slots=2\nlocal-node-1 slots=2\n"

@@ -48,7 +48,7 @@ def job_prefix(name: str) -> str:
     return f"ExperimentRun/dcid.{name}/"
 
 
-def _process_start(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
     """When the process started (clock ticks since boot, /proc/PID/stat field 22); None if it is gone.
     A pid alone could have been reused by another process since."""
     try:
@@ -62,13 +62,13 @@ def _process_start(pid: int) -> str | None:
 
 def runner_identity() -> dict:
     """This process, as the runner of the jobs it accepts (recorded on each job)."""
-    return {"pid": os.getpid(), "start": _process_start(os.getpid())}
+    return {"pid": os.getpid(), "start": process_start_time(os.getpid())}
 
 
 def runner_alive(identity: dict | None) -> bool:
     if not identity or not identity.get("pid"):
         return False
-    start = _process_start(int(identity["pid"]))
+    start = process_start_time(int(identity["pid"]))
     return start is not None and start == identity.get("start")
 
 
