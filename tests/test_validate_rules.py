@@ -491,6 +491,16 @@ def test_public_ip_off_without_a_subnet(tmp_path):
     assert not r.of("cluster.public-ip-without-subnet")
 
 
+def test_a_subnet_name_needs_its_vnet(tmp_path):
+    """Without vnet_name the SDK would send .../virtualNetworks/None/subnets/NAME (tests/contract found it)."""
+    r = check(tmp_path, f"clusters:\n  gpu:\n    size: {A100}\n    network_settings:\n      subnet: snet-gpu\n")
+    r.one("cluster.subnet-without-vnet", "error", "subnet: snet-gpu")
+    for ok in ("{vnet_name: v, subnet: s}", "{subnet: /subscriptions/0/resourceGroups/rg/providers/"
+               "Microsoft.Network/virtualNetworks/v/subnets/s}"):
+        r = check(tmp_path, f"clusters:\n  gpu:\n    size: {A100}\n    network_settings: {ok}\n")
+        assert not r.of("cluster.subnet-without-vnet")
+
+
 def test_pasted_compute_name_must_equal_the_key(tmp_path):
     r = check(tmp_path, f"clusters:\n  gpu:\n    name: gpu-cluster\n    size: {A100}\n")
     r.one("cluster.name-mismatch", "error", "name: gpu-cluster")

@@ -234,6 +234,20 @@ def cluster_node_public_ip(ctx: Context) -> Iterator[Diagnostic]:
 
 
 @rule
+def cluster_subnet_needs_vnet(ctx: Context) -> Iterator[Diagnostic]:
+    for name, cluster in ctx.stack.clusters.items():
+        net = cluster.network_settings
+        if net and net.subnet and not net.vnet_name and not net.subnet.startswith("/"):
+            # A subnet name means nothing without its virtual network: the SDK would send
+            # .../virtualNetworks/None/subnets/NAME, and Azure answers a full ARM id either way.
+            yield ctx.at(("clusters", name, "network_settings", "subnet"), "cluster.subnet-without-vnet",
+                         f"cluster {name!r} names subnet {net.subnet!r} without its virtual network",
+                         "add network_settings.vnet_name, or give the subnet's full ARM id (/subscriptions/.../"
+                         "virtualNetworks/VNET/subnets/NAME), see https://learn.microsoft.com/azure/machine-learning/"
+                         "reference-yaml-compute-aml")
+
+
+@rule
 def cluster_compute_name(ctx: Context) -> Iterator[Diagnostic]:
     for name, cluster in ctx.stack.clusters.items():
         if cluster.name is not None and cluster.name != name:

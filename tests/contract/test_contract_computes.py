@@ -351,25 +351,20 @@ def test_idle_time_goes_out_as_an_iso_8601_duration_and_reads_back_the_same(tmp_
     assert read.attributes["idle_time_before_scale_down"] == seconds, duration
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a subnet name without vnet_name passes validate, and azure-ai-ml's get_subnet_str then builds "
-    "'.../virtualNetworks/None/subnets/NAME' (and plan compares the bare name with the id Azure answers); "
-    "validate should ask for vnet_name or a full subnet id"))
-def test_a_subnet_name_without_its_vnet_never_goes_out_as_vnet_none(tmp_path, clients):
+def test_a_subnet_name_without_its_vnet_is_refused_before_anything_goes_out(tmp_path):
+    """Without vnet_name, azure-ai-ml (get_subnet_str) would send ".../virtualNetworks/None/subnets/default",
+    and plan would compare the bare name with the full id Azure answers: validate refuses it where it is written."""
     from infra_cli.diagnostics import DiagnosticError
     from infra_cli.validate.engine import load_valid_stack
 
     path = tmp_path / "stack.yaml"
-    path.write_text(STACK.replace("size: Standard_NC6", "size: Standard_ND96asr_v4").replace(
-        "network_settings: {subnet: test-subnet-resource-id}", "network_settings: {subnet: default}"))
-    try:
-        loaded, _ = load_valid_stack(path)
-    except DiagnosticError:
-        return  # refused where it is written: nothing goes out
-    (cluster,) = desired_resources(loaded)
-    net = loaded.stack.clusters["compute123"].network_settings
-    with replay() as mock:
-        mock.put(COMPUTE, json=owned(response_body(GET), cluster))
-        Provider(clients).put_cluster(cluster, ClusterSecrets(), net.subnet, net.vnet_name)
-    subnet = body_of(sent(mock, "PUT")[0])["properties"]["properties"]["subnet"]["id"]
-    assert "/virtualNetworks/None/" not in subnet, subnet
+    text = STACK.replace("size: Standard_NC6", "size: Standard_ND96asr_v4")
+    path.write_text(text.replace("network_settings: {subnet: test-subnet-resource-id}",
+                                 "network_settings: {subnet: default}"))
+    with pytest.raises(DiagnosticError) as refused:
+        load_valid_stack(path)
+    (problem,) = [d for d in refused.value.diagnostics if d.severity == "error"]
+    assert problem.rule == "cluster.subnet-without-vnet" and problem.line == 12
+    for fine in ("network_settings: {vnet_name: vnet1, subnet: default}", f"network_settings: {{subnet: {SUBNET_ID}}}"):
+        path.write_text(text.replace("network_settings: {subnet: test-subnet-resource-id}", fine))
+        load_valid_stack(path)
