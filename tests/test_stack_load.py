@@ -157,6 +157,18 @@ def test_double_dollar_escapes():
     assert stack.clusters["gpu"].description == "cost $5 n ${NAME} $HOME"
 
 
+def test_azureml_expressions_pass_through_and_later_references_keep_their_positions():
+    """A command pasted from an Azure ML job keeps `${{inputs.x}}` (Azure ML resolves it); a `${NAME}` after it
+    is still interpolated, and an error after it still points at its own column."""
+    text = ("stack: s\n" + WORKSPACE + "clusters:\n  gpu:\n    size: X\n"
+            "    description: 'a ${{inputs.epochs}} b ${{ outputs.model }} ${N}'\n")
+    stack, _ = parse_stack(text, "s.yaml", {"N": "3"})
+    assert stack.clusters["gpu"].description == "a ${{inputs.epochs}} b ${{ outputs.model }} 3"
+    d = one_error("stack: s\n" + WORKSPACE + "clusters:\n  gpu:\n    size: X\n"
+                  "    description: '${{inputs.x}} ${MISSING}'\n")
+    assert (d.rule, d.line, d.column) == ("stack.interpolation", 6, 33) and "MISSING" in d.message
+
+
 def test_missing_variable_points_at_the_reference():
     d = one_error("stack: s\n" + WORKSPACE + "clusters:\n  gpu:\n    size: Standard_${SERIES}_v4\n")
     assert (d.rule, d.line, d.column) == ("stack.interpolation", 5, 20)

@@ -18,8 +18,10 @@ import yaml
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-# `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error.
-_INTERPOLATION = re.compile(r"\$\$|\$\{([^}]*)\}|\$\{")
+# `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error. Azure ML's own
+# expressions (`${{inputs.epochs}}`, `${{outputs.model}}`) pass through untouched, so a pasted command keeps them.
+_AZUREML_EXPRESSION = "${{"
+_INTERPOLATION = re.compile(r"\$\$|\$\{\{[^{}]*\}\}|\$\{([^}]*)\}|\$\{")
 _MAX_NODES = 100_000
 # Bounds on hostile input (a stack is a few KiB nested about six levels): the file read, the nesting the
 # recursive composer and builder may see, and the text that aliases may expand to (each *alias repeats
@@ -171,6 +173,8 @@ class _Builder:
             nonlocal seen
             if m.group(0) == "$$":
                 return "$"
+            if m.group(0).startswith(_AZUREML_EXPRESSION):
+                return m.group(0)
             at = places[seen] if seen < len(places) else _mark(node)
             seen += 1
             name = m.group(1)
@@ -196,7 +200,7 @@ class _Builder:
         raw = self.text[start.index:end.index]
         out = []
         for m in _INTERPOLATION.finditer(raw):
-            if m.group(0) == "$$":
+            if m.group(0) == "$$" or m.group(0).startswith(_AZUREML_EXPRESSION):
                 continue
             before = raw[:m.start()]
             newlines = before.count("\n")
