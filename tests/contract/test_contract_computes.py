@@ -207,7 +207,7 @@ def test_importing_a_recorded_aks_compute_is_refused(tmp_path, clients):
     from infra_cli.apply.engine import import_resource
     from infra_cli.diagnostics import DiagnosticError
 
-    text = STACK.replace("compute123:", "compute1234:")
+    text = STACK.replace("compute123:", "compute1234:").replace("    network_settings: {subnet: test-subnet-resource-id}\n", "")
     (tmp_path / "stack.yaml").write_text(text)
     with replay() as mock:
         mock.get(f"{W}/computes/compute1234", json=response_body(LIST)["value"][1])
