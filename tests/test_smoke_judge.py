@@ -217,3 +217,46 @@ def test_a_job_that_did_not_complete_fails_even_with_a_passing_result():
     assert not v.passed and v.failures[0].name == "job" and "ended Failed" in v.failures[0].detail
     ok = judge(gpu_result(185.0), sku, "ddp", dist(), logs("ib_a100_2node"), job_name="j1", job_status="Completed")
     assert ok.passed
+
+
+A100 = "Standard_ND96asr_v4"
+
+
+def framework_dist(framework: str, kind: str = "pytorch") -> Distribution:
+    return Distribution(cluster="c", environment="e", type=kind, framework=framework, instance_count=2,
+                        process_count_per_instance=8)
+
+
+def _framework_result(name: str, world: int, **seen) -> dict:
+    result = gpu_result(185.0)
+    result.update({"kind": "ddp-smoke", "framework": {"name": name, "world_size": world, "version": "1.0", **seen}})
+    return result
+
+
+def test_a_framework_seeing_another_world_fails_with_both_numbers():
+    sku, d = load_catalog().get(A100), framework_dist("lightning")
+    v = judge(_framework_result("lightning", 8), sku, "ddp", d, logs("ib_a100_2node"))
+    assert not v.passed and [f.name for f in v.failures] == ["framework"]
+    assert v.failures[0].detail == "lightning sees world size 8 but the stack describes 2 nodes x 8 processes = 16"
+    agreed = judge(_framework_result("lightning", 16), sku, "ddp", d, logs("ib_a100_2node"))
+    assert agreed.passed and "lightning 1.0 sees world size 16 = 2 nodes x 8 processes" in \
+        next(j.detail for j in agreed.judgements if j.name == "framework")
+
+
+def test_the_framework_must_be_the_distributions_and_present():
+    sku, d = load_catalog().get(A100), framework_dist("deepspeed", "mpi")
+    other = judge(_framework_result("ddp", 16), sku, "ds", d, logs("ib_a100_2node"))
+    assert [f.name for f in other.failures] == ["framework"] and "'deepspeed'" in other.failures[0].detail
+    missing = _framework_result("deepspeed", 0, missing="deepspeed is not importable here")
+    assert "not importable" in judge(missing, sku, "ds", d, logs("ib_a100_2node")).failures[0].detail
+    horovod = framework_dist("horovod", "mpi")
+    skipped = judge(_framework_result("horovod", 0, missing="horovod is not importable here"), sku, "h", horovod,
+                    logs("ib_a100_2node"))
+    assert skipped.passed and any(j.name == "framework" and j.outcome == "skipped" for j in skipped.judgements)
+
+
+def test_ib_disabled_on_an_infiniband_size_still_fails_with_a_framework_probe():
+    """NCCL_IB_DISABLE=1 (recorded NCCL logs of such a run) fails the transport whatever framework ran."""
+    sku, d = load_catalog().get(A100), framework_dist("deepspeed")
+    v = judge(_framework_result("deepspeed", 16), sku, "ds", d, logs("socket_fallback_2node"))
+    assert [f.name for f in v.failures] == ["transport"] and "NCCL_IB_DISABLE" in v.failures[0].detail

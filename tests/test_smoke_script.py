@@ -281,3 +281,22 @@ def test_tf_config_mismatches_fail(scripts, tmp_path, config, expected_failure):
     assert r.stdout.startswith("SMOKE FAIL") and expected_failure in r.stdout
     if (tmp_path / "smoke-result.json").exists():  # worker 0 (or a task that cannot tell who it is) writes it
         assert expected_failure in " ".join(failed_checks(result_of(tmp_path)).values())
+
+
+def test_a_framework_that_sees_another_world_fails_with_both_numbers(scripts, tmp_path):
+    """Transformers' TrainingArguments under torchrun with 2 processes, for a stack of 1 node x 3: the
+    framework's own view is checked by the script and by the judge, each saying both numbers."""
+    from test_smoke_frameworks import need
+
+    need("transformers", "accelerate")
+    r = torchrun(scripts, 2, *smoke_args(tmp_path, 1, 3), "--framework", "transformers")
+    assert r.returncode != 0
+    result = result_of(tmp_path)
+    assert result["framework"]["name"] == "transformers" and result["framework"]["world_size"] == 2
+    assert ("transformers sees world size 2 != the stack's 1 nodes x 3 processes = 3"
+            in failed_checks(result)["framework_world_size"])
+    d = Distribution(cluster="c", environment="e", type="pytorch", framework="transformers", instance_count=1,
+                     process_count_per_instance=3)
+    verdict = judge(result, load_catalog().get("Standard_NC80adis_H100_v5"), "t", d)
+    [framework] = [j for j in verdict.failures if j.name == "framework"]
+    assert framework.detail == "transformers sees world size 2 but the stack describes 1 nodes x 3 processes = 3"
