@@ -6,6 +6,7 @@ INFRA_TEMPLATES_DIR point elsewhere, e.g. at a user's extended catalog.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -61,18 +62,56 @@ class ContextListing:
     skipped: list[str]  # "PATH -> TARGET (why)": links out of the context, links to directories, FIFOs...
 
 
-def _ignore_spec(root: Path):
-    """The context's ignore rules as Azure ML applies them: .amlignore, else .gitignore, at the top only
-    (azure-ai-ml's get_ignore_file), gitignore-style patterns matched against each file's relative path."""
+@functools.lru_cache(maxsize=1)
+def _azureml_wildmatch():
+    """azure-ai-ml's own gitignore matcher (azure/ai/ml/_utils/_pathspec.py, standard library only), loaded
+    from its file without importing azure.ai.ml (offline commands import no azure module): the very rules
+    Azure ML applies to .amlignore. None when azure-ai-ml is not installed."""
+    import importlib.util
+    import sys
+
+    # found on sys.path as a file: importing azure (even its namespace packages) is what offline commands avoid
+    source = next((c for c in (Path(e or ".") / "azure" / "ai" / "ml" / "_utils" / "_pathspec.py" for e in sys.path)
+                   if c.is_file()), None)
+    loader_spec = importlib.util.spec_from_file_location("infra_cli._azureml_pathspec", source) if source else None
+    if loader_spec is None:
+        return None
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[loader_spec.name] = module  # its dataclasses look their module up there
+    loader_spec.loader.exec_module(module)
+    return module
+
+
+class _IgnoreRules:
+    """gitignore-style lines matched as azure-ai-ml's IgnoreFile.is_file_excluded does: the last pattern
+    that matches a relative path decides (a `!pattern` brings a file back)."""
+
+    def __init__(self, lines: list[str]):
+        wildmatch = _azureml_wildmatch()
+        if wildmatch is None:
+            raise RuntimeError("azure-ai-ml is not installed: it provides the .amlignore matcher")
+        self._normalize = wildmatch.normalize_file
+        self._patterns = [p for p in (wildmatch.GitWildMatchPattern(line) for line in lines) if p.include is not None]
+        self.negates = any(not p.include for p in self._patterns)
+
+    def excluded(self, relative: str) -> bool:
+        path = self._normalize(relative)
+        matched = False
+        for pattern in self._patterns:
+            if pattern.match_file(path) is not None:
+                matched = pattern.include
+        return matched
+
+
+def _ignore_rules(root: Path) -> _IgnoreRules | None:
+    """The context's ignore rules as Azure ML finds them: .amlignore, else .gitignore, at the top only
+    (azure-ai-ml's get_ignore_file)."""
     for name in AZUREML_IGNORE_FILES:
         path = root / name
         if path.is_file() and inside(path, root):
-            import pathspec
-
             with open(path, encoding="utf-8", errors="replace") as fh:
-                lines = [line.rstrip() for line in fh]
-            return pathspec.GitIgnoreSpec.from_lines(lines), any(line.startswith("!") for line in lines)
-    return None, False
+                return _IgnoreRules([line.rstrip() for line in fh if line])
+    return None
 
 
 def context_files(root: Path) -> ContextListing:
@@ -81,7 +120,7 @@ def context_files(root: Path) -> ContextListing:
     (`loop -> .` would recurse forever, `out -> /etc` leaves the context). Sorted by relative path."""
     root = Path(root)
     real_root = root.resolve()
-    spec, negates = _ignore_spec(root)
+    rules = _ignore_rules(root)
     files: list[ContextFile] = []
     skipped: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -91,7 +130,7 @@ def context_files(root: Path) -> ContextListing:
         kept_dirs = []
         for d in sorted(dirnames):
             rel = prefix + d
-            if spec is not None and not negates and spec.match_file(rel + "/"):
+            if rules is not None and not rules.negates and rules.excluded(rel + "/"):
                 continue  # ignored as a whole (no `!pattern` can bring a file back)
             if (here / d).is_symlink():
                 skipped.append(f"{rel} -> {os.readlink(here / d)} (a link to a directory is not followed)")
@@ -100,7 +139,7 @@ def context_files(root: Path) -> ContextListing:
         dirnames[:] = kept_dirs
         for name in sorted(filenames):
             rel = prefix + name
-            if spec is not None and spec.match_file(rel):
+            if rules is not None and rules.excluded(rel):
                 continue
             path = here / name
             if path.is_symlink():

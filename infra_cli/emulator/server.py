@@ -51,7 +51,7 @@ class EmulatorServer:
 
     # lifecycle
     def start(self) -> "EmulatorServer":
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds the token, keys, uploads
         cert, key = ensure_certificate(self.state_dir)
         self.cert_path = cert
         backend = Backend(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
