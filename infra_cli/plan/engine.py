@@ -62,6 +62,24 @@ def with_resolved_environments(changes: list[ResourceChange], resolved: dict[str
             if c.type == "environment" and resolved.get(c.name) else c for c in changes]
 
 
+# A stack field -> the plan attribute that carries it, where the names differ (plan/desired.py).
+_ATTRIBUTE_OF_FIELD = {"network_settings": "subnet", "ssh_settings": "ssh_admin_username",
+                       "identity": "user_assigned_identities"}
+
+
+def with_sensitive(changes: list[ResourceChange], source) -> list[ResourceChange]:
+    """Values interpolated from ${VAR} are sensitive (as Terraform's `sensitive`): shown "(sensitive value)"."""
+    paths: dict[str, set] = {}
+    for p in source.interpolated:
+        if len(p) >= 3 and p[0] in ("clusters", "environments"):
+            if p[2] == "ssh_settings" and p[3:4] != ("admin_username",):
+                continue  # the key and password are shown as their (already masked) credentials hash
+            key = _ATTRIBUTE_OF_FIELD.get(p[2], p[2])
+            sensitive = (key, p[3]) if key == "tags" and len(p) >= 4 else (key,)
+            paths.setdefault(f"{p[0][:-1]}.{p[1]}", set()).add(sensitive)
+    return [replace(c, sensitive=tuple(sorted(paths[c.address]))) if c.address in paths else c for c in changes]
+
+
 def smoke_reasons(loaded: LoadedStack, desired: list[Resource], changes: list[ResourceChange],
                   deps: dict[str, tuple[str, ...]], resolved: dict[str, str | None],
                   records: dict[str, SmokeRecord | None], targets: list[str]) -> dict[str, str]:
@@ -106,8 +124,8 @@ def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targe
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
     diagnostics += unresolved_environments(loaded, curated, resolved)
-    changes = with_resolved_environments(changes, resolved)
-    drifted = drift(desired, live, stack=stack.stack) if mode == "refresh-only" else []
+    changes = with_sensitive(with_resolved_environments(changes, resolved), loaded.source)
+    drifted = with_sensitive(drift(desired, live, stack=stack.stack), loaded.source) if mode == "refresh-only" else []
     reasons = smoke_reasons(loaded, desired, changes, deps, resolved, records, targets) if normal else {}
     plan = Plan(
         stack=stack.stack, mode=mode,

@@ -63,10 +63,24 @@ SENSITIVE_ATTRIBUTES = frozenset({"ssh_credentials_hash"})
 SENSITIVE_MARK = "(sensitive value)"
 
 
-def masked(attributes: dict | None) -> dict | None:
+def masked(attributes: dict | None, sensitive: tuple = ()) -> dict | None:
+    """Attributes as shown: secrets' hashes, and values the stack interpolated from ${VAR} (`sensitive`:
+    attribute keys, or (key, map key) pairs such as ("tags", "owner")), read "(sensitive value)"."""
     if attributes is None:
         return None
-    return {k: (SENSITIVE_MARK if k in SENSITIVE_ATTRIBUTES and v is not None else v) for k, v in attributes.items()}
+    whole = SENSITIVE_ATTRIBUTES | {s[0] for s in sensitive if len(s) == 1}
+    parts: dict[str, set] = {}
+    for s in sensitive:
+        if len(s) == 2:
+            parts.setdefault(s[0], set()).add(s[1])
+    out = {}
+    for k, v in attributes.items():
+        if k in whole and v is not None:
+            v = SENSITIVE_MARK
+        elif k in parts and isinstance(v, dict):
+            v = {mk: (SENSITIVE_MARK if mk in parts[k] else mv) for mk, mv in v.items()}
+        out[k] = v
+    return out
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,7 @@ class ResourceChange:
     after: dict[str, Any] | None
     replace_paths: list[list[str]] = field(default_factory=list)
     action_reason: str | None = None
+    sensitive: tuple = ()  # attribute paths whose value came from ${VAR}: compared as they are, shown masked
 
     @property
     def is_change(self) -> bool:
@@ -89,18 +104,24 @@ class ResourceChange:
         return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
     def to_json(self, *, mask_sensitive: bool = True) -> dict:
-        show = masked if mask_sensitive else (lambda attributes: attributes)
-        return {
+        def show(attributes: dict | None) -> dict | None:
+            return masked(attributes, self.sensitive) if mask_sensitive else attributes
+
+        out = {
             "address": self.address, "type": self.type, "name": self.name,
             "change": {"actions": list(self.actions), "before": show(self.before), "after": show(self.after)},
             "replace_paths": self.replace_paths, "action_reason": self.action_reason,
         }
+        if self.sensitive:  # a saved plan keeps them, so `infra show PLANFILE` masks the same values
+            out["sensitive_paths"] = [list(p) for p in self.sensitive]
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "ResourceChange":
         ch = data["change"]
         return cls(data["address"], data["type"], data["name"], list(ch["actions"]), ch.get("before"),
-                   ch.get("after"), [list(p) for p in data.get("replace_paths") or []], data.get("action_reason"))
+                   ch.get("after"), [list(p) for p in data.get("replace_paths") or []], data.get("action_reason"),
+                   tuple(tuple(p) for p in data.get("sensitive_paths") or ()))
 
 
 @dataclass

@@ -72,7 +72,7 @@ def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
         lines.append(f"  # ({change.action_reason})")
     lines.append(f"  {paint(symbol, code)} resource \"{change.type}\" \"{change.name}\" {{")
     before, after = change.before or {}, change.after or {}
-    shown_before, shown_after = masked(before), masked(after)  # compared raw, shown masked
+    shown_before, shown_after = masked(before, change.sensitive), masked(after, change.sensitive)  # compared raw
     forcing = {p[0] for p in change.replace_paths}
     keys = sorted(set(before) | set(after))
     width = max((len(k) for k in keys), default=0)
@@ -112,7 +112,7 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
                 out.append(f"  # ({change.action_reason})")
                 if change.before is not None:
                     before, after = change.before, change.after or {}
-                    shown_before, shown_after = masked(before), masked(after)  # compared raw, shown masked
+                    shown_before, shown_after = masked(before, change.sensitive), masked(after, change.sensitive)
                     for key in sorted(after):
                         if before.get(key) != after.get(key):
                             out.append(f"      {paint('~', '33')} {key} = {_value(shown_before.get(key))} -> "

@@ -259,3 +259,26 @@ clusters:
     assert count.line == line_of(stack, "tags: {t0") and "46 tags" in count.message and "tag-resources" in count.hint
     assert len(found["tags.name"]) == 2 and len(found["tags.value"]) == 1 and len(found["tags.reserved"]) == 1
     assert all(d.severity == "error" for rule in ("tags.name", "tags.value") for d in found[rule])
+
+
+def test_plans_show_interpolated_values_as_sensitive(tmp_path):
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("stack: sens\n" + WORKSPACE + """\
+clusters:
+  gpu:
+    size: Standard_ND96asr_v4
+    description: "owned by ${OWNER_EMAIL}"
+    tags: {cost-center: "${COST_CODE}", team: ml}
+""")
+    env = dict(INFRA_LOCAL_DIR=str(tmp_path / "state"), OWNER_EMAIL="alice@corp-8e31b6bb", COST_CODE="CC-8e31b6bb")
+    text = infra("plan", str(stack), "--local", cwd=tmp_path, **env)
+    as_json = infra("plan", str(stack), "--local", "--json", cwd=tmp_path, **env)
+    assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
+    assert "8e31b6bb" not in text.stdout + text.stderr + as_json.stdout + as_json.stderr
+    assert 'description                 = (sensitive value)' in text.stdout
+    assert '"cost-center": "(sensitive value)", "team": "ml"' in text.stdout  # only the interpolated tag
+    import json
+
+    (change,) = json.loads(as_json.stdout)["resource_changes"]
+    assert change["change"]["after"]["description"] == "(sensitive value)"
+    assert change["change"]["after"]["tags"] == {"cost-center": "(sensitive value)", "team": "ml"}
