@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra_cli.catalog import load_catalog
-from infra_cli.paths import templates_dir
+from infra_cli.paths import context_files, templates_dir
 from infra_cli.plan.model import (TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK, Resource,
                                   content_hash)
 from infra_cli.stack.load import LoadedStack
@@ -125,11 +125,12 @@ def _file_sha256(path: Path) -> str:
 
 
 def _tree_sha256(root: Path) -> str:
-    """A build context's content: relative paths and bytes of every file, in a stable order."""
+    """A build context's content as it is uploaded (paths.context_files: the ignore file honoured, no link
+    followed out of it): relative paths and bytes of every file, in a stable order."""
     h = hashlib.sha256()
-    for p in sorted(q for q in root.rglob("*") if q.is_file()):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0")
-        h.update(p.read_bytes())
+    for f in sorted(context_files(root).files, key=lambda f: Path(f.relative)):  # the order hashes always had
+        h.update(f.relative.encode() + b"\0")
+        h.update(f.source.read_bytes())
     return h.hexdigest()
 
 
