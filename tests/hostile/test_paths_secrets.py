@@ -228,11 +228,15 @@ environments:
     assert found["workspace.name"][0].line == 3 and found["cluster.name"][0].line == 5
 
 
-def test_a_trailing_newline_in_a_resource_group_is_refused(tmp_path):
+def test_a_trailing_newline_in_a_resource_group_or_subscription_is_refused(tmp_path):
+    # `$` in a regex matches before a final newline: the rules match whole names (re.fullmatch)
     stack = tmp_path / "stack.yaml"
     stack.write_text("stack: nl\nworkspace: {subscription_id: 00000000-0000-0000-0000-000000000000, "
                      "resource_group: \"rg-ok\\n\", name: mlw-ok, location: eastus}\n")
     assert [d.rule for d in validate_files([stack])] == ["workspace.resource-group-name"]
+    stack.write_text("stack: nl\nworkspace: {subscription_id: \"00000000-0000-0000-0000-000000000000\\n\", "
+                     "resource_group: rg-ok, name: mlw-ok, location: eastus}\n")
+    assert [d.rule for d in validate_files([stack])] == ["workspace.subscription-id"]
 
 
 def test_names_azure_accepts_pass(tmp_path):
