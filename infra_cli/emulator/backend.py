@@ -75,7 +75,7 @@ class Backend:
 
     def check_name(self, kind: str, name: str) -> None:
         rule = self.world.names.get(kind)
-        if rule is not None and not rule.pattern.match(name):
+        if rule is not None and not rule.pattern.fullmatch(name):  # `$` alone would accept a final newline
             raise ArmError(400, "ValidationError", f"The {kind} name '{name}' is invalid: it must be {rule.rule}.",
                            target="name")
 

@@ -286,3 +286,17 @@ clusters:
     (change,) = json.loads(as_json.stdout)["resource_changes"]
     assert change["change"]["after"]["description"] == "(sensitive value)"
     assert change["change"]["after"]["tags"] == {"cost-center": "(sensitive value)", "team": "ml"}
+
+
+def test_the_emulator_refuses_a_name_with_a_trailing_newline(tmp_path):
+    from infra_cli.emulator.wire import ArmError
+
+    server = start_emulator(tmp_path / "state")
+    try:
+        server.backend.check_name("compute", "gpu-a")  # accepted
+        for kind, name in (("compute", "gpu-a\n"), ("environment", "env\n"), ("job", "job-1\n")):
+            with pytest.raises(ArmError) as exc:
+                server.backend.check_name(kind, name)
+            assert exc.value.code == "ValidationError", kind
+    finally:
+        server.stop()
