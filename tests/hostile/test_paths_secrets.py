@@ -200,11 +200,18 @@ def test_smoke_uploads_no_interpolated_value_and_the_job_still_gets_it(tmp_path)
     plan = infra("plan", str(stack), "--local", "--json", cwd=tmp_path, INFRA_LOCAL_DIR=str(state), HF_TOKEN=SECRET)
     assert SECRET not in plan.stdout + plan.stderr
     r = infra("smoke", str(stack), "--local", cwd=tmp_path, INFRA_LOCAL_DIR=str(state), HF_TOKEN=SECRET)
+    assert r.returncode == 0, r.stdout + r.stderr
     assert SECRET not in r.stdout + r.stderr
     uploaded = tree_text(state / "blobs")
     assert b'"HF_TOKEN": "${HF_TOKEN}"' in uploaded  # the job file went up, with the reference only
     assert SECRET.encode() not in uploaded
-    assert stat.S_IMODE((state / "state.sqlite3").stat().st_mode) == 0o600  # the job spec (with it) is stored
+    # the job itself was submitted with the value (its spec is stored), and the store is owner-only
+    import sqlite3
+
+    with sqlite3.connect(state / "state.sqlite3") as db:
+        bodies = [b for (b,) in db.execute("SELECT body FROM resources WHERE type = 'job'")]
+    assert any(SECRET in b for b in bodies)
+    assert stat.S_IMODE((state / "state.sqlite3").stat().st_mode) == 0o600
 
 
 # ---- item 11: names and tags Azure rejects ----------------------------------------------------------------------
