@@ -311,19 +311,23 @@ def _outside_project(ctx: Context, path: tuple, what: str, relative: str) -> Dia
                   "the stack, else the stack's directory); copy them in instead of linking out")
 
 
+def _skipped_entries(ctx: Context, path: tuple, what: str, directory: Path) -> Iterator[Diagnostic]:
+    listing = context_files(directory)
+    if listing.skipped:
+        more = len(listing.skipped) - 5
+        shown = "; ".join(listing.skipped[:5]) + (f"; and {more} more" if more > 0 else "")
+        yield ctx.at(path, "paths.context-skipped", f"{what} {directory} has entries that are not uploaded: {shown}",
+                     "symlinks are never followed out of a context (nor into directories); copy what is needed "
+                     "into it, or list the entries in its .amlignore", "warning")
+
+
 def _context_diagnostics(ctx: Context, path: tuple, context: Path, dockerfile_path: str) -> Iterator[Diagnostic]:
     if not inside(context / dockerfile_path, context):
         yield ctx.at(path[:-1] + ("dockerfile_path",), "paths.outside-context",
                      f"dockerfile_path {dockerfile_path!r} lies outside the build context {context}",
                      "Azure ML builds only from the uploaded context: put the Dockerfile inside build.path")
         return
-    listing = context_files(context)
-    if listing.skipped:
-        shown = "; ".join(listing.skipped[:5]) + (f"; and {len(listing.skipped) - 5} more" if len(listing.skipped) > 5 else "")
-        yield ctx.at(path, "paths.context-skipped",
-                     f"build context {context} has entries that are not uploaded: {shown}",
-                     "symlinks are never followed out of a context (nor into directories); copy what the build "
-                     "needs into the context, or list the entries in its .amlignore", "warning")
+    yield from _skipped_entries(ctx, path, "build context", context)
 
 
 @rule
@@ -369,9 +373,12 @@ def environment_files(ctx: Context) -> Iterator[Diagnostic]:
 def code_paths(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
         if dist.code:
-            outside = _outside_project(ctx, ("distributions", name, "code"), "code", dist.code)
+            where = ("distributions", name, "code")
+            outside = _outside_project(ctx, where, "code", dist.code)
             if outside is not None:
                 yield outside
+            elif (ctx.loaded.base_dir / dist.code).is_dir():  # `az ml job create` would follow its links out
+                yield from _skipped_entries(ctx, where, "code directory", ctx.loaded.base_dir / dist.code)
 
 
 @rule

@@ -307,3 +307,21 @@ def test_the_emulator_refuses_a_name_with_a_trailing_newline(tmp_path):
             assert exc.value.code == "ValidationError", kind
     finally:
         server.stop()
+
+
+def test_links_out_of_a_code_directory_are_named(tmp_path, outside):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "train.py").write_text("print('train')\n")
+    (project / "src" / "key").symlink_to(outside / ".ssh" / "id_rsa")
+    stack = project / "stack.yaml"
+    stack.write_text("stack: code\n" + WORKSPACE + """\
+clusters:
+  gpu: {size: Standard_ND96asr_v4, max_instances: 1}
+environments:
+  env: {curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"}
+distributions:
+  d: {cluster: gpu, environment: env, type: pytorch, process_count_per_instance: 8, command: python train.py, code: src}
+""")
+    (d,) = diagnostics(stack)["paths.context-skipped"]
+    assert d.severity == "warning" and d.line == line_of(stack, "  d: {") and "key -> " in d.message
