@@ -75,9 +75,15 @@ def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagn
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
             got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) or got is None or _is_secret_path(loc) else f" (got {got!r})"
+            shown = "" if isinstance(got, (dict, list)) or got is None or _is_secret_path(loc) else f" (got {_short(got)})"
             out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", _type_hint(kind, loc)))
     return out
+
+
+def _short(value: Any) -> str:
+    """A value as echoed in a diagnostic: its repr, cut to a line (a hostile stack can hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def _is_secret_path(loc: tuple) -> bool:

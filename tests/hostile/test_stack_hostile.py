@@ -205,3 +205,11 @@ def test_kill_9_of_smoke_local_leaves_no_job_process(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def test_a_long_wrong_value_is_not_echoed_whole(tmp_path):
+    stack = tmp_path / "long.yaml"
+    stack.write_text("stack: \"" + "x" * 900_000 + "\"\n" + WORKSPACE)
+    r = infra("validate", str(stack))
+    assert r.returncode == 1 and "error[stack.invalid]" in rules_of(r)
+    assert len(r.stdout) + len(r.stderr) < 2_000
