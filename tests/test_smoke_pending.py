@@ -154,3 +154,39 @@ def test_changed_resources_say_which_input_changed_and_render_never_says_no_chan
     assert only_smoke.to_json()["smoke_reasons"] == {"smoke.a": "last smoke failed: job j"}
     clean = Plan("demo", "normal", [], [], [], "x")
     assert "No changes. Your infrastructure matches the stack." in render_plan(clean)
+
+
+def test_a_secret_in_the_distribution_reaches_the_record_only_through_scrypt(tmp_path):
+    """The inputs hash is a tag on Azure: an interpolated value (a token in environment_variables) must not be
+    guessable from it with a fast hash, yet a changed token still makes the smoke pending."""
+    import hashlib
+
+    from infra_cli.plan.desired import desired_resources
+    from infra_cli.plan.model import canonical_json
+    from infra_cli.plan.smoke_pending import _distribution_settings, smoke_inputs
+    from infra_cli.stack.load import load_stack
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "stacks" / "ib-a100.yaml").read_text()
+    assert "environment_variables:" not in text.split("distributions:")[1]
+    stack = tmp_path / "s.yaml"
+    stack.write_text(text.rstrip("\n") + "\n    environment_variables: {HF_TOKEN: '${HF_TOKEN}', PLAIN: x}\n")
+
+    def inputs(token: str):
+        os.environ["HF_TOKEN"] = token
+        try:
+            loaded = load_stack(stack)
+        finally:
+            del os.environ["HF_TOKEN"]
+        (name,) = loaded.stack.distributions
+        return loaded, name, smoke_inputs(loaded, desired_resources(loaded), lambda _: None)[name]
+
+    loaded, name, first = inputs("1234")
+    settings = _distribution_settings(loaded, name)
+    assert "1234" not in canonical_json(settings) and settings["environment_variables"]["PLAIN"] == "x"
+    assert settings["environment_variables"]["HF_TOKEN"] == "(sensitive value)" and settings["sensitive_digest"]
+    # what a fast hash of the plain settings would have given: not what is stored
+    plain = loaded.stack.distributions[name].model_dump(mode="json")
+    assert hashlib.sha256(canonical_json(plain).encode()).hexdigest()[:16] != first.distribution
+    assert inputs("1235")[2].distribution != first.distribution
+    assert inputs("1234")[2].distribution == first.distribution

@@ -74,9 +74,15 @@ def ssh_credentials_hash(stack_name: str, cluster_name: str, secrets: ClusterSec
     could be guessed from offline; the salt makes it differ per stack and cluster."""
     if not (secrets.ssh_key_value or secrets.admin_password):
         return None
-    salt = f"infra-ssh/{stack_name}/{cluster_name}".encode()
-    secret = (secrets.ssh_key_value or "").encode() + b"\0" + (secrets.admin_password or "").encode()
-    return hashlib.scrypt(secret, salt=salt, n=2**14, r=8, p=1, maxmem=64 * 1024 * 1024, dklen=16).hex()
+    return secret_digest(f"infra-ssh/{stack_name}/{cluster_name}",
+                         [secrets.ssh_key_value or "", secrets.admin_password or ""])
+
+
+def secret_digest(salt: str, secrets: list[str]) -> str:
+    """A digest of secret values that may be stored (a tag, a plan file) yet tells a change: scrypt
+    (memory-hard, ~30 ms a guess) rather than a fast hash a weak secret could be guessed from offline."""
+    secret = b"\0".join(value.encode() for value in secrets)
+    return hashlib.scrypt(secret, salt=salt.encode(), n=2**14, r=8, p=1, maxmem=64 * 1024 * 1024, dklen=16).hex()
 
 
 def cluster_secrets(cluster: Cluster) -> ClusterSecrets:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from infra_cli.plan.desired import secret_digest
 from infra_cli.plan.model import DELETE, TAG_HASH, Resource, ResourceChange, content_hash
 from infra_cli.stack.load import LoadedStack
 
@@ -71,8 +72,27 @@ def smoke_inputs(loaded: LoadedStack, desired: list[Resource],
             env_key = (resolved(env.name) or env.attributes.get("curated")) if env.attributes.get("kind") == "curated" \
                 else env.attributes.get("content_hash")
         out[name] = SmokeInputs(cluster.tags.get(TAG_HASH, "") if cluster else "", content_hash(env_key),
-                                content_hash(dist.model_dump(mode="json")))
+                                content_hash(_distribution_settings(loaded, name)))
     return out
+
+
+def _distribution_settings(loaded: LoadedStack, name: str) -> dict:
+    """The distribution's settings as its record's hash sees them. The hash is stored on Azure, so values from
+    ${VAR} (secrets, as Terraform's `sensitive`) enter only through secret_digest, never a fast hash."""
+    settings = loaded.stack.distributions[name].model_dump(mode="json")
+    secrets = []
+    for path in sorted(loaded.source.interpolated, key=repr):
+        if tuple(path[:2]) != ("distributions", name) or len(path) < 3:
+            continue
+        holder = settings
+        for key in path[2:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and isinstance(holder.get(path[-1]), str):
+            secrets.append(holder[path[-1]])
+            holder[path[-1]] = "(sensitive value)"
+    if secrets:
+        settings["sensitive_digest"] = secret_digest(f"infra-smoke/{loaded.stack.stack}/{name}", secrets)
+    return settings
 
 
 def changed_smokes(changes: list[ResourceChange], dependencies: dict[str, tuple[str, ...]]) -> dict[str, str]:
