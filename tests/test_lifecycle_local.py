@@ -467,3 +467,16 @@ def test_cli_apply_saved_plan_file_and_refuse_it_when_stale(tmp_path):
     r = _cli("plan", str(path), "--local", "--json", env_dir=state)
     after = [c for c in json.loads(r.stdout)["resource_changes"] if c["address"] == "cluster.gpu"][0]
     assert after["change"]["before"]["max_instances"] == 2
+
+
+def test_a_build_context_keeps_its_dockerfile_name_on_apply(tmp_path, clients):
+    """build.dockerfile_path reaches Azure: the version registered names the context's own Dockerfile."""
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "Dockerfile.gpu").write_text("FROM mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04\n")
+    text = STACK.replace("""    image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04
+    conda_file: conda.yaml
+""", """    build: {path: ctx, dockerfile_path: Dockerfile.gpu}
+""")
+    converge(write_stack(tmp_path, text), clients)
+    version = clients.ml.environments.get("train", label="latest")
+    assert version.build.dockerfile_path == "Dockerfile.gpu"

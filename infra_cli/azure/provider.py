@@ -321,5 +321,7 @@ class Provider:
             return self.clients.ml.environments.create_or_update(env)
         with tempfile.TemporaryDirectory(prefix="infra-build-") as tmp, quiet_sdk():  # uploads the context
             context = build_files(Path(tmp)) if build_files else base_dir
-            env = Environment(build=BuildContext(path=str(context)), **common)
+            # a user's context may name its Dockerfile otherwise (build.dockerfile_path); a template's is "Dockerfile"
+            dockerfile = (a.get("build") or {}).get("dockerfile_path") or "Dockerfile"
+            env = Environment(build=BuildContext(path=str(context), dockerfile_path=dockerfile), **common)
             return self.clients.ml.environments.create_or_update(env)
