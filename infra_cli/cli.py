@@ -72,10 +72,26 @@ app = typer.Typer(
     name="infra",
     help="Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,   # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from infra_cli import __version__
+
+        print(f"infra v{__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _global_options(
+    version: bool = typer.Option(False, "--version", "-version", callback=_print_version, is_eager=True,
+                                 help="print the version and exit"),
+) -> None:
+    """Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning."""
 
 
 def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
@@ -221,7 +237,7 @@ def main() -> None:
     usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
     usage_error.exit_code = 1
     try:
-        app()
+        app(prog_name="infra")   # "infra" in usage and completion, also under python -m infra_cli
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)

@@ -15,7 +15,7 @@ from infra_cli.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "stacks").glob("*.yaml"))
-# Heavy or remote-facing modules an offline command must not load (DESIGN.md: they start in well under 0.5 s).
+# Heavy or remote-facing modules an offline command must not load (they must start in well under 0.5 s).
 FORBIDDEN = re.compile(r"^(azure|torch|jinja2|markupsafe|infra_cli\.emulator\.(?!command$))")
 
 
@@ -45,6 +45,18 @@ def test_help_lists_the_commands():
     assert r.returncode == 0
     for command in ("validate", "skus", "schema", "render"):
         assert re.search(rf"^\s+{command}\s", r.stdout, re.M), command
+
+
+def test_version_as_terraform_spells_it_and_shell_completion():
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    for flag in ("--version", "-version"):
+        r = run_cli(flag)
+        assert (r.returncode, r.stdout) == (0, f"infra v{version}\n"), r.stderr
+    r = run_cli("--show-completion", "bash")
+    assert r.returncode == 0 and "_infra_completion" in r.stdout and "complete " in r.stdout
+    assert "--install-completion" in run_cli("--help").stdout
 
 
 def test_no_arguments_shows_help_not_a_traceback():
