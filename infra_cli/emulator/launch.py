@@ -175,9 +175,10 @@ def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, 
     hostfile = "".join(f"{node_hostname(spec, n)} slots={ppn}\n" for n in range(nodes))
     env = {**_mpi_master(nodes, port),
            # The emulated nodes share this machine and its host name: ranks talk over TCP on loopback as
-           # separate hosts would over their network (shared memory segments are named after the host, so
-           # two emulated nodes would collide in them), and are not bound to cores.
-           "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp",
+           # separate hosts would over their network, and each node's daemon keeps its hardware topology to
+           # itself (shared memory segments are named after the host, so two emulated nodes would collide in
+           # them: a crash in hwloc_shmem_topology_write, or in the vader BTL); ranks are not bound to cores.
+           "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_rtc_hwloc_vmhole": "none",
            "OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl_tcp_if_include": "lo",
            "OMPI_MCA_hwloc_base_binding_policy": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
     # Azure ML runs the job as root and passes --allow-run-as-root to its own mpirun; so does the emulator.
