@@ -31,17 +31,27 @@ def _print_plan_diagnostics(plan) -> None:
 
 
 def _confirm(question: str, auto_approve: bool) -> bool:
+    """Terraform's approval: only `yes` approves, read from the terminal or, as Terraform does, from a pipe
+    (`echo yes | infra apply`); anything else, end of input included, cancels."""
     if auto_approve:
         return True
-    if not sys.stdin.isatty():
-        print("error: refusing to apply without a terminal to confirm on; pass --auto-approve "
-              "(or apply a saved plan file)", file=sys.stderr)
-        raise typer.Exit(EXIT_ERROR)
+    prompt = f"\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "
+    stdin = sys.stdin
+    if stdin is not None and stdin.isatty():
+        try:
+            return input(prompt).strip() == "yes"
+        except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C at the prompt: a no, nothing was started
+            print()
+            return False
+    print(prompt, end="", flush=True)
     try:
-        answer = input(f"\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
-    except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C at the prompt: a no, nothing was started
-        print()
-        return False
+        answer = stdin.readline() if stdin is not None else ""
+    except (OSError, ValueError):   # a closed or unreadable standard input answers nothing
+        answer = ""
+    print()
+    if not answer:
+        print("error: no answer on standard input; pass --auto-approve to apply without asking "
+              "(or apply a saved plan file)", file=sys.stderr)
     return answer.strip() == "yes"
 
 
@@ -79,7 +89,8 @@ class _Progress:
         if self.live is not None:
             self.rows[event.address] = (event.phase, event.text, event.elapsed_s)
             self.live.update(self._table())
-        else:
+        elif self.rows.get(event.address, ("", "", 0.0))[1] != event.text:  # one line per change of state
+            self.rows[event.address] = (event.phase, event.text, event.elapsed_s)
             tail = f" [{event.elapsed_s:.1f}s]" if event.phase in ("done", "failed") else ""
             print(f"{event.address}: {event.text}{tail}", flush=True)
 
@@ -151,7 +162,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def apply(
         source: Path = typer.Argument(..., metavar="STACK|PLANFILE"),
-        auto_approve: bool = typer.Option(False, "--auto-approve", help="apply without asking"),
+        auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="apply without asking"),
         parallelism: int = typer.Option(8, "--parallelism", min=1, max=64, help="changes in flight at once"),
         no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
         local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
@@ -162,7 +173,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def destroy(
         stack: Path = typer.Argument(..., metavar="STACK"),
-        auto_approve: bool = typer.Option(False, "--auto-approve"),
+        auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="destroy without asking"),
         parallelism: int = typer.Option(8, "--parallelism", min=1, max=64),
         local: bool = typer.Option(False, "--local"),
     ) -> None:
@@ -230,7 +241,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
             verb = "destroy all resources of" if destroy else "perform these actions on"
             approved = _confirm(f"Do you want infra to {verb} stack {outcome.plan.stack!r}?", auto_approve)
         if not approved:
-            print("Apply cancelled.")
+            print("Destroy cancelled." if destroy else "Apply cancelled.")
             raise typer.Exit(EXIT_ERROR)
         result = None
         if outcome.plan.changes:  # only pending smoke jobs: nothing to lock or change, just run them

@@ -480,3 +480,23 @@ def test_a_build_context_keeps_its_dockerfile_name_on_apply(tmp_path, clients):
     converge(write_stack(tmp_path, text), clients)
     version = clients.ml.environments.get("train", label="latest")
     assert version.build.dockerfile_path == "Dockerfile.gpu"
+
+
+def test_approval_from_a_pipe_as_terraform_reads_it(tmp_path):
+    """`echo yes | infra apply` approves; any other answer, or none, cancels with nothing changed; off a
+    terminal each resource's state change is one line."""
+    path = write_stack(tmp_path)
+    state = tmp_path / "state"
+    for answer, code, said in (("no\n", 1, "Apply cancelled."), ("", 1, "--auto-approve"), ("yes please\n", 1, "cancelled")):
+        r = _cli("apply", str(path), "--local", "--no-smoke", env_dir=state, input=answer)
+        assert r.returncode == code and said in r.stdout + r.stderr, (answer, r.stdout[-500:], r.stderr[-500:])
+        assert "Apply complete" not in r.stdout and "cluster.gpu: " not in r.stdout
+    r = _cli("apply", str(path), "--local", "--no-smoke", env_dir=state, input="yes\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Enter a value:" in r.stdout and "Apply complete!" in r.stdout
+    lines = [line for line in r.stdout.splitlines() if line.startswith("cluster.gpu:")]
+    assert len(lines) == len(set(lines)), lines
+    r = _cli("destroy", str(path), "--local", env_dir=state, input="nope\n")
+    assert r.returncode == 1 and "Destroy cancelled." in r.stdout
+    r = _cli("destroy", str(path), "--local", "-auto-approve", env_dir=state)
+    assert r.returncode == 0 and "Destroy complete!" in r.stdout, r.stderr[-2000:]
