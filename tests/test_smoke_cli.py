@@ -24,7 +24,8 @@ def test_infra_smoke_local_on_ib_a100(tmp_path):
     state = tmp_path / "state"
     applied = infra("apply", str(ROOT / "stacks" / "ib-a100.yaml"), "--auto-approve", "--local", "--no-smoke", state=state)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    r = infra("smoke", str(ROOT / "stacks" / "ib-a100.yaml"), "--local", state=state)
+    r = infra("smoke", str(ROOT / "stacks" / "ib-a100.yaml"), "--local", "--report", str(tmp_path / "report"),
+              state=state)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     assert "smoke.ddp: submitted job" in out and "smoke.ddp: Completed" in out
@@ -38,6 +39,13 @@ def test_infra_smoke_local_on_ib_a100(tmp_path):
             "Standard_ND96asr_v4's 8 x A100 40GB per node are not here to use") in out
     assert "Smoke: 1 of 1 passed." in out
     assert_clean_stderr(r.stderr)
+    # --report: the page and the sweep the job measured, in bytes it really sent
+    assert f"Report: {tmp_path / 'report' / 'report.html'}" in out
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.count('class="busbw-chart"') == 1 and "<polyline" in page and "smoke.ddp" in page
+    (saved,) = json.loads((tmp_path / "report" / "smoke.json").read_text())
+    assert saved["passed"] and len(saved["sweep"]) >= 2 and all(row["busbw_gbs"] >= 0 for row in saved["sweep"])
+    assert "█" not in out  # the bar chart is for a terminal, not a pipe
 
 
 def assert_clean_stderr(stderr: str) -> None:

@@ -1,7 +1,8 @@
 """`infra apply` on a real terminal (a pseudo-terminal): the approval prompt and the live progress table.
 
-Off a terminal apply refuses without --auto-approve (tested in test_lifecycle_local.py); these run the CLI
-with its stdin, stdout and stderr on a pty, as a user at a shell would, against the local emulator.
+Off a terminal apply reads the answer from standard input as Terraform does (tested in test_lifecycle_local.py);
+these run the CLI with its stdin, stdout and stderr on a pty, as a user at a shell would, against the local
+emulator. `infra smoke` on a terminal draws the busbw sweep as a bar chart.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ def test_apply_asks_on_a_terminal_and_shows_live_progress(tmp_path):
     # the cluster matches; the smoke --no-smoke skipped is still to run (pending, with why), so exit 2
     assert plan.returncode == 2 and "No changes to resources" in plan.stdout, plan.stdout
     assert "# smoke.ddp will run (cluster changed, never ran since)" in plan.stdout
+
+    smoke = Terminal("smoke", str(STACK), "--local", state=tmp_path / "state")
+    code = smoke.finish(timeout=600)
+    out = smoke.text
+    assert code == 0, out[-3000:]
+    assert "smoke.ddp: all_reduce busbw by message size" in out
+    bars = re.findall(r"^\s+\d+(?:\.\d)? [KMG]?i?B (█*)\s*\S* ?\d+\.\d{3} GB/s$", out, re.M)
+    assert len(bars) >= 2 and max(len(b) for b in bars) > 0, out[-3000:]
 
 
 def test_anything_but_yes_cancels_and_changes_nothing(tmp_path):

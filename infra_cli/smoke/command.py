@@ -20,6 +20,8 @@ def register(app: typer.Typer) -> None:
             None, "--distribution", metavar="NAME", help="only this distribution's smoke job (repeatable)"),
         local: bool = typer.Option(False, "--local", help="run on the local emulator instead of Azure"),
         as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON on stdout"),
+        report: Optional[Path] = typer.Option(
+            None, "--report", metavar="DIR", help="write report.html (busbw chart per distribution) and smoke.json here"),
     ) -> None:
         """Run the stack's smoke-test jobs (ranks, DDP replicas, all_reduce busbw, NCCL transport) and judge them."""
         from infra_cli.cli import fail, print_diagnostics
@@ -44,6 +46,15 @@ def register(app: typer.Typer) -> None:
         # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper
         if as_json:
             print(json.dumps([v.to_json() for v in verdicts], indent=2))
+        elif sys.stdout.isatty():   # bandwidth as a picture where a person reads it
+            from infra_cli.smoke.report import terminal_chart
+
+            for v in verdicts:
+                stream("\n" + terminal_chart(v))
+        if report is not None:
+            from infra_cli.smoke.report import write_report
+
+            stream(f"\nReport: {write_report(report, verdicts, loaded.stack.stack)}")
         if not verdicts:
             stream("no smoke jobs: the stack has no distribution with smoke enabled")
         passed = sum(v.passed for v in verdicts)
