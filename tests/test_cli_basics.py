@@ -203,6 +203,36 @@ def test_bad_stacks_fail_the_schema(stack_schema, name):
     assert errors
 
 
+@pytest.mark.parametrize("where, value", [
+    (("clusters", "a100", "max_instances"), 0), (("clusters", "a100", "min_instances"), -1),
+    (("clusters", "a100", "idle_time_before_scale_down"), 2 ** 31),
+    (("distributions", "ddp", "process_count_per_instance"), 0),   # optional fields: the bound is on the branch
+    (("distributions", "ddp", "instance_count"), 0),
+    (("distributions", "ddp", "smoke", "max_message_bytes"), 0),   # gt: exclusiveMinimum
+    (("distributions", "ddp", "smoke", "busbw_fraction"), 1.5),
+])
+def test_every_bound_is_one_an_editor_enforces(stack_schema, where, value):
+    """What an editor's YAML language server does with the schema: jsonschema refuses each value the model
+    refuses (pydantic's own ge/le names, left inside optional fields, are ignored by validators)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    stack = _load_yaml(ROOT / "stacks" / "ib-a100.yaml")
+    validator = jsonschema.Draft202012Validator(stack_schema)
+    assert not list(validator.iter_errors(stack))
+    holder = stack
+    for key in where[:-1]:
+        holder = holder.setdefault(key, {})
+    holder[where[-1]] = value
+    errors = list(validator.iter_errors(stack))
+
+    def kinds(errs):
+        for e in errs:
+            yield e.validator
+            yield from kinds(e.context)
+
+    assert {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} & set(kinds(errors)), errors
+    assert '"ge"' not in json.dumps(stack_schema) and '"le"' not in json.dumps(stack_schema)
+
+
 def test_location_without_local_says_it_is_ignored():
     r = run_cli("skus", "--location", "eastus", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)
