@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -223,6 +224,23 @@ def test_render_terraform_style(tmp_path):
     assert '~ size' in text and "# forces replacement" in text
     assert "Plan: 1 to add, 0 to change, 1 to destroy." in text
     assert "\033[" not in text
+    # Terraform's words: a legend for the symbols this plan uses, no raw reason code, the forcing attribute marked
+    assert text.startswith("Resource actions are indicated with the following symbols:\n"
+                           "-/+ destroy and then create replacement\n\ninfra will perform the following actions:")
+    assert "# cluster.gpu must be replaced" in text and "replace_because" not in text
+    assert re.search(r"~ size\s+= \"Standard_ND96asr_v4\" -> \"Standard_ND96amsr_A100_v4\" # forces replacement", text)
+
+
+def test_render_names_why_a_resource_goes_or_is_tainted(tmp_path):
+    live = applied(desired_resources(load(tmp_path)))
+    gone = run(load(tmp_path, STACK.split("clusters:")[0] + "clusters: {}\nenvironments: {}\ndistributions: {}\n"), live)
+    text = render_plan(Plan("demo", "normal", gone.changes, [], [], "x"))
+    assert "  - destroy\n" in text and "# cluster.gpu will be destroyed\n  # (because cluster.gpu is not in the stack)" in text
+    gpu = live.clusters["gpu"]
+    live.clusters["gpu"] = Resource(gpu.address, gpu.type, gpu.name, {**gpu.attributes, "provisioning_state": "Failed"},
+                                    gpu.tags)
+    text = render_plan(Plan("demo", "normal", run(load(tmp_path), live).changes, [], [], "x"))
+    assert "# cluster.gpu is tainted, so must be replaced\n  # (provisioningState is Failed" in text
 
 
 def test_secrets_never_in_desired(tmp_path):

@@ -54,6 +54,8 @@ def _headline(change: ResourceChange, kind: str) -> str:
         version = (change.after or {}).get("version")
         what = "will be created" if change.before is None else "will get a new version"
         return f"# {change.address} {what} (version {version})"
+    if kind == "replace" and (change.action_reason or "").startswith(_TAINTED):
+        return f"# {change.address} is tainted, so must be replaced"
     return {
         "create": f"# {change.address} will be created",
         "update": f"# {change.address} will be updated in-place",
@@ -62,14 +64,43 @@ def _headline(change: ResourceChange, kind: str) -> str:
     }[kind]
 
 
+# The plan's reasons (plan/diff.py) as Terraform words them under a headline: why a resource is tainted or
+# goes away; a replacement forced by an attribute says so on that attribute's line instead.
+_TAINTED = "replace_because_tainted: "
+_CANNOT_UPDATE = "replace_because_cannot_update: "
+_DELETE_WHY = {"no longer in the stack": "because {address} is not in the stack",
+               "destroy requested": "because infra destroy (or plan --destroy) was requested"}
+
+
+def _reason(change: ResourceChange, kind: str) -> str | None:
+    reason = change.action_reason or ""
+    if kind == "replace" and reason.startswith(_TAINTED):
+        return reason[len(_TAINTED):]
+    if kind == "replace" and reason.startswith(_CANNOT_UPDATE):
+        return None   # each forcing attribute carries "# forces replacement"
+    if kind == "delete":
+        return _DELETE_WHY.get(reason, reason).format(address=change.address) or None
+    return None
+
+
+def legend(changes: list[ResourceChange]) -> list[str]:
+    """Terraform's key to the symbols, for the actions this plan has, in Terraform's order."""
+    present = {_kind(c) for c in changes}
+    words = {"create": "create", "update": "update in-place", "replace": "destroy and then create replacement",
+             "delete": "destroy"}
+    rows = [f"{_SYMBOL[k][0]:>3} {words[k]}" for k in ("create", "update", "replace", "delete") if k in present]
+    return ["Resource actions are indicated with the following symbols:", *rows, ""] if rows else []
+
+
 def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
     kind = _kind(change)
     if kind is None:
         return []
     symbol, code = _SYMBOL[kind]
     lines = [paint(f"  {_headline(change, kind)}", "1")]
-    if change.action_reason and kind in ("replace", "delete"):
-        lines.append(f"  # ({change.action_reason})")
+    reason = _reason(change, kind)
+    if reason:
+        lines.append(f"  # ({reason})")
     lines.append(f"  {paint(symbol, code)} resource \"{change.type}\" \"{change.name}\" {{")
     before, after = change.before or {}, change.after or {}
     shown_before, shown_after = masked(before, change.sensitive), masked(after, change.sensitive)  # compared raw
@@ -137,6 +168,7 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
         elif not errors:
             out.append("No changes to resources, but smoke jobs are pending: apply runs them.")
     else:
+        out.extend(legend(changes))
         out.append("infra will perform the following actions:\n")
         order = {"delete": 0, "replace": 1, "update": 2, "create": 3}
         for change in sorted(changes, key=lambda c: (order.get(_kind(c) or "", 9), c.address)):

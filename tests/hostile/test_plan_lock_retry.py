@@ -197,7 +197,7 @@ def test_failed_cluster_plans_as_replacement_with_the_reason(tmp_path):
         assert "InternalServerError" in change.action_reason
         assert change.replace_paths[0] == ["provisioning_state"]
         text = render_plan(outcome.plan)
-        assert "cluster.a100 must be replaced" in text and "provisioningState is Failed" in text
+        assert "cluster.a100 is tainted, so must be replaced" in text and "provisioningState is Failed" in text
         assert "provisioning_state" in json.dumps(outcome.plan.to_json())
         result = apply_outcome(outcome)
         assert result.ok, result.failures
