@@ -25,7 +25,7 @@ def templates_dir() -> Path:
 
 
 def local_state_dir() -> Path:
-    """Where `--local` keeps the emulated cloud (DESIGN.md: ./.infra/local/ or INFRA_LOCAL_DIR)."""
+    """Where `--local` keeps the emulated cloud (./.infra/local/ or INFRA_LOCAL_DIR; see README "Local Azure")."""
     return Path(os.environ.get("INFRA_LOCAL_DIR") or Path.cwd() / ".infra" / "local")
 
 

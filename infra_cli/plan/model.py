@@ -1,8 +1,8 @@
 """The plan's data: resources (desired or live, normalised), changes, the plan itself.
 
 Shaped after Terraform's plan model: a change is an address, actions, before, after, the attribute paths
-that force replacement, and why. Everything here is plain data that serialises to the plan JSON of
-DESIGN.md.
+that force replacement, and why. Everything here is plain data that serialises to the plan JSON
+(`infra plan --json`, the shape of `terraform show -json`; see docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
