@@ -1,3 +1,3 @@
-from infra_cli.cli import main
+from infra_cli.commands.main import main
 
 main()

@@ -8,10 +8,7 @@ from typing import Optional
 
 import typer
 
-emulator_app = typer.Typer(help="Run the local Azure emulator.", no_args_is_help=True)
 
-
-@emulator_app.command("serve")
 def serve(
     port: int = typer.Option(0, "--port", help="port on 127.0.0.1 (0: any free port)", min=0, max=65535),
     directory: Optional[Path] = typer.Option(None, "--dir", help="state directory (default ./.infra/local or INFRA_LOCAL_DIR)"),
@@ -70,3 +67,9 @@ Python SDKs:
 The az CLI presents Azure AD tokens, which the emulator refuses: use the SDKs as above, or `infra --local`.
 
 Ctrl-C stops it; the state stays in {state_dir}."""
+
+
+def register(app: typer.Typer) -> None:
+    emulator_app = typer.Typer(help="Run the local Azure emulator.", no_args_is_help=True)
+    emulator_app.command("serve")(serve)
+    app.add_typer(emulator_app, name="emulator")

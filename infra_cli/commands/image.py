@@ -8,14 +8,12 @@ from typing import List, Optional
 
 import typer
 
+from infra_cli.commands.output import print_diagnostics
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S
 
 EXIT_MET, EXIT_NOT_MET, EXIT_UNREADABLE = 0, 1, 2
 
-image_app = typer.Typer(help="Inspect container images without a Docker daemon.", no_args_is_help=True)
 
-
-@image_app.command("check")
 def check(
     image: str = typer.Argument(..., metavar="IMAGE",
                                 help="host[:port]/repo[:tag|@digest], docker-archive:PATH or oci:DIR[:TAG]"),
@@ -35,7 +33,6 @@ def check(
     Exit 0: every requirement met; 1: some not met; 2: the image could not be read (including hostile or
     oversized input, and running out of --timeout).
     """
-    from infra_cli.cli import print_diagnostics
     from infra_cli.diagnostics import Diagnostic, DiagnosticError
     from infra_cli.image.check import check_image
     from infra_cli.image.spec import SpecError, parse_requirement
@@ -58,3 +55,9 @@ def check(
 
         print(format_result(result), file=sys.stdout)
     raise typer.Exit(EXIT_MET if result.ok else EXIT_NOT_MET)
+
+
+def register(app: typer.Typer) -> None:
+    image_app = typer.Typer(help="Inspect container images without a Docker daemon.", no_args_is_help=True)
+    image_app.command("check")(check)
+    app.add_typer(image_app, name="image")

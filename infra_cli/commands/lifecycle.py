@@ -1,0 +1,215 @@
+"""plan / apply / destroy / import / force-unlock: parse, call the engine, render, exit code.
+
+Errors the commands do not handle (Azure's refusals, local OS errors, bugs) are reported by the CLI's one
+wrapper (commands/output.py report_error).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from infra_cli.commands.output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Progress, fail, print_diagnostics
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+
+
+def _print_plan_diagnostics(plan) -> None:
+    print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+
+
+def _confirm(question: str, auto_approve: bool) -> bool:
+    """Terraform's approval: only `yes` approves, read from the terminal or, as Terraform does, from a pipe
+    (`echo yes | infra apply`); anything else, end of input included, cancels."""
+    if auto_approve:
+        return True
+    prompt = f"\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "
+    stdin = sys.stdin
+    if stdin is not None and stdin.isatty():
+        try:
+            return input(prompt).strip() == "yes"
+        except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C at the prompt: a no, nothing was started
+            print()
+            return False
+    print(prompt, end="", flush=True)
+    try:
+        answer = stdin.readline() if stdin is not None else ""
+    except (OSError, ValueError):   # a closed or unreadable standard input answers nothing
+        answer = ""
+    print()
+    if not answer:
+        print("error: no answer on standard input; pass --auto-approve to apply without asking "
+              "(or apply a saved plan file)", file=sys.stderr)
+    return answer.strip() == "yes"
+
+
+def _summary(result, verb: str = "Apply") -> int:
+    status = "complete" if result.ok else ("interrupted" if result.interrupted else "failed")
+    print(f"\n{verb} {status}! Resources: {result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
+    for f in result.failures:
+        print(f"  failed: {f.address}: {f.code}: {f.message}", file=sys.stderr)
+    for address in result.not_started:
+        print(f"  not started: {address}", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_ERROR
+
+
+def _run_smoke(outcome, jobs: list[str]) -> int:
+    try:
+        from infra_cli.smoke.run import run_smoke
+    except ImportError:
+        print(f"Smoke jobs to run: {', '.join(jobs)} (run `infra smoke` when the smoke runner is installed)")
+        return EXIT_OK
+    names = [j.split(".", 1)[1] for j in jobs]
+    verdicts = run_smoke(outcome.loaded, outcome.clients, names)
+    return EXIT_OK if all(getattr(v, "passed", False) for v in verdicts) else EXIT_ERROR
+
+
+def plan(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    out: Optional[Path] = typer.Option(None, "--out", help="save the plan for `infra apply FILE`"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan as JSON (shape of terraform show -json)"),
+    detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode", help="exit 2 when there are changes"),
+    target: List[str] = typer.Option([], "--target", help="only this address (and what it depends on)"),
+    refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
+    destroy: bool = typer.Option(False, "--destroy", help="plan to destroy everything the stack owns"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    check_images: bool = typer.Option(False, "--check-images",
+                                      help="read custom images' layers and check their `requires:`"),
+) -> None:
+    """Show what apply would change, and whether it can succeed (size, region, quota)."""
+    from infra_cli.plan.engine import plan_file
+    from infra_cli.plan.planfile import write_plan_file
+    from infra_cli.plan.render import render_plan
+
+    if refresh_only and destroy:
+        raise typer.BadParameter("--refresh-only reports drift and --destroy plans deletions: use one of them",
+                                 param_hint="'--refresh-only' / '--destroy'")
+    mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
+    try:
+        outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    p = outcome.plan
+    if as_json:
+        print(json.dumps(p.to_json(), indent=2))
+    else:
+        _print_plan_diagnostics(p)
+        print(render_plan(p, colour=sys.stdout.isatty()))
+    if p.has_errors():
+        raise typer.Exit(EXIT_ERROR)
+    if out is not None:
+        write_plan_file(out, p, outcome.loaded.path, list(target))
+        if not as_json:
+            print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}")
+    has_changes = bool(p.changes or p.drift or p.smoke_jobs)  # a pending smoke is a change apply makes
+    raise typer.Exit(EXIT_CHANGES if detailed_exitcode and has_changes else EXIT_OK)
+
+
+def apply(
+    source: Path = typer.Argument(..., metavar="STACK|PLANFILE"),
+    auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="apply without asking"),
+    parallelism: int = typer.Option(8, "--parallelism", min=1, max=64, help="changes in flight at once"),
+    no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+) -> None:
+    """Make Azure match the stack (or exactly a saved plan), then prove it with smoke jobs."""
+    _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False)
+
+
+def destroy(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="destroy without asking"),
+    parallelism: int = typer.Option(8, "--parallelism", min=1, max=64),
+    local: bool = typer.Option(False, "--local"),
+) -> None:
+    """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
+    _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True)
+
+
+def import_(
+    address: str = typer.Argument(..., metavar="ADDR"),
+    azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    local: bool = typer.Option(False, "--local"),
+) -> None:
+    """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
+    from infra_cli.apply.engine import import_resource
+
+    try:
+        print(import_resource(address, azure_name, stack, local=local))
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+
+
+def force_unlock(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    local: bool = typer.Option(False, "--local"),
+) -> None:
+    """Clear a stale stack lock (left by a killed apply)."""
+    from infra_cli.apply.engine import force_unlock_stack
+
+    try:
+        info = force_unlock_stack(stack, local=local)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    print(f"Cleared the lock held by {info.holder} since {info.since}." if info.held else "The stack was not locked.")
+
+
+def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
+                      *, destroy: bool) -> None:
+    from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
+    from infra_cli.apply.lock import LockHeld
+    from infra_cli.plan.engine import plan_file
+    from infra_cli.plan.planfile import is_plan_file
+    from infra_cli.plan.render import render_plan
+
+    try:
+        if not destroy and is_plan_file(source):
+            outcome = prepare_from_plan_file(source, local=local)
+            approved = True
+        else:
+            outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")
+            _print_plan_diagnostics(outcome.plan)
+            if outcome.plan.has_errors():  # nothing will happen: the errors say why, a plan would only distract
+                print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",
+                      file=sys.stderr)
+                raise typer.Exit(EXIT_ERROR)
+            print(render_plan(outcome.plan, colour=sys.stdout.isatty()))
+            if not outcome.plan.changes and not (outcome.plan.smoke_jobs and not destroy):
+                raise typer.Exit(EXIT_OK)
+            if not outcome.plan.changes and no_smoke:
+                print(f"Smoke jobs not run (--no-smoke): {', '.join(outcome.plan.smoke_jobs)}")
+                raise typer.Exit(EXIT_OK)
+            verb = "destroy all resources of" if destroy else "perform these actions on"
+            approved = _confirm(f"Do you want infra to {verb} stack {outcome.plan.stack!r}?", auto_approve)
+        if not approved:
+            print("Destroy cancelled." if destroy else "Apply cancelled.")
+            raise typer.Exit(EXIT_ERROR)
+        result = None
+        if outcome.plan.changes:  # only pending smoke jobs: nothing to lock or change, just run them
+            with Progress() as progress:
+                result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
+                                       operation="destroy" if destroy else "apply")
+    except LockHeld as exc:
+        info = exc.info
+        print(f"error: stack {outcome.plan.stack!r} is locked by {info.holder} since {info.since} ({info.operation}).\n"
+              f"  hint: wait for it to finish; if that process is gone, run `infra force-unlock STACK`",
+              file=sys.stderr)
+        raise typer.Exit(EXIT_ERROR)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    code = _summary(result, "Destroy" if destroy else "Apply") if result is not None else EXIT_OK
+    if code == EXIT_OK and not no_smoke and outcome.plan.smoke_jobs:
+        code = _run_smoke(outcome, outcome.plan.smoke_jobs)
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(plan)
+    app.command()(apply)
+    app.command()(destroy)
+    app.command("import")(import_)
+    app.command("force-unlock")(force_unlock)

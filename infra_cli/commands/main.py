@@ -1,0 +1,78 @@
+"""The `infra` program: the root command, its global options, and the command groups it registers.
+
+Imports stay lazy: commands that do not touch Azure (--help, validate, schema, skus, image check) must
+not import azure.*, torch, jinja2 or the emulator.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, validate
+from infra_cli.commands.output import EXIT_OK, report_error
+
+
+class _ReportingGroup(TyperGroup):
+    """Every command runs inside this: an exception no command handled becomes one line (report_error)."""
+
+    def invoke(self, ctx):
+        # Typer carries its own copy of click: its exception classes are found through Typer's public ones.
+        click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click_exception):
+            raise
+        except Exception as exc:
+            raise typer.Exit(report_error(exc)) from None
+
+
+app = typer.Typer(
+    cls=_ReportingGroup,
+    name="infra",
+    help="Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning.",
+    no_args_is_help=True,
+    add_completion=True,   # --install-completion / --show-completion for bash, zsh, fish, PowerShell
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from infra_cli import __version__
+
+        print(f"infra v{__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _global_options(
+    version: bool = typer.Option(False, "--version", "-version", callback=_print_version, is_eager=True,
+                                 help="print the version and exit"),
+) -> None:
+    """Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning."""
+
+
+# The order of --help: offline commands first, then the lifecycle, then the sub-applications.
+for group in (validate, skus, render, lifecycle, smoke, image, emulator):
+    group.register(app)
+
+
+def main() -> None:
+    from infra_cli.azure.clients import forget_inherited_emulator_cloud
+
+    # before anything imports azure.ai.ml, which reads it at import time (clients.py imports no azure module)
+    forget_inherited_emulator_cloud()
+    # Usage errors exit 1, as Terraform's do: click's default 2 would read as "changes present" to a CI
+    # job running `infra plan --detailed-exitcode` with a mistyped option.
+    # (Typer carries its own copy of click, so the class is found through the public BadParameter.)
+    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    usage_error.exit_code = 1
+    try:
+        app(prog_name="infra")   # "infra" in usage and completion, also under python -m infra_cli
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,107 @@
+"""What every command shares: exit codes, diagnostics on the terminal, progress lines, and the one wrapper
+that turns an exception no command handled into one line of text."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import typer
+
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+
+EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+DEBUG_VARIABLE = "INFRA_DEBUG"  # =1: print the traceback of an error as well
+_COLOURS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
+
+
+def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
+    stream = stream or sys.stderr
+    colour = stream.isatty()
+    for d in diagnostics:
+        text = d.format()
+        if colour:
+            text = text.replace(f"{d.severity}[", f"{_COLOURS.get(d.severity, '')}{d.severity}\033[0m[", 1)
+        print(text, file=stream)
+
+
+def fail(diagnostics: list[Diagnostic], as_json: bool = False) -> typer.Exit:
+    """Print why a command cannot go on (JSON on stdout when asked), and the exit to raise."""
+    if as_json:
+        print(json.dumps([d.to_json() for d in diagnostics], indent=2))
+    else:
+        print_diagnostics(diagnostics)
+    return typer.Exit(EXIT_ERROR)
+
+
+def _azure_error(exc: BaseException) -> bool:
+    """Whether the SDKs raised it: every azure-core and azure-ai-ml error derives from AzureError.
+    Only checked when azure.core is already imported (an offline command never imports it)."""
+    module = sys.modules.get("azure.core.exceptions")
+    return module is not None and isinstance(exc, module.AzureError)
+
+
+def report_error(exc: BaseException) -> int:
+    """The one place an exception that escaped a command is reported: what it is, in one line, no traceback
+    (unless INFRA_DEBUG=1). Azure's refusals, local OS errors and bugs each read as what they are."""
+    if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, DiagnosticError):
+        print_diagnostics(exc.diagnostics)
+    elif _azure_error(exc):
+        from infra_cli.azure.errors import describe_azure_error  # no escape codes; headline, then details
+
+        print(f"error: Azure refused: {describe_azure_error(exc)}", file=sys.stderr)
+    elif isinstance(exc, OSError):  # local: a file, a directory, a socket on this machine
+        what = exc.strerror or str(exc) or type(exc).__name__
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {type(exc).__name__}: {what}{where}", file=sys.stderr)
+    else:
+        text = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"error: internal error (a bug in infra): {type(exc).__name__}{': ' + text if text else ''}\n"
+              f"  hint: run again with {DEBUG_VARIABLE}=1 to see the traceback, and report it", file=sys.stderr)
+    return EXIT_ERROR
+
+
+class Progress:
+    """Live lines per resource on a terminal (rich); one plain line per change of state otherwise."""
+
+    def __init__(self):
+        self.tty = sys.stdout.isatty()
+        self.rows: dict[str, tuple[str, str, float]] = {}
+        self.live: Any = None
+
+    def __enter__(self):
+        if self.tty:
+            from rich.live import Live
+
+            self.live = Live(self._table(), refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.update(self._table())
+            self.live.__exit__(*exc)
+
+    def _table(self):
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        for address, (phase, text, elapsed) in self.rows.items():
+            mark = {"done": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[yellow]-[/]"}.get(phase, "[cyan]…[/]")
+            table.add_row(mark, address, text, f"{elapsed:5.1f}s")
+        return table
+
+    def __call__(self, event) -> None:
+        if self.live is not None:
+            self.rows[event.address] = (event.phase, event.text, event.elapsed_s)
+            self.live.update(self._table())
+        elif self.rows.get(event.address, ("", "", 0.0))[1] != event.text:  # one line per change of state
+            self.rows[event.address] = (event.phase, event.text, event.elapsed_s)
+            tail = f" [{event.elapsed_s:.1f}s]" if event.phase in ("done", "failed") else ""
+            print(f"{event.address}: {event.text}{tail}", flush=True)

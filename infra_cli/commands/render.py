@@ -1,0 +1,42 @@
+"""`infra graph` and `infra render`: the stack written out as DOT, or as Azure ML CLI v2 files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from infra_cli.commands.output import fail, print_diagnostics
+from infra_cli.diagnostics import DiagnosticError
+
+
+def graph(stack: Path = typer.Argument(..., metavar="STACK")) -> None:
+    """Print the stack's resources and dependencies as Graphviz DOT (`infra graph S | dot -Tsvg > g.svg`)."""
+    from infra_cli.plan.graph import stack_graph
+    from infra_cli.stack.load import load_stack
+
+    try:
+        print(stack_graph(load_stack(stack).stack), end="")
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+
+
+def render(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    out: Path = typer.Option(..., "--out", help="directory to write Azure ML CLI v2 YAML and scripts into"),
+) -> None:
+    """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job."""
+    from infra_cli.render_files import render_stack
+
+    try:
+        written, diagnostics = render_stack(stack, out)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    print_diagnostics(diagnostics)
+    for path in written:
+        print(path)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(graph)
+    app.command()(render)

@@ -1,0 +1,54 @@
+"""`infra skus`: the catalog of sizes, with live availability from the emulator when asked."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from infra_cli.commands.output import fail, print_diagnostics
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+
+
+def skus(
+    location: Optional[str] = typer.Option(None, "--location", help="region (live availability needs --local or Azure)"),
+    infiniband: bool = typer.Option(False, "--infiniband", help="only sizes whose InfiniBand NCCL/MPI can use"),
+    as_json: bool = typer.Option(False, "--json"),
+    local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
+) -> None:
+    """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""
+    from infra_cli.render_text import skus_table
+    from infra_cli.validate.knowledge import checked_catalog
+
+    try:
+        catalog = checked_catalog()
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics, as_json)
+    rows = [s for s in catalog if not infiniband or s.infiniband_eligible]
+    available: dict[str, str] | None = None
+    if location and local:
+        from infra_cli.azure.preflight import sku_availability
+
+        try:
+            available = sku_availability(location, [s.name for s in rows], local=True)
+        except DiagnosticError as exc:
+            raise fail(exc.diagnostics, as_json)
+    elif location:
+        print_diagnostics([Diagnostic("warning", "skus.location-ignored",
+                                      f"--location {location} needs --local to ask for availability; "
+                                      "showing the catalog", hint="add --local")])
+    if as_json:
+        out = []
+        for s in rows:
+            row = s.to_json()
+            if available is not None:
+                row["availability"] = available.get(s.name.lower(), "not offered")
+            out.append(row)
+        print(json.dumps(out, indent=2))
+    else:
+        print(skus_table(rows, available))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(skus)

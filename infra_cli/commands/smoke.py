@@ -1,0 +1,63 @@
+"""`infra smoke`: parse, run the stack's smoke jobs through the SDK, print verdicts, exit 0 only if all passed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, fail, print_diagnostics
+from infra_cli.diagnostics import DiagnosticError
+
+
+def smoke(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    distribution: Optional[List[str]] = typer.Option(
+        None, "--distribution", metavar="NAME", help="only this distribution's smoke job (repeatable)"),
+    local: bool = typer.Option(False, "--local", help="run on the local emulator instead of Azure"),
+    as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON on stdout"),
+    report: Optional[Path] = typer.Option(
+        None, "--report", metavar="DIR", help="write report.html (busbw chart per distribution) and smoke.json here"),
+) -> None:
+    """Run the stack's smoke-test jobs (ranks, DDP replicas, all_reduce busbw, NCCL transport) and judge them."""
+    from infra_cli.validate.engine import load_valid_stack
+
+    try:
+        loaded, warnings = load_valid_stack(stack)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    print_diagnostics(warnings)
+    # Progress goes to stderr when stdout carries JSON.
+    stream = (lambda line: print(line, file=sys.stderr)) if as_json else print
+    try:
+        from infra_cli.azure.clients import build_clients
+        from infra_cli.smoke.run import run_smoke
+
+        clients = build_clients(loaded.stack.workspace, local=local)
+        verdicts = run_smoke(loaded, clients, list(distribution or []) or None, stream=stream)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper
+    if as_json:
+        print(json.dumps([v.to_json() for v in verdicts], indent=2))
+    elif sys.stdout.isatty():   # bandwidth as a picture where a person reads it
+        from infra_cli.smoke.report import terminal_chart
+
+        for v in verdicts:
+            stream("\n" + terminal_chart(v))
+    if report is not None:
+        from infra_cli.smoke.report import write_report
+
+        stream(f"\nReport: {write_report(report, verdicts, loaded.stack.stack)}")
+    if not verdicts:
+        stream("no smoke jobs: the stack has no distribution with smoke enabled")
+    passed = sum(v.passed for v in verdicts)
+    stream(f"\nSmoke: {passed} of {len(verdicts)} passed.")
+    raise typer.Exit(EXIT_OK if passed == len(verdicts) else EXIT_ERROR)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(smoke)
