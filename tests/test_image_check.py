@@ -182,6 +182,35 @@ def test_early_exit_skips_lower_layers_only_when_they_cannot_matter(images):
     assert full.layers_read == 3 and full.requirements[0].version == result.requirements[0].version
 
 
+def test_layer_numbers_agree_in_text_json_evidence_layers_and_skopeo(images):
+    """One numbering: from 1 in manifest order (skopeo inspect's Layers), the same in the text, the JSON
+    evidence and layers[]; the layer so numbered is the blob that holds the evidence's path."""
+    ref = f"{images.registry.host}/test/openmpi:oci"
+    wanted = ["--require", "openmpi>=4.1", "--require", "ibverbs"]
+    code, out = cli_json(ref, *wanted)
+    text = cli(ref, *wanted)
+    assert code == 0 and text.returncode == 0, text.stdout + text.stderr
+    inspect = json.loads(subprocess.run(["skopeo", "inspect", "--tls-verify=false", f"docker://{ref}"],
+                                        capture_output=True, text=True, check=True, timeout=60).stdout)
+    manifest_layers = inspect["Layers"]
+    assert len(manifest_layers) == out["layers_total"] == 3
+    for entry in out["layers"]:
+        assert entry["digest"] == manifest_layers[entry["layer"] - 1]
+    blob_names = {}
+    for number, digest in enumerate(manifest_layers, start=1):
+        with tarfile.open(images.registry.blob_file(digest)) as tar:
+            blob_names[number] = {"/" + n.lstrip("./") for n in tar.getnames()}
+    evidence = [e for r in out["requirements"] for e in r["evidence"]]
+    assert evidence and {e["layer"] for e in evidence} == {2}    # the Open MPI package layer, over the base
+    for e in evidence:
+        held = {e["path"], *e.get("via", [])[-1:]} & blob_names[e["layer"]]
+        assert held, (e, e["layer"])
+    for r in out["requirements"]:                 # the text shows each rule's first piece of evidence
+        for e in {e["rule"]: e for e in reversed(r["evidence"])}.values():
+            where = " -> ".join(e["via"]) if e.get("via") else e["path"]
+            assert f"{e['rule']}: {where} (layer {e['layer']})" in text.stdout, (e, text.stdout)
+
+
 # ---- sources ----------------------------------------------------------------------------------------------
 
 def test_oci_layout_source(images):

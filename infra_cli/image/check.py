@@ -18,7 +18,7 @@ from infra_cli.image.blob import PrefetchedBlob, decompressed_chunks, fetch_into
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.evidence import (ImageEnv, Profile, VariantFinding, build_matcher, judge_profile,
                                       load_profiles)
-from infra_cli.image.layers import LayerIndex, Matcher, index_layer, new_budget
+from infra_cli.image.layers import LayerIndex, Matcher, index_layer, layer_number, new_budget
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
 from infra_cli.image.merged import MergedView, State
@@ -184,7 +184,7 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     try:
         blobs = []
         for pos in reversed(range(total)):
-            desc, what = layers[pos], f"layer {pos + 1} of {total}"
+            desc, what = layers[pos], f"layer {layer_number(pos)} of {total}"
             q: queue.Queue = queue.Queue(maxsize=PREFETCH_CHUNKS)
             fetches.append(pool.submit(fetch_into, lambda d=desc: store.open_blob(d), desc.digest, desc.size,
                                        what, q, stop))
@@ -217,7 +217,7 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
                                                                    if k in ("PATH", "LD_LIBRARY_PATH")},
         layers_total=total, layers_read=len(read), bytes_total=sum(max(d.size, 0) for d in layers),
         bytes_read=bytes_read, seconds=time.perf_counter() - started, stopped_early=stopped_early,
-        layers=[{"layer": i.position + 1, "digest": i.digest, "compression": i.compression,
+        layers=[{"layer": i.number, "digest": i.digest, "compression": i.compression,
                  "bytes": i.compressed_bytes, "entries": i.entries} for i in read])
 
 

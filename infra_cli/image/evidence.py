@@ -269,7 +269,7 @@ def _judge_files(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
             if hit.state is not State.FOUND or hit.kind == "dir":
                 continue
             via = chain
-        item = {"rule": rule.label, "path": cand.path, "layer": layer.position, "kind": cand.kind}
+        item = {"rule": rule.label, "path": cand.path, "layer": layer.number, "kind": cand.kind}
         if via:
             item["via"] = via
         if rule.on_library_path:
@@ -286,7 +286,7 @@ def _judge_on_path(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
         for directory in env.path:
             hit, chain = view.resolve(f"{directory.rstrip('/')}/{name}")
             if hit.state is State.FOUND and hit.kind != "dir":
-                item = {"rule": rule.label, "path": chain[0], "layer": hit.layer.position if hit.layer else None, "kind": hit.kind}
+                item = {"rule": rule.label, "path": chain[0], "layer": hit.layer.number if hit.layer else None, "kind": hit.kind}
                 if len(chain) > 1:
                     item["via"] = chain
                 return RuleFinding(rule.label, State.FOUND, [item])

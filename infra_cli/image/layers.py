@@ -59,6 +59,17 @@ class LayerIndex:
     hardlinks: dict = field(default_factory=dict) # path -> normalised target path
     candidates: dict = field(default_factory=dict)  # path -> Candidate
 
+    @property
+    def number(self) -> int:
+        """The layer as users see it (text, JSON evidence, layers[]): counted from 1 in manifest order, the base
+        first, as `skopeo inspect` lists them (`docker history` lists them top first)."""
+        return layer_number(self.position)
+
+
+def layer_number(position: int) -> int:
+    """Manifest index (0 = bottom) -> the one number every output shows."""
+    return position + 1
+
 
 def normalise(name: str) -> str:
     """'./usr/bin/' -> '/usr/bin'; tar names are relative to the image root."""

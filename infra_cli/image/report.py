@@ -12,7 +12,7 @@ def _mb(n: int) -> str:
 
 def _evidence_line(item: dict) -> str:
     where = " -> ".join(item["via"]) if item.get("via") else item["path"]
-    layer = f" (layer {item['layer'] + 1})" if item.get("layer") is not None else ""
+    layer = f" (layer {item['layer']})" if item.get("layer") is not None else ""
     extra = ""
     if "on_library_path" in item:
         extra = "" if item["on_library_path"] else " [not on LD_LIBRARY_PATH]"
