@@ -25,7 +25,7 @@ from infra_cli.azure.provider import Provider, azure_error_code, azure_error_mes
 from infra_cli.plan.desired import cluster_secrets
 from infra_cli.plan.diff import provisioning_problem
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange
-from infra_cli.plan.semantics import semantics, transient_errors
+from infra_cli.knowledge.update_semantics import semantics, transient_errors
 from infra_cli.stack.load import LoadedStack
 
 DEFAULT_PARALLELISM = 8
@@ -253,12 +253,10 @@ def execute(plan: Plan, loaded: LoadedStack, provider: Provider, *, parallelism:
 
 
 def _verb(change: ResourceChange) -> str:
-    return {("create",): "creating", ("update",): "updating", ("delete",): "destroying",
-            ("delete", "create"): "replacing"}.get(tuple(change.actions), "changing")
+    return change.action.verb
 
 
 def _past(change: ResourceChange) -> str:
     if change.type == "environment":
         return f"registered version {(change.after or {}).get('version')}"
-    return {("create",): "created", ("update",): "updated", ("delete",): "destroyed",
-            ("delete", "create"): "replaced"}.get(tuple(change.actions), "changed")
+    return change.action.past

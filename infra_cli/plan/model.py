@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 FORMAT_VERSION = "1.0"
@@ -22,8 +23,51 @@ TAG_SECRETS = "infra.secrets-hash"
 TAG_PREVENT_DESTROY = "infra.prevent-destroy"
 OWNERSHIP_TAGS = (TAG_STACK, TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_PREVENT_DESTROY)
 
-NO_OP, CREATE, UPDATE, DELETE = ["no-op"], ["create"], ["update"], ["delete"]
-REPLACE = ["delete", "create"]
+
+class Action(Enum):
+    """What a change does, with every word the plan and apply show for it (Terraform's plans.Action).
+    Value: (JSON form, symbol, ANSI colour, legend words, verb while it runs, past tense)."""
+
+    NO_OP = (("no-op",), "", "0", "no-op", "reading", "unchanged")
+    CREATE = (("create",), "+", "32", "create", "creating", "created")
+    UPDATE = (("update",), "~", "33", "update in-place", "updating in place", "updated")
+    REPLACE = (("delete", "create"), "-/+", "31", "destroy and then create replacement", "replacing", "replaced")
+    DELETE = (("delete",), "-", "31", "destroy", "destroying", "destroyed")
+
+    @property
+    def json(self) -> list[str]:
+        """The form of `terraform show -json`: ["create"], ["delete", "create"], ..."""
+        return list(self.value[0])
+
+    symbol = property(lambda self: self.value[1])
+    colour = property(lambda self: self.value[2])
+    legend = property(lambda self: self.value[3])
+    verb = property(lambda self: self.value[4])
+    past = property(lambda self: self.value[5])
+
+    @classmethod
+    def of(cls, actions: list[str] | tuple[str, ...]) -> "Action":
+        """The action a JSON action list names (a plan file's); an unknown list is a ValueError."""
+        for action in cls:
+            if tuple(actions) == action.value[0]:
+                return action
+        raise ValueError(f"unknown plan actions {list(actions)!r}")
+
+
+# The JSON action lists a ResourceChange carries (its `actions`, as plan JSON and plan files write them).
+NO_OP, CREATE, UPDATE, DELETE, REPLACE = (a.json for a in (Action.NO_OP, Action.CREATE, Action.UPDATE,
+                                                           Action.DELETE, Action.REPLACE))
+
+
+class PlanMode(str, Enum):
+    """Terraform's plan modes: converge, destroy everything owned, or only report drift."""
+
+    NORMAL = "normal"
+    DESTROY = "destroy"
+    REFRESH_ONLY = "refresh-only"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 def canonical_json(value: Any) -> str:
@@ -96,6 +140,10 @@ class ResourceChange:
     sensitive: tuple = ()  # attribute paths whose value came from ${VAR}: compared as they are, shown masked
 
     @property
+    def action(self) -> Action:
+        return Action.of(self.actions)
+
+    @property
     def is_change(self) -> bool:
         return self.actions != NO_OP
 
@@ -127,7 +175,7 @@ class ResourceChange:
 @dataclass
 class Plan:
     stack: str
-    mode: str  # "normal" | "destroy" | "refresh-only"
+    mode: PlanMode
     resource_changes: list[ResourceChange]
     smoke_jobs: list[str]
     diagnostics: list[dict]
@@ -141,10 +189,14 @@ class Plan:
     def changes(self) -> list[ResourceChange]:
         return [c for c in self.resource_changes if c.is_change]
 
+    def __post_init__(self):
+        self.mode = PlanMode(self.mode)   # a plan file's string, or a member
+
     def counts(self) -> tuple[int, int, int]:
-        add = sum("create" in c.actions for c in self.resource_changes)
-        change = sum(c.actions == UPDATE for c in self.resource_changes)
-        destroy = sum("delete" in c.actions for c in self.resource_changes)
+        actions = [c.action for c in self.resource_changes]
+        add = sum(a in (Action.CREATE, Action.REPLACE) for a in actions)
+        change = sum(a is Action.UPDATE for a in actions)
+        destroy = sum(a in (Action.DELETE, Action.REPLACE) for a in actions)
         return add, change, destroy
 
     def has_errors(self) -> bool:
@@ -155,7 +207,7 @@ class Plan:
         return {
             "format_version": self.format_version,
             "stack": self.stack,
-            "mode": self.mode,
+            "mode": self.mode.value,
             "resource_changes": [c.to_json(mask_sensitive=mask_sensitive) for c in self.resource_changes],
             "resource_drift": [c.to_json(mask_sensitive=mask_sensitive) for c in self.drift],
             "smoke_jobs": list(self.smoke_jobs),

@@ -9,22 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, SENSITIVE_MARK, UPDATE, Plan, ResourceChange,
-                                  masked)
-
-_SYMBOL = {"create": ("+", "32"), "update": ("~", "33"), "replace": ("-/+", "31"), "delete": ("-", "31")}
+from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Action, Plan, PlanMode, ResourceChange, masked
 
 
 def _kind(change: ResourceChange) -> str | None:
-    if change.actions == CREATE:
-        return "create"
-    if change.actions == UPDATE:
-        return "update"
-    if change.actions == REPLACE:
-        return "replace"
-    if change.actions == DELETE:
-        return "delete"
-    return None
+    """The action's name in this module's tables ("create", "update", "replace", "delete"); None for no-op."""
+    action = change.action
+    return None if action is Action.NO_OP else action.name.lower()
 
 
 def _value(v: Any) -> str:
@@ -85,10 +76,9 @@ def _reason(change: ResourceChange, kind: str) -> str | None:
 
 def legend(changes: list[ResourceChange]) -> list[str]:
     """Terraform's key to the symbols, for the actions this plan has, in Terraform's order."""
-    present = {_kind(c) for c in changes}
-    words = {"create": "create", "update": "update in-place", "replace": "destroy and then create replacement",
-             "delete": "destroy"}
-    rows = [f"{_SYMBOL[k][0]:>3} {words[k]}" for k in ("create", "update", "replace", "delete") if k in present]
+    present = {c.action for c in changes}
+    order = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.DELETE)
+    rows = [f"{a.symbol:>3} {a.legend}" for a in order if a in present]
     return ["Resource actions are indicated with the following symbols:", *rows, ""] if rows else []
 
 
@@ -96,7 +86,7 @@ def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
     kind = _kind(change)
     if kind is None:
         return []
-    symbol, code = _SYMBOL[kind]
+    symbol, code = change.action.symbol, change.action.colour
     lines = [paint(f"  {_headline(change, kind)}", "1")]
     reason = _reason(change, kind)
     if reason:
@@ -133,7 +123,7 @@ def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
 def render_plan(plan: Plan, *, colour: bool = False) -> str:
     paint = _Painter(colour)
     out: list[str] = []
-    if plan.mode == "refresh-only":
+    if plan.mode is PlanMode.REFRESH_ONLY:
         if not plan.drift:
             out.append("No changes. Your infrastructure still matches what infra last applied.")
         else:
