@@ -8,17 +8,19 @@ from typing import Optional
 
 import typer
 
+from infra_cli.commands.output import Command
+
 
 def serve(
-    port: int = typer.Option(0, "--port", help="port on 127.0.0.1 (0: any free port)", min=0, max=65535),
-    directory: Optional[Path] = typer.Option(None, "--dir", help="state directory (default ./.infra/local or INFRA_LOCAL_DIR)"),
-    world: Optional[Path] = typer.Option(None, "--world", help="a world file (regions, restrictions, quota) instead of the built-in one"),
-    latency: float = typer.Option(0.0, "--latency", help="seconds added to every management request", min=0.0),
-    throttle_rate: float = typer.Option(0.0, "--throttle-rate", help="share of requests answered 429 (0..1)", min=0.0, max=1.0),
-    error_rate: float = typer.Option(0.0, "--error-rate", help="share of requests answered 500 (0..1)", min=0.0, max=1.0),
-    lro_failure_rate: float = typer.Option(0.0, "--lro-failure-rate", help="share of long-running operations that fail (0..1)", min=0.0, max=1.0),
-    provisioning_delay: float = typer.Option(2.0, "--provisioning-delay", help="seconds a compute create/update/delete takes", min=0.0),
-    seed: Optional[int] = typer.Option(None, "--seed", help="seed for the injected faults"),
+    port: int = typer.Option(0, "--port", metavar="PORT", help="port on 127.0.0.1 (0: any free port)", min=0, max=65535),
+    directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help="state directory (default ./.infra/local or INFRA_LOCAL_DIR)"),
+    world: Optional[Path] = typer.Option(None, "--world", metavar="FILE", help="a world file (regions, restrictions, quota) instead of the built-in one"),
+    latency: float = typer.Option(0.0, "--latency", metavar="S", help="seconds added to every management request", min=0.0),
+    throttle_rate: float = typer.Option(0.0, "--throttle-rate", metavar="R", help="share of requests answered 429 (0..1)", min=0.0, max=1.0),
+    error_rate: float = typer.Option(0.0, "--error-rate", metavar="R", help="share of requests answered 500 (0..1)", min=0.0, max=1.0),
+    lro_failure_rate: float = typer.Option(0.0, "--lro-failure-rate", metavar="R", help="share of long-running operations that fail (0..1)", min=0.0, max=1.0),
+    provisioning_delay: float = typer.Option(2.0, "--provisioning-delay", metavar="S", help="seconds a compute create/update/delete takes", min=0.0),
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="seed for the injected faults"),
 ) -> None:
     """Serve https://127.0.0.1:PORT/ as Azure Resource Manager, Azure ML and blob storage, in the foreground."""
     from infra_cli.emulator.faults import FaultConfig
@@ -71,5 +73,5 @@ Ctrl-C stops it; the state stays in {state_dir}."""
 
 def register(app: typer.Typer) -> None:
     emulator_app = typer.Typer(help="Run the local Azure emulator.", no_args_is_help=True)
-    emulator_app.command("serve")(serve)
+    emulator_app.command("serve", cls=Command)(serve)
     app.add_typer(emulator_app, name="emulator")

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import print_diagnostics
+from infra_cli.commands.output import Command, print_diagnostics
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S
 
 EXIT_MET, EXIT_NOT_MET, EXIT_UNREADABLE = 0, 1, 2
@@ -59,5 +59,5 @@ def check(
 
 def register(app: typer.Typer) -> None:
     image_app = typer.Typer(help="Inspect container images without a Docker daemon.", no_args_is_help=True)
-    image_app.command("check")(check)
+    image_app.command("check", cls=Command)(check)
     app.add_typer(image_app, name="image")

@@ -13,7 +13,8 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Progress, fail, print_diagnostics
+from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Command, Progress, fail,
+                                      print_diagnostics)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -69,10 +70,10 @@ def _run_smoke(outcome, jobs: list[str]) -> int:
 
 def plan(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    out: Optional[Path] = typer.Option(None, "--out", help="save the plan for `infra apply FILE`"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="save the plan for `infra apply FILE`"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON (shape of terraform show -json)"),
     detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode", help="exit 2 when there are changes"),
-    target: List[str] = typer.Option([], "--target", help="only this address (and what it depends on)"),
+    target: List[str] = typer.Option([], "--target", metavar="ADDR", help="only this address (and what it depends on)"),
     refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
     destroy: bool = typer.Option(False, "--destroy", help="plan to destroy everything the stack owns"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
@@ -111,7 +112,7 @@ def plan(
 def apply(
     source: Path = typer.Argument(..., metavar="STACK|PLANFILE"),
     auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="apply without asking"),
-    parallelism: int = typer.Option(8, "--parallelism", min=1, max=64, help="changes in flight at once"),
+    parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
 ) -> None:
@@ -122,7 +123,7 @@ def apply(
 def destroy(
     stack: Path = typer.Argument(..., metavar="STACK"),
     auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="destroy without asking"),
-    parallelism: int = typer.Option(8, "--parallelism", min=1, max=64),
+    parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     local: bool = typer.Option(False, "--local"),
 ) -> None:
     """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
@@ -208,8 +209,8 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(plan)
-    app.command()(apply)
-    app.command()(destroy)
-    app.command("import")(import_)
-    app.command("force-unlock")(force_unlock)
+    app.command(cls=Command)(plan)
+    app.command(cls=Command)(apply)
+    app.command(cls=Command)(destroy)
+    app.command("import", cls=Command)(import_)
+    app.command("force-unlock", cls=Command)(force_unlock)

@@ -5,16 +5,35 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 DEBUG_VARIABLE = "INFRA_DEBUG"  # =1: print the traceback of an error as well
 _COLOURS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
+
+
+class Command(TyperCommand):
+    """Usage lines as Terraform and POSIX utilities write them: `infra plan [OPTIONS] STACK`, where typer
+    writes `{STACK}` for a required argument. Every command registers with `app.command(cls=Command)`."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        return [_plain_usage(piece) for piece in super().collect_usage_pieces(ctx)]
+
+
+def _plain_usage(piece: str) -> str:
+    """"{STACK}" -> "STACK"; "{STACK...}..." -> "STACK..."; anything else as it is."""
+    m = re.fullmatch(r"\{(.+?)\}(\.\.\.)?", piece)
+    if m is None:
+        return piece
+    name, repeated = m.groups()
+    return name + ("..." if repeated and not name.endswith("...") else "")
 
 
 def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from infra_cli.commands.output import fail, print_diagnostics
+from infra_cli.commands.output import Command, fail, print_diagnostics
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -23,7 +23,7 @@ def graph(stack: Path = typer.Argument(..., metavar="STACK")) -> None:
 
 def render(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    out: Path = typer.Option(..., "--out", help="directory to write Azure ML CLI v2 YAML and scripts into"),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="directory to write Azure ML CLI v2 YAML and scripts into"),
 ) -> None:
     """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job."""
     from infra_cli.render_files import render_stack
@@ -38,5 +38,5 @@ def render(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(graph)
-    app.command()(render)
+    app.command(cls=Command)(graph)
+    app.command(cls=Command)(render)

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, fail, print_diagnostics
+from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -60,4 +60,4 @@ def smoke(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(smoke)
+    app.command(cls=Command)(smoke)

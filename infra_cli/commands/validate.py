@@ -9,7 +9,7 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, print_diagnostics
+from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, print_diagnostics
 
 
 def validate(
@@ -40,5 +40,5 @@ def schema() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(validate)
-    app.command()(schema)
+    app.command(cls=Command)(validate)
+    app.command(cls=Command)(schema)
