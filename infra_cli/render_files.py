@@ -170,7 +170,7 @@ def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environm
 
 def _show_command(reference: str) -> str:
     """The az ml command that shows what an environment reference resolves to (a label to its version)."""
-    from infra_cli.validate.knowledge import parse_environment_reference
+    from infra_cli.knowledge.curated import parse_environment_reference
 
     ref = parse_environment_reference(reference)
     where = f"--registry-name {ref.registry}" if ref.registry else "--resource-group RG --workspace-name WS"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from infra_cli.catalog import Sku
+from infra_cli.knowledge.skus import Sku
 
 _COLUMNS = ("size", "GPUs", "GPU model", "vCPUs", "InfiniBand", "SR-IOV", "NCCL/IB", "healthy busbw GB/s", "notes")
 

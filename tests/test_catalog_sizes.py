@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.catalog import load_catalog
+from infra_cli.knowledge.skus import load_catalog
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.plan.model import CREATE, NO_OP, REPLACE, UPDATE, ResourceChange
 from infra_cli.size_name import parse_size_name
@@ -211,7 +211,7 @@ def test_no_home_directory_means_no_cache_not_a_failure(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME")}
     r = subprocess.run([sys.executable, "-c", "import os, pwd\n"
                         "pwd.getpwuid = lambda uid: (_ for _ in ()).throw(KeyError(uid))\n"
-                        "from infra_cli.catalog import load_catalog\nprint(len(load_catalog().names()))"],
+                        "from infra_cli.knowledge.skus import load_catalog\nprint(len(load_catalog().names()))"],
                        capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 0 and int(r.stdout) > 80, r.stderr
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.catalog import load_catalog
+from infra_cli.knowledge.skus import load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "stacks").glob("*.yaml"))

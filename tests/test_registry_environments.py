@@ -14,7 +14,7 @@ from infra_cli.azure.errors import azure_error_code, azure_error_details, azure_
 from infra_cli.azure.provider import Provider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.stack.load import load_stack
-from infra_cli.validate.knowledge import curated_registries, parse_environment_reference
+from infra_cli.knowledge.curated import curated_registries, parse_environment_reference
 
 ACPT_113 = "AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu"
 ACPT_22 = "acpt-pytorch-2.2-cuda12.1"

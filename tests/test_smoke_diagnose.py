@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from infra_cli.smoke.diagnose import diagnose, last_exception, load_signatures, redact
+from infra_cli.knowledge.failure_signatures import signatures
+from infra_cli.smoke.diagnose import diagnose, last_exception, redact
 
 # One real-looking line per signature: a signature without a sample here fails the meta-test below.
 SAMPLES = {
@@ -47,11 +48,11 @@ SAMPLES = {
 
 
 def test_every_signature_has_a_sample_and_compiles():
-    ids = [s["id"] for s in load_signatures()]
+    ids = [s.id for s in signatures()]
     assert len(ids) == len(set(ids)), "signature ids are unique"
     assert sorted(ids) == sorted(SAMPLES), "each signature needs a sample line in SAMPLES"
-    for s in load_signatures():
-        assert s["cause"] and s["fix"] and s["source"], s["id"]
+    for s in signatures():
+        assert s.cause and s.fix and s.source, s.id
 
 
 @pytest.mark.parametrize("signature", sorted(SAMPLES))

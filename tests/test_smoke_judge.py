@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.catalog import load_catalog
-from infra_cli.smoke.judge import judge, load_transport_rules
+from infra_cli.knowledge.skus import load_catalog
+from infra_cli.knowledge.nccl_transport import transport_rules
+from infra_cli.smoke.judge import judge
 from infra_cli.smoke.transport import classify_transport, evidence_lines
 from infra_cli.stack.model import Distribution
 
@@ -41,7 +42,7 @@ def dist(instance_count: int = 2, fraction: float = 0.8, cluster: str = "c") -> 
 
 @pytest.fixture(scope="module")
 def rules():
-    return load_transport_rules()
+    return transport_rules().plain
 
 
 @pytest.mark.parametrize("case, transport, gdrdma", [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.catalog import load_catalog
+from infra_cli.knowledge.skus import load_catalog
 from infra_cli.smoke.judge import judge
 from infra_cli.smoke.render import render_smoke_script
 from infra_cli.stack.model import Distribution

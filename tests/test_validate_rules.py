@@ -470,16 +470,16 @@ def test_did_you_mean_stays_in_the_family(tmp_path):
 def test_retiring_size_warns(tmp_path):
     import datetime
 
-    from infra_cli.validate.knowledge import checked_catalog
+    from infra_cli.knowledge.skus import load_catalog
     from infra_cli.validate.rules import run_rules
 
     text = HEADER + "clusters:\n  viz:\n    size: Standard_NV12s_v3\n"
     path = tmp_path / "stack.yaml"
     path.write_text(text, encoding="utf-8")
-    before = run_rules(load_stack(path), checked_catalog(), today=datetime.date(2026, 1, 1))
+    before = run_rules(load_stack(path), load_catalog(), today=datetime.date(2026, 1, 1))
     r = Checked(text, before, str(path))
     assert "2026-09-30" in r.one("cluster.size-retiring", "warning", "Standard_NV12s_v3").message
-    after = run_rules(load_stack(path), checked_catalog(), today=datetime.date(2026, 10, 1))
+    after = run_rules(load_stack(path), load_catalog(), today=datetime.date(2026, 10, 1))
     assert [d.severity for d in after if d.rule == "cluster.size-retired"] == ["error"]
 
 
@@ -511,7 +511,7 @@ def test_pasted_compute_name_must_equal_the_key(tmp_path):
 # ---- the command: launchers read from it (infra_cli/validate/launch.py, validators/launchers.yaml) -----------
 
 def test_command_parser_finds_the_training_step():
-    from infra_cli.validate.knowledge import launchers
+    from infra_cli.knowledge.launchers import launchers
     from infra_cli.validate.launch import count, parse_command, parse_steps, variables
 
     table = launchers()

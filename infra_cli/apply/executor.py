@@ -24,6 +24,7 @@ from typing import Callable
 from infra_cli.azure.provider import Provider, azure_error_code, azure_error_message
 from infra_cli.plan.desired import cluster_secrets
 from infra_cli.plan.diff import provisioning_problem
+from infra_cli.plan.live import read_cluster
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange
 from infra_cli.knowledge.update_semantics import semantics, transient_errors
 from infra_cli.stack.load import LoadedStack
@@ -141,7 +142,7 @@ class Applier:
         self.provider.put_cluster(desired, cluster_secrets(cluster), net.subnet if net else None,
                                   net.vnet_name if net else None)
         if change.actions == REPLACE:
-            live = self.provider.read_cluster(change.name)
+            live = read_cluster(self.provider, change.name)
             want = desired.attributes["size"]
             if live is None or live.attributes["size"].lower() != want.lower():
                 raise SizeMismatch(f"after the replace, {change.address} reports size "
@@ -151,7 +152,7 @@ class Applier:
         """The cluster once no operation runs on it (None if absent); bounded by settle_timeout_s."""
         deadline = time.monotonic() + self.settle_timeout_s
         while True:
-            live = self.provider.read_cluster(name)
+            live = read_cluster(self.provider, name)
             if live is None or live.attributes.get("provisioning_state") not in _BUSY_STATES:
                 return live
             if time.monotonic() > deadline:
@@ -164,7 +165,7 @@ class Applier:
         """Failed (or the like), or differing in a field no PUT can change: only delete + create helps."""
         forcing = semantics("cluster").force_replacement
         return bool(provisioning_problem(live.attributes)) or any(
-            live.attributes.get(k) != desired.attributes.get(k) for k in forcing)
+            live.attributes.get(k) != desired.attributes.get(k) for k in desired.attributes if k in forcing)
 
 
 def _build_files(env, base_dir) -> Callable:

@@ -145,7 +145,7 @@ class Provider:
     def resolve_environment(self, reference: str) -> str | None:
         """What an environment reference names now, as `azureml://registries/R/environments/N/versions/V` (or
         `azureml:N:V` in the workspace); None when it does not exist. Labels (latest) resolve to a version."""
-        from infra_cli.validate.knowledge import parse_environment_reference
+        from infra_cli.knowledge.curated import parse_environment_reference
 
         ref = parse_environment_reference(reference)
         envs = self.clients.registry(ref.registry).environments if ref.registry else self.clients.ml.environments

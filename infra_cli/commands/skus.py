@@ -19,10 +19,10 @@ def skus(
 ) -> None:
     """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""
     from infra_cli.render_text import skus_table
-    from infra_cli.validate.knowledge import checked_catalog
+    from infra_cli.knowledge.skus import load_catalog
 
     try:
-        catalog = checked_catalog()
+        catalog = load_catalog()
     except DiagnosticError as exc:
         raise fail(exc.diagnostics, as_json)
     rows = [s for s in catalog if not infiniband or s.infiniband_eligible]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 
-from infra_cli.catalog import Sku
+from infra_cli.knowledge.skus import Sku
 from infra_cli.emulator.backend import Backend
 from infra_cli.emulator.ml_computes import compute_usage
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response

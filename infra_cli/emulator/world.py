@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from infra_cli.catalog import Catalog, Sku, load_catalog
+from infra_cli.knowledge.skus import Catalog, Sku, load_catalog
 
 DEFAULT_WORLD = Path(__file__).with_name("world.yaml")
 WORLD_ENV = "INFRA_EMULATOR_WORLD"

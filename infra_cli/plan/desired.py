@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra_cli.catalog import load_catalog
+from infra_cli.knowledge.skus import load_catalog
 from infra_cli.paths import context_files, templates_dir
 from infra_cli.plan.model import (TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK, Resource,
                                   content_hash)
@@ -166,7 +166,7 @@ def environment_attributes(loaded: LoadedStack, env: Environment) -> dict:
 
 
 def environment_content_hash(attributes: dict) -> str:
-    from infra_cli.plan.semantics import environment_content_fields
+    from infra_cli.knowledge.update_semantics import environment_content_fields
 
     return content_hash({k: attributes.get(k) for k in environment_content_fields()})
 

@@ -20,7 +20,7 @@ from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, UPDATE, Resource, ResourceChange,
                                   content_hash)
 from infra_cli.plan.normalise import is_other_compute, without_provisioning
-from infra_cli.plan.semantics import provisioning_rules, semantics
+from infra_cli.knowledge.update_semantics import provisioning_rules, semantics
 from infra_cli.stack.source import SourceMap
 
 

@@ -7,25 +7,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infra_cli.catalog import load_catalog
+from infra_cli.knowledge.skus import load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
-from infra_cli.plan.diff import LiveState, diff, drift, select_targets, smoke_jobs
+from infra_cli.plan.diff import diff, drift, select_targets, smoke_jobs
+from infra_cli.plan.image_requirements import image_requirement_diagnostics
+from infra_cli.plan.live import LiveState, Provider, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange
 from infra_cli.plan.smoke_pending import SmokeRecord, changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.load import LoadedStack
 from infra_cli.validate.engine import load_valid_stack
-from infra_cli.validate.knowledge import parse_environment_reference
-from infra_cli.validate.image_requirements import image_requirement_diagnostics
-from infra_cli.validate.preflight import LIVE_JUDGED_RULES, preflight
+from infra_cli.knowledge.curated import parse_environment_reference
+from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
 
 
 @dataclass
 class PlanOutcome:
     plan: Plan
     loaded: LoadedStack
-    clients: Any
-    live: LiveState
+    provider: Any  # the Provider the plan read with (azure/provider.py), which apply then writes with
+    live: LiveState | None
 
 
 def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[str]) -> None:
@@ -93,28 +94,22 @@ def smoke_reasons(loaded: LoadedStack, desired: list[Resource], changes: list[Re
     return {**pending, **changed_smokes(changes, deps)}
 
 
-def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targets: list[str] | None = None,
+def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal", targets: list[str] | None = None,
                warnings: list[Diagnostic] | None = None, check_images: bool = False) -> PlanOutcome:
-    from infra_cli.azure.provider import Provider
-
+    """The plan of a loaded, validated stack against what `provider` reads (built by the command: Azure, or the
+    local emulator)."""
     stack = loaded.stack
     desired = desired_resources(loaded)
     targets = targets or []
     check_targets(loaded, desired, targets)
-    provider = Provider(clients)
     normal = mode == "normal"
     curated = {name: env.curated for name, env in stack.environments.items() if env.curated} if normal else {}
-    with ThreadPoolExecutor(max_workers=5) as pool:
-        live_f = pool.submit(provider.refresh, desired)
-        facts_f = pool.submit(provider.live_facts, stack.workspace.location) if normal else None
+    with ThreadPoolExecutor(max_workers=1) as pool:   # reading layers overlaps the live reads
         images_f = pool.submit(image_requirement_diagnostics, loaded) if check_images else None
-        resolved_f = pool.submit(provider.resolve_environments, curated)
-        records_f = pool.submit(provider.read_smoke_records, stack.stack, list(stack.distributions)) if normal else None
-        live = live_f.result()
-        facts = facts_f.result() if facts_f else None
+        read = read_live(provider, desired, location=stack.workspace.location if normal else None, curated=curated,
+                         stack=stack.stack if normal else None, distributions=list(stack.distributions))
         image_diagnostics = images_f.result() if images_f else []
-        resolved = resolved_f.result()
-        records = records_f.result() if records_f else {}
+    live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
     result = diff(desired, live, stack=stack.stack, source=loaded.source, mode="destroy" if mode == "destroy" else "normal")
     deps = distribution_dependencies(stack)
     changes = result.changes
@@ -134,13 +129,10 @@ def plan_stack(loaded: LoadedStack, clients: Any, *, mode: str = "normal", targe
         diagnostics=[d.to_json() for d in diagnostics],
         live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
     )
-    return PlanOutcome(plan, loaded, clients, live)
+    return PlanOutcome(plan, loaded, provider, live)
 
 
-def plan_file(stack_path: Path, *, local: bool, mode: str = "normal", targets: list[str] | None = None,
-              check_images: bool = False) -> PlanOutcome:
-    from infra_cli.azure.clients import build_clients
-
-    loaded, warnings = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # preflight judges them
-    clients = build_clients(loaded.stack.workspace, local=local)
-    return plan_stack(loaded, clients, mode=mode, targets=targets, warnings=warnings, check_images=check_images)
+def load_for_plan(stack_path: Path) -> tuple[LoadedStack, list[Diagnostic]]:
+    """The stack, validated, and its warnings; the rules the plan judges against the live state are left to
+    its preflight."""
+    return load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
-from infra_cli.paths import validators_dir
+from infra_cli.knowledge.failure_signatures import Signature, signatures as known_signatures
 
 _MAX_LINE = 300
 _TAIL_LINES = 12
@@ -51,21 +49,6 @@ class Finding:
         return out
 
 
-def load_signatures(path: Path | None = None) -> list[dict[str, Any]]:
-    return _load_cached(str(path or validators_dir() / "failure_signatures.yaml"))
-
-
-@lru_cache(maxsize=4)
-def _load_cached(path: str) -> list[dict[str, Any]]:
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        signatures = yaml.safe_load(fh)["signatures"]
-    for s in signatures:
-        s["regex"] = re.compile(s["pattern"])
-    return signatures
-
-
 def redact(line: str) -> str:
     for rx, replacement in _SECRETS:
         line = rx.sub(replacement, line)
@@ -77,20 +60,20 @@ def _shown(line: str) -> str:
     return line if len(line) <= _MAX_LINE else line[:_MAX_LINE - 1] + "…"
 
 
-def _signature_findings(logs: Mapping[str, str], signatures: list[dict[str, Any]]) -> list[Finding]:
+def _signature_findings(logs: Mapping[str, str], signatures: tuple[Signature, ...]) -> list[Finding]:
     found = []
     for sig in signatures:
         where: list[str] = []
         first: re.Match | None = None
         for name, text in logs.items():
-            match = next((m for m in map(sig["regex"].search, text.splitlines()) if m), None)
+            match = next((m for m in map(sig.regex.search, text.splitlines()) if m), None)
             if match:
                 where.append(name)
                 first = first or match
         if first is not None:
             groups = [first.group(0), *(g or "" for g in first.groups())]
-            found.append(Finding(sig["cause"].format(*groups), sig["fix"].format(*groups) if sig.get("fix") else None,
-                                 (_shown(first.string),), tuple(where), sig["id"]))
+            found.append(Finding(sig.cause.format(*groups), sig.fix.format(*groups) if sig.fix else None,
+                                 (_shown(first.string),), tuple(where), sig.id))
     return found
 
 
@@ -103,9 +86,9 @@ def last_exception(text: str) -> str | None:
     return next((line for line in reversed(candidates) if _EXCEPTION_LINE.match(line)), None)
 
 
-def diagnose(logs: Mapping[str, str], signatures: list[dict[str, Any]] | None = None) -> list[Finding]:
+def diagnose(logs: Mapping[str, str], signatures: tuple[Signature, ...] | None = None) -> list[Finding]:
     """Findings for a failed job's logs (name -> text), most specific first."""
-    findings = _signature_findings(logs, signatures if signatures is not None else load_signatures())
+    findings = _signature_findings(logs, signatures if signatures is not None else known_signatures())
     explained = {line for f in findings for line in f.lines}
     by_exception: dict[str, list[str]] = {}
     for name, text in logs.items():

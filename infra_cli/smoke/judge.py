@@ -9,12 +9,10 @@ bandwidth reaches the size's healthy figure x the stack's smoke.busbw_fraction. 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from infra_cli.catalog import Sku
-from infra_cli.paths import validators_dir
+from infra_cli.knowledge.nccl_transport import transport_rules
+from infra_cli.knowledge.skus import Sku
 from infra_cli.smoke.diagnose import Finding
 from infra_cli.smoke.spec import SMOKED_FRAMEWORKS, processes_per_node
 from infra_cli.smoke.transport import UNKNOWN, classify_transport
@@ -66,18 +64,6 @@ class SmokeVerdict:
             "judgements": [j.to_json() for j in self.judgements],
             "findings": [f.to_json() for f in self.findings],
         }
-
-
-def load_transport_rules(path: Path | None = None) -> dict[str, Any]:
-    return _load_rules_cached(str(path or validators_dir() / "nccl_transport.yaml"))
-
-
-@lru_cache(maxsize=4)
-def _load_rules_cached(path: str) -> dict[str, Any]:
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
 
 
 def _script_checks(result: dict[str, Any]) -> list[Judgement]:
@@ -213,7 +199,7 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
         missing = Judgement("result", "fail", "the job wrote no smoke result (see the job's logs)")
         return SmokeVerdict(distribution_name, False, (*ended, missing), UNKNOWN, job_name=job_name)
     lines = [line for text in nccl_logs for line in text.splitlines()]
-    report = classify_transport(lines, rules or load_transport_rules()) if lines else (result.get("nccl") or {})
+    report = classify_transport(lines, rules or transport_rules().plain) if lines else (result.get("nccl") or {})
     judgements = ended + _script_checks(result)
     framework = _framework_judgement(result, sku, distribution)
     if framework is not None:

@@ -15,11 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infra_cli.catalog import load_catalog
+from infra_cli.knowledge.nccl_transport import transport_rules
+from infra_cli.knowledge.skus import load_catalog
 from infra_cli.emulator.launch import EMULATED_NODE_VARIABLE
 from infra_cli.paths import templates_dir
 from infra_cli.smoke import transport
-from infra_cli.smoke.judge import load_transport_rules
 from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job, training_job
 from infra_cli.stack.load import LoadedStack
 
@@ -55,7 +55,7 @@ def render_smoke_script(script: str, stack: str | None = None, distribution: str
     """The text of a smoke script (`ddp_smoke.py` or `tf_smoke.py`) for one distribution."""
     return _template(f"{script}.j2").render(
         stack=stack, distribution=distribution, result_file=RESULT_FILE, transport_source=_inlined_transport_source(),
-        nccl_rules_json=json.dumps(load_transport_rules(), sort_keys=True), emulated_node_variable=EMULATED_NODE_VARIABLE)
+        nccl_rules_json=json.dumps(transport_rules().plain, sort_keys=True), emulated_node_variable=EMULATED_NODE_VARIABLE)
 
 
 def render_job_yaml(spec: CommandJobSpec) -> str:
@@ -89,7 +89,7 @@ def smoke_jobs(loaded: LoadedStack, names: list[str] | None = None) -> list[Smok
     """The smoke jobs of the named distributions (default: every one whose smoke is enabled)."""
     stack = loaded.stack
     chosen = names if names else [n for n, d in stack.distributions.items() if d.smoke.enabled]
-    debug_env = load_transport_rules()["debug_env"]
+    debug_env = transport_rules().debug_env
     return [smoke_job(loaded, name, load_catalog(), debug_env) for name in chosen]
 
 

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra_cli.catalog import Catalog, Sku
+from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.model import TAG_ADDRESS, TAG_STACK
 from infra_cli.stack.load import LoadedStack

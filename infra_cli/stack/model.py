@@ -343,7 +343,7 @@ class Distribution(_Strict):
         # The command says how processes start (torchrun ... is per-node); a declared `launcher` is kept as
         # written so `infra validate` can report where it disagrees with the command.
         if "launcher" not in self.model_fields_set:
-            from infra_cli.validate.knowledge import derived_launcher
+            from infra_cli.validate.launch import launcher_for as derived_launcher
 
             try:
                 derived = derived_launcher(self.command, self.framework)

@@ -7,12 +7,12 @@ from typing import Collection, Iterable
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
 from infra_cli.stack.load import LoadedStack, load_stack
-from infra_cli.validate.knowledge import checked_catalog
+from infra_cli.knowledge.skus import load_catalog
 from infra_cli.validate.rules import run_rules
 
 
 def validate_stack(loaded: LoadedStack) -> list[Diagnostic]:
-    return run_rules(loaded, checked_catalog())
+    return run_rules(loaded, load_catalog())
 
 
 def validate_files(paths: Iterable[Path]) -> list[Diagnostic]:

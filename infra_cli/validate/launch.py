@@ -5,17 +5,19 @@
 torchrun / `python -m torch.distributed.run|launch`, deepspeed, accelerate launch...), the launcher's flags by
 role (processes per node, nodes, node rank, rendezvous address) and the training script with its arguments.
 Values stay as written (`8`, `$NODE_RANK`, `${{inputs.nodes}}`): `count` reads a literal number, `variables`
-the shell variables a value refers to. Pure: the launcher table is an argument.
+the shell variables a value refers to. Pure: the launcher table is an argument (`launcher_for` alone reads the
+tables of validators/, for the stack model).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-ROLES = ("processes", "processes_per_node", "processes_total", "nodes", "node_rank", "master_addr",
-         "master_port", "rendezvous")
+from infra_cli.knowledge.frameworks import frameworks
+from infra_cli.knowledge.launchers import LauncherSpec, LauncherTable, launchers
+
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n", ";;"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _REDIRECT = re.compile(r"^[<>&]+$")
@@ -29,36 +31,6 @@ _MAX_DEPTH = 4  # `bash -c "bash -c ..."` / `mpirun mpirun ...` read this deep, 
 
 class CommandSyntaxError(ValueError):
     """The command is not valid shell (an unclosed quote): bash would refuse it too."""
-
-
-@dataclass(frozen=True)
-class LauncherSpec:
-    """One row of validators/launchers.yaml."""
-
-    name: str
-    kind: str                                   # head-node | per-node
-    commands: tuple[tuple[str, ...], ...]       # executable words, e.g. ("accelerate", "launch")
-    python_modules: tuple[str, ...] = ()
-    boolean_flags: frozenset[str] = frozenset()
-    flags: dict[str, tuple[str, ...]] = field(default_factory=dict)   # role -> flag names
-    processes_default: int | str | None = None  # a number, "all_gpus", or None (unknown)
-    nodes_default: int | None = None
-    head_node_flags: tuple[str, ...] = ()
-    per_node_flags: tuple[str, ...] = ()
-    multi_node_requires: tuple[str, ...] = ()
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class LauncherTable:
-    launchers: tuple[LauncherSpec, ...]
-    python_interpreters: tuple[str, ...]        # regular expressions for the interpreter's name
-    wrappers: frozenset[str]
-    shells: frozenset[str]
-
-    def is_python(self, word: str) -> bool:
-        base = word.rsplit("/", 1)[-1]
-        return any(re.fullmatch(p, base) for p in self.python_interpreters)
 
 
 @dataclass(frozen=True)
@@ -281,3 +253,13 @@ def derived_launcher(command: str | None, table: LauncherTable, script_launch: s
     if step is None or step.kind == "head-node":
         return None
     return "per-node" if step.kind == "per-node" else script_launch if step.kind == "script" else None
+
+
+def launcher_for(command: str | None, framework: str | None) -> str | None:
+    """The launcher a distribution's command implies (see derived_launcher), read against validators/; with
+    no command, the framework's own (Lightning: per-node); None when nothing says."""
+    fw = frameworks().get(framework) if framework else None
+    script_launch = fw.script_launch if fw else "per-process"
+    if not command:
+        return script_launch if fw and script_launch != "per-process" else None
+    return derived_launcher(command, launchers(), script_launch)

@@ -11,7 +11,7 @@ import datetime
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from infra_cli.catalog import Catalog
+from infra_cli.knowledge.skus import Catalog
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Resource, ResourceChange
 from infra_cli.stack.source import SourceMap

@@ -16,15 +16,18 @@ from typing import Callable, Iterator
 
 import yaml
 
-from infra_cli.catalog import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.dockerfile import template_parameters
 from infra_cli.image.spec import SpecError, parse_requirement
+from infra_cli.knowledge.curated import curated_info, image_info
+from infra_cli.knowledge.frameworks import frameworks, launcher_variables, types_needing_mpi
+from infra_cli.knowledge.launchers import launchers
+from infra_cli.knowledge.names import name_rules, tag_limits
+from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.paths import context_files, inside, project_root, templates_dir
 from infra_cli.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution, Environment
-from infra_cli.validate import knowledge
 from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
 
@@ -75,7 +78,7 @@ def _ib_sizes(catalog: Catalog) -> str:
 def resource_names(ctx: Context) -> Iterator[Diagnostic]:
     """Names Azure would refuse (validators/names.yaml), matched whole: `rg/../x`, `../../etc` and a name
     with a trailing newline never reach a URL or a path."""
-    for r in knowledge.name_rules():
+    for r in name_rules():
         if r.field is not None:
             names = [(getattr(getattr(ctx.stack, r.section), r.field), (r.section, r.field), False)]
         else:
@@ -89,7 +92,7 @@ def resource_names(ctx: Context) -> Iterator[Diagnostic]:
 @rule
 def tags(ctx: Context) -> Iterator[Diagnostic]:
     """Azure Resource Manager's tag limits (validators/names.yaml), counting the tags infra adds itself."""
-    limits = knowledge.tag_limits()
+    limits = tag_limits()
     room = limits.max_tags - limits.infra_tags
     for section in ("clusters", "environments"):
         for name, resource in getattr(ctx.stack, section).items():
@@ -535,7 +538,7 @@ def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries
     AzureML base images), our Dockerfile templates, a conda file and the environment's own `requires:`."""
     declared = _declared(env)
     if env.curated:
-        info = knowledge.curated_info(env.curated)
+        info = curated_info(env.curated)
         if info is None:
             return Carries(frozenset(declared), False,
                            f"curated environment {env.curated!r} is not in validators/curated_environments.yaml")
@@ -543,7 +546,7 @@ def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries
     provides = set(declared)
     evidence = "declared in requires" if declared else "a custom image carries only what it declares"
     if env.image:
-        image = knowledge.image_info(env.image)
+        image = image_info(env.image)
         if image is not None:
             provides |= set(image.provides)
             evidence = image.source
@@ -568,8 +571,8 @@ def _parses(spec: str) -> bool:
 
 @rule
 def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
-    fws = knowledge.frameworks()
-    mpi_types = knowledge.types_needing_mpi()
+    fws = frameworks()
+    mpi_types = types_needing_mpi()
     for name, dist in ctx.stack.distributions.items():
         env = ctx.stack.environments.get(dist.environment)
         fw = fws.get(dist.framework) if dist.framework else None
@@ -600,7 +603,7 @@ def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
 @rule
 def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
     """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
-    fws = knowledge.frameworks()
+    fws = frameworks()
     for name, dist in ctx.stack.distributions.items():
         env = ctx.stack.environments.get(dist.environment)
         fw = fws.get(dist.framework) if dist.framework else None
@@ -627,7 +630,7 @@ def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
-    fws = knowledge.frameworks()
+    fws = frameworks()
     for name, dist in ctx.stack.distributions.items():
         fw = fws.get(dist.framework) if dist.framework else None
         if fw is None:
@@ -652,7 +655,7 @@ def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
 @lru_cache(maxsize=256)
 def _parsed(command: str) -> tuple[tuple[Launch, ...], str | None]:
     try:
-        return tuple(parse_steps(command, knowledge.launchers())), None
+        return tuple(parse_steps(command, launchers())), None
     except CommandSyntaxError as exc:
         return (), str(exc)
 
@@ -830,7 +833,7 @@ def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
-    own = knowledge.launcher_variables()
+    own = launcher_variables()
     known = {v for sets in own.values() for v in sets}
     for name, dist, step in _launches(ctx, "per-node"):
         if dist.instance_count < 2:
@@ -883,7 +886,7 @@ _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
 
 @rule
 def distribution_lightning(ctx: Context) -> Iterator[Diagnostic]:
-    fws = knowledge.frameworks()
+    fws = frameworks()
     for name, dist in ctx.stack.distributions.items():
         fw = fws.get(dist.framework) if dist.framework else None
         step = _training(dist)
@@ -975,7 +978,7 @@ def distribution_tensorflow(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_transformers_local_rank(ctx: Context) -> Iterator[Diagnostic]:
-    fws = knowledge.frameworks()
+    fws = frameworks()
     for name, dist in ctx.stack.distributions.items():
         fw = fws.get(dist.framework) if dist.framework else None
         needle = fw.per_process_command_must_contain if fw else None
@@ -1007,7 +1010,7 @@ def distribution_ib_disabled(ctx: Context) -> Iterator[Diagnostic]:
 @rule
 def distribution_launcher_variables(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
-        sets = knowledge.launcher_variables().get(dist.type, {})
+        sets = launcher_variables().get(dist.type, {})
         for var in dist.environment_variables:
             severity = sets.get(var)
             if severity is None:

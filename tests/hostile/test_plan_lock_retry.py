@@ -214,7 +214,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
     from infra_cli.azure.provider import Provider
     from infra_cli.plan.desired import desired_resources
     from infra_cli.plan.diff import diff
-    from infra_cli.plan.semantics import provisioning_rules
+    from infra_cli.knowledge.update_semantics import provisioning_rules
     from infra_cli.stack.load import load_stack
 
     path = _stack(tmp_path)
@@ -299,7 +299,7 @@ def test_one_apply_converges_through_failed_operations(tmp_path, seed):
 
 
 def test_failed_operation_reports_code_and_message_after_bounded_attempts(tmp_path):
-    from infra_cli.plan.semantics import transient_errors
+    from infra_cli.knowledge.update_semantics import transient_errors
 
     path = _stack(tmp_path)
     server = start_emulator(tmp_path / "state", lro_failure_rate=1.0)

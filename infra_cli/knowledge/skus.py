@@ -1,4 +1,4 @@
-"""The SKU catalog (validators/skus.yaml) as typed, read-only records.
+"""validators/skus.yaml as typed, read-only records: the sizes and their list prices.
 
 Lookups are case-insensitive because Azure is (`standard_nd96asr_v4` names the same size).
 """
@@ -6,17 +6,16 @@ Lookups are case-insensitive because Azure is (`standard_nd96asr_v4` names the s
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
-import os
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
+from typing import Any
 
-import yaml
-
-from infra_cli.paths import validators_dir
+from infra_cli.knowledge.reader import at, day, fault, load, mapping, sequence
 from infra_cli.size_name import parse_size_name
+
+FILE = "skus.yaml"
+HINT = ("fix validators/skus.yaml: each size needs gpus, vcpus, memory_gib, family, rdma, sriov, nccl_over_ib "
+        "and source; each price needs as_of, source and a number per tier (see the comments in the file)")
+TIERS = ("dedicated", "low_priority")
 
 
 @dataclass(frozen=True)
@@ -110,10 +109,36 @@ class Sku:
         }
 
 
+@dataclass(frozen=True)
+class Price:
+    """The list price of one node-hour of a size in one region (pay-as-you-go, Linux), per tier: a figure
+    as published on `as_of`, to be refreshed, never fetched by infra. None: not known for that tier."""
+
+    region: str
+    dedicated: float | None
+    low_priority: float | None
+    as_of: datetime.date
+    source: str
+    unconfirmed: tuple[str, ...] = ()
+
+    def per_node_hour(self, tier: str) -> float | None:
+        return self.low_priority if tier == "low_priority" else self.dedicated
+
+
 class Catalog:
-    def __init__(self, skus: dict[str, Sku]):
+    def __init__(self, skus: dict[str, Sku], prices: dict[str, dict[str, Price]] | None = None,
+                 currency: str = "USD"):
         self._by_lower = {name.lower(): sku for name, sku in skus.items()}
         self._families: dict[str, list[str]] | None = None  # built on first use: only did-you-mean needs it
+        self._prices = {name.lower(): regions for name, regions in (prices or {}).items()}
+        self.currency = currency
+
+    def price(self, size: str, region: str | None) -> Price | None:
+        """The list price of `size` in `region` (Azure's short name, any case), or None: unknown, never a guess
+        from another region."""
+        if not region:
+            return None
+        return self._prices.get(size.lower(), {}).get(region.replace(" ", "").lower())
 
     def __iter__(self):
         return iter(sorted(self._by_lower.values(), key=lambda s: s.name))
@@ -134,126 +159,104 @@ class Catalog:
         return list(self._families.get(family.upper(), ()))
 
 
-def _retirement_date(name: str, value: object) -> datetime.date | None:
+def _retirement_date(value: object) -> datetime.date | None:
     if value is False or value is None:
         return None
     if value is True:
         return datetime.date.min  # retired, day unknown
-    if isinstance(value, datetime.date):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.date.fromisoformat(value)
-        except ValueError:
-            pass
-    raise ValueError(f"skus.yaml: {name}: retired must be true, false or a day (YYYY-MM-DD), not {value!r}")
+    try:
+        return day(value, "retired")
+    except ValueError:
+        raise ValueError(f"retired must be true, false or a day (YYYY-MM-DD), not {value!r}") from None
 
 
 def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
+    mapping(row, "a size")
     ib = row.get("infiniband")
     profile = row.get("nccl_env")
     if profile is not None and profile not in env_profiles:
-        raise ValueError(f"skus.yaml: {name}: unknown nccl_env profile {profile!r}")
+        raise fault(f"unknown nccl_env profile {profile!r} (known: {', '.join(env_profiles)})", "nccl_env")
+    with at("retired"):
+        retired = _retirement_date(row.get("retired", False))
     return Sku(
         name=name,
         gpus=int(row["gpus"]),
         vcpus=int(row["vcpus"]),
         memory_gib=int(row["memory_gib"]),
-        family=row["family"],
+        family=str(row["family"]),
         rdma=bool(row["rdma"]),
         sriov=bool(row["sriov"]),
         nccl_over_ib=bool(row["nccl_over_ib"]),
-        source=row["source"],
+        source=str(row["source"]),
         gpu_model=row.get("gpu_model"),
         accelerator=row.get("accelerator", "nvidia"),
         infiniband=InfiniBand(**ib) if ib else None,
         healthy_busbw_gbs=HealthyBusbw(**(row.get("healthy_busbw_gbs") or {})),
         nccl_env={k: str(v) for k, v in (env_profiles.get(profile) or {}).items()},
-        retirement_date=_retirement_date(name, row.get("retired", False)),
+        retirement_date=retired,
         retirement_source=row.get("retirement_source"),
         unconfirmed=tuple(row.get("unconfirmed") or ()),
         note=row.get("note"),
     )
 
 
-def load_catalog(path: Path | None = None) -> Catalog:
-    path = path or validators_dir() / "skus.yaml"
-    return _load_catalog_cached(str(path))
-
-
-@lru_cache(maxsize=4)
-def _load_catalog_cached(path: str) -> Catalog:
-    data = _catalog_data(Path(path))
-    if not isinstance(data, dict) or not isinstance(data.get("sizes"), dict):
-        raise ValueError("skus.yaml: expected a mapping with `sizes:` (size name -> facts)")
-    profiles = data.get("nccl_env_profiles") or {}
-    bad = [str(name) for name, row in data["sizes"].items() if not isinstance(row, dict)]
-    if bad or not isinstance(profiles, dict):
-        raise ValueError(f"skus.yaml: each size (and nccl_env_profiles) must be a mapping: {', '.join(bad[:5])}")
-    return Catalog({str(name): _sku_from_row(str(name), row, profiles) for name, row in data["sizes"].items()})
-
-
-def _cache_file(path: Path, stat: os.stat_result) -> Path | None:
-    try:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "infra"
-    except (RuntimeError, KeyError):  # no home directory to be found: no cache
+def _amount(value: Any) -> float | None:
+    if value is None:
         return None
-    if not base.is_absolute():  # a relative XDG_CACHE_HOME is invalid by the spec; never write under the cwd
-        return None
-    where = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-    version = hashlib.sha256(f"{stat.st_mtime_ns}|{stat.st_size}".encode()).hexdigest()[:16]
-    return base / f"skus-{where}-{version}.json"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"a price must be a number of currency units per node-hour (>= 0) or null, not {value!r}")
+    return float(value)
 
 
-def _catalog_data(path: Path) -> dict:
-    """skus.yaml as plain data. Parsing ~100 rows of YAML costs tens of milliseconds on every `infra validate`,
-    so the parsed rows are kept as JSON in the user's cache, keyed by the file's path, size and mtime."""
-    stat = path.stat()
-    cache = _cache_file(path, stat)
-    try:
-        if cache is not None:
-            with open(cache, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if isinstance(data, dict) and isinstance(data.get("sizes"), dict):
-                return data
-    except (OSError, ValueError):
-        pass
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    if cache is None or not isinstance(data, dict):
-        return data
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, default=_json_day), encoding="utf-8")
-        os.replace(tmp, cache)
-        _prune(cache)
-    except (OSError, TypeError, ValueError):
-        pass  # no cache (read-only home, odd values): parse every time
-    return data
+def _prices_of(size: str, row: dict) -> dict[str, Price]:
+    """`prices.sizes.SIZE`: as_of and source for the size, each region's tiers (a region may set its own)."""
+    mapping(row, "a size's prices")
+    out = {}
+    for region, tiers in mapping(row.get("regions"), "regions").items():
+        with at("regions", region):
+            tiers = mapping(tiers, "a region's prices")
+            unknown = sorted(set(tiers) - {*TIERS, "as_of", "source", "unconfirmed"})
+            if unknown:
+                raise ValueError(f"unknown key(s) {', '.join(map(str, unknown))}: a region has {', '.join(TIERS)}, "
+                                 "and may set its own as_of, source, unconfirmed")
+            with at("as_of"):
+                as_of = day(tiers.get("as_of", row.get("as_of")), "as_of")
+            source = tiers.get("source", row.get("source"))
+            if not source:
+                raise fault("a price needs its public source (the retail prices API query or pricing page)",
+                            "source")
+            with at("dedicated"):
+                dedicated = _amount(tiers.get("dedicated"))
+            with at("low_priority"):
+                low = _amount(tiers.get("low_priority"))
+            unconfirmed = tuple(sequence(tiers.get("unconfirmed", row.get("unconfirmed")), "unconfirmed"))
+            out[str(region).lower()] = Price(str(region).lower(), dedicated, low, as_of, str(source), unconfirmed)
+    return out
 
 
-_CACHE_KEEP = 8  # catalogs kept: the packaged one and a few users' copies (tests make many in temp dirs)
+def _catalog(data: Any) -> Catalog:
+    data = mapping(data, "skus.yaml")
+    with at("sizes"):
+        sizes = mapping(data.get("sizes"), "`sizes:` (size name -> facts)")
+    with at("nccl_env_profiles"):
+        profiles = mapping(data.get("nccl_env_profiles") or {}, "nccl_env_profiles")
+    skus = {}
+    for name, row in sizes.items():
+        with at("sizes", name):
+            skus[str(name)] = _sku_from_row(str(name), row, profiles)
+    prices: dict[str, dict[str, Price]] = {}
+    with at("prices"):
+        section = mapping(data.get("prices") or {}, "prices")
+        currency = str(section.get("currency", "USD"))
+        for name, row in mapping(section.get("sizes") or {}, "prices.sizes").items():
+            with at("sizes", name):
+                if str(name).lower() not in {s.lower() for s in skus}:
+                    raise ValueError(f"{name} is not a size of `sizes:`")
+                prices[str(name)] = _prices_of(str(name), row)
+    return Catalog(skus, prices, currency)
 
 
-def _prune(cache: Path) -> None:
-    """Drop earlier versions of this catalog's cache, and the least recently written beyond _CACHE_KEEP."""
-    same_file = cache.name.rsplit("-", 1)[0] + "-"
-    others = []
-    for entry in cache.parent.glob("skus-*.json"):
-        if entry == cache:
-            continue
-        if entry.name.startswith(same_file):
-            entry.unlink(missing_ok=True)
-        else:
-            others.append(entry)
-    if len(others) >= _CACHE_KEEP:
-        others.sort(key=lambda e: e.stat().st_mtime_ns)
-        for entry in others[:len(others) - _CACHE_KEEP + 1]:
-            entry.unlink(missing_ok=True)
-
-
-def _json_day(value: object) -> str:
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    raise TypeError(f"not JSON: {value!r}")
+def load_catalog() -> Catalog:
+    """The catalog of validators/skus.yaml (INFRA_VALIDATORS_DIR's, if set); a broken file is a
+    `knowledge.invalid` DiagnosticError."""
+    return load(FILE, _catalog, hint=HINT, json_cache=True)

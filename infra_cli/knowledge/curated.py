@@ -1,0 +1,152 @@
+"""validators/curated_environments.yaml: what Azure ML's curated environments and base images carry, the
+environments a registry serves (the emulator's `azureml` registry reads them too), and how environment
+references are spelled."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from infra_cli.knowledge.reader import at, load, mapping, sequence
+
+FILE = "curated_environments.yaml"
+HINT = ("fix validators/curated_environments.yaml: each curated and images row needs pattern (a regular "
+        "expression), provides, gpu and source; each registry environment needs name, latest, image and source")
+
+# Workspace-form names with this prefix are curated: Azure ML resolves them from the `azureml` registry
+# (azure-ai-ml's CURATED_ENV_PREFIX passes them to the service unexpanded).
+CURATED_PREFIX = "AzureML-"
+CURATED_REGISTRY = "azureml"
+
+
+@dataclass(frozen=True)
+class CuratedInfo:
+    pattern: str
+    provides: dict[str, str | None]
+    gpu: bool
+    source: str
+    registry: str | None = None   # the row names environments of this registry only (azureml://registries/R/...)
+
+
+@dataclass(frozen=True)
+class RegistryEnvironment:
+    """One environment a registry serves: versions 1..latest, each with its image."""
+
+    name: str
+    latest: int
+    image: str  # with {version}
+    source: str
+
+
+@dataclass(frozen=True)
+class Curated:
+    curated: tuple[CuratedInfo, ...]
+    images: tuple[CuratedInfo, ...]
+    registries: dict[str, tuple[RegistryEnvironment, ...]]
+
+
+def _rows(data: dict, section: str, with_registry: bool) -> tuple[CuratedInfo, ...]:
+    out = []
+    for i, r in enumerate(sequence(data.get(section), section)):
+        with at(section, i):
+            r = mapping(r, "a row")
+            re.compile(r["pattern"])
+            out.append(CuratedInfo(r["pattern"], dict(mapping(r.get("provides") or {}, "provides")), bool(r.get("gpu")),
+                                   r["source"], r.get("registry") if with_registry else None))
+    return tuple(out)
+
+
+def _curated(data: Any) -> Curated:
+    data = mapping(data, FILE)
+    if "curated" not in data:
+        raise KeyError("curated")
+    registries = {}
+    for registry, rows in mapping(data.get("registry") or {}, "registry").items():
+        envs = []
+        for i, r in enumerate(sequence(rows, "a registry's environments")):
+            with at("registry", registry, i):
+                r = mapping(r, "a registry environment")
+                envs.append(RegistryEnvironment(r["name"], int(r["latest"]), r["image"], r["source"]))
+        registries[str(registry).lower()] = tuple(envs)
+    return Curated(_rows(data, "curated", True), _rows(data, "images", False), registries)
+
+
+def _read() -> Curated:
+    return load(FILE, _curated, hint=HINT)
+
+
+def image_info(image: str) -> CuratedInfo | None:
+    """What a known image family carries (AzureML base images, curated images): curated_environments.yaml
+    `images:`, matched against the reference without its registry's letter case mattering. First match wins."""
+    for row in _read().images:
+        if re.search(row.pattern, image.strip(), re.IGNORECASE):
+            return row
+    return None
+
+
+def curated_registries() -> dict[str, tuple[RegistryEnvironment, ...]]:
+    """registry name (lower-case) -> the environments it serves (curated_environments.yaml `registry:`)."""
+    return _read().registries
+
+
+def curated_name(reference: str) -> str:
+    """'azureml:AzureML-ACPT-pytorch-2.2@latest' or 'azureml://registries/azureml/environments/X/...' -> X."""
+    ref = reference.strip()
+    if ref.startswith("azureml://"):
+        parts = ref.split("/")
+        if "environments" in parts:
+            i = parts.index("environments")
+            if i + 1 < len(parts):
+                return parts[i + 1]
+        return parts[-1]
+    if ref.startswith("azureml:"):
+        ref = ref[len("azureml:"):]
+    return re.split(r"[@:]", ref, maxsplit=1)[0]
+
+
+@dataclass(frozen=True)
+class EnvironmentReference:
+    """A parsed environment reference: where it lives (a registry, or None for the workspace), which
+    environment, and a version or a label (exactly one)."""
+
+    registry: str | None
+    name: str
+    version: str | None
+    label: str | None
+
+
+def parse_environment_reference(reference: str) -> EnvironmentReference:
+    """Every form azure-ai-ml accepts for a job's environment: azureml:NAME@LABEL, azureml:NAME:VERSION,
+    NAME@LABEL, NAME:VERSION, azureml://registries/R/environments/NAME/versions/V and .../labels/L."""
+    ref = reference.strip()
+    if ref.lower().startswith("azureml://registries/"):
+        parts = ref.split("/")  # azureml: '' registries R environments NAME versions|labels X
+        registry, name, kind, value = parts[3], parts[5], parts[6], parts[7]
+        return EnvironmentReference(registry, name, value if kind == "versions" else None,
+                                    value if kind == "labels" else None)
+    ref = ref[len("azureml:"):] if ref.startswith("azureml:") else ref
+    if "@" in ref:
+        name, label = ref.split("@", 1)
+        version = None
+    else:
+        name, _, version = ref.partition(":")
+        label = None if version else "latest"
+    registry = CURATED_REGISTRY if name.startswith(CURATED_PREFIX) else None
+    return EnvironmentReference(registry, name, version or None, label)
+
+
+def _registry_of(reference: str) -> str | None:
+    ref = reference.strip()
+    return ref.split("/")[3].lower() if ref.lower().startswith("azureml://registries/") and ref.count("/") > 3 else None
+
+
+def curated_info(reference: str) -> CuratedInfo | None:
+    name = curated_name(reference)
+    registry = _registry_of(reference)
+    for row in _read().curated:
+        if row.registry is not None and row.registry != registry:
+            continue  # registry names (acpt-pytorch-2.2-...) mean nothing in a workspace
+        if re.search(row.pattern, name, re.IGNORECASE):
+            return row
+    return None

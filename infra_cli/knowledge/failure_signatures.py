@@ -1,0 +1,45 @@
+"""validators/failure_signatures.yaml: log lines that say why a smoke job failed, with the cause and the fix."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from infra_cli.knowledge.reader import at, load, mapping, sequence
+
+FILE = "failure_signatures.yaml"
+HINT = ("fix validators/failure_signatures.yaml: each signature needs id, pattern (a regular expression), "
+        "cause, fix and source; {1}, {2}... in cause and fix are the pattern's groups")
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    regex: "re.Pattern[str]"
+    cause: str              # with {0} (the match), {1}, {2}... (its groups)
+    fix: str | None
+    source: str
+
+
+def _signatures(data: Any) -> tuple[Signature, ...]:
+    out, seen = [], set()
+    for i, row in enumerate(sequence(mapping(data, FILE)["signatures"], "signatures")):
+        with at("signatures", i):
+            row = mapping(row, "a signature")
+            regex = re.compile(row["pattern"])
+            sig = Signature(str(row["id"]), regex, str(row["cause"]), row.get("fix"), str(row["source"]))
+            if sig.id in seen:
+                raise ValueError(f"id {sig.id!r} is used twice")
+            seen.add(sig.id)
+            groups = ["x"] * (regex.groups + 1)  # the cause and fix name only groups the pattern has
+            with at("cause"):
+                sig.cause.format(*groups)
+            with at("fix"):
+                (sig.fix or "").format(*groups)
+            out.append(sig)
+    return tuple(out)
+
+
+def signatures() -> tuple[Signature, ...]:
+    return load(FILE, _signatures, hint=HINT)

@@ -1,0 +1,82 @@
+"""validators/frameworks.yaml: each training framework's distribution types and launchers, and what Azure
+ML's launcher sets per distribution type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from infra_cli.knowledge.reader import at, load, mapping, sequence
+
+FILE = "frameworks.yaml"
+HINT = ("fix validators/frameworks.yaml: each framework needs types, launchers and source; each "
+        "distribution type may set needs_mpi and launcher_sets (severity: [VARIABLE...])")
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    name: str
+    types: tuple[str, ...]
+    launchers: tuple[str, ...]
+    needs_mpi_with_type: tuple[str, ...]
+    per_process_command_must_contain: str | None
+    source: str
+    script_launch: str = "per-process"        # what `python script.py` is: Lightning launches per node itself
+    packages_with_type: dict[str, tuple[str, ...]] | None = None   # type -> requirement profiles it needs
+    nodes_flags: tuple[str, ...] = ()         # Lightning's trainer flags
+    devices_flags: tuple[str, ...] = ()
+    trainer_keywords: dict[str, str] | None = None   # nodes/devices -> Trainer(...) keyword
+
+
+@dataclass(frozen=True)
+class Frameworks:
+    frameworks: dict[str, FrameworkInfo]
+    types_needing_mpi: frozenset[str]
+    launcher_variables: dict[str, dict[str, str]]
+
+
+def _framework(name: str, row: Any) -> FrameworkInfo:
+    row = mapping(row, "a framework")
+    return FrameworkInfo(
+        name, tuple(sequence(row["types"], "types")), tuple(sequence(row["launchers"], "launchers")),
+        tuple(sequence(row.get("needs_mpi_with_type"), "needs_mpi_with_type")),
+        row.get("per_process_command_must_contain"), str(row["source"]), row.get("script_launch", "per-process"),
+        {t: tuple(p) for t, p in mapping(row.get("packages_with_type") or {}, "packages_with_type").items()},
+        tuple(sequence(row.get("nodes_flags"), "nodes_flags")),
+        tuple(sequence(row.get("devices_flags"), "devices_flags")),
+        dict(mapping(row.get("trainer_keywords") or {}, "trainer_keywords")))
+
+
+def _frameworks(data: Any) -> Frameworks:
+    data = mapping(data, FILE)
+    out = {}
+    for name, row in mapping(data["frameworks"], "frameworks").items():
+        with at("frameworks", name):
+            out[str(name)] = _framework(str(name), row)
+    mpi, variables = set(), {}
+    for kind, row in mapping(data["distribution_types"], "distribution_types").items():
+        with at("distribution_types", kind):
+            row = mapping(row, "a distribution type")
+            if row.get("needs_mpi"):
+                mpi.add(str(kind))
+            variables[str(kind)] = {str(var): str(severity) for severity, names in
+                                    mapping(row.get("launcher_sets") or {}, "launcher_sets").items()
+                                    for var in sequence(names, "launcher_sets")}
+    return Frameworks(out, frozenset(mpi), variables)
+
+
+def _read() -> Frameworks:
+    return load(FILE, _frameworks, hint=HINT)
+
+
+def frameworks() -> dict[str, FrameworkInfo]:
+    return _read().frameworks
+
+
+def types_needing_mpi() -> frozenset[str]:
+    return _read().types_needing_mpi
+
+
+def launcher_variables() -> dict[str, dict[str, str]]:
+    """distribution type -> {variable Azure ML's launcher sets: the severity of setting it yourself}."""
+    return _read().launcher_variables

@@ -1,0 +1,72 @@
+"""validators/names.yaml: the names Azure accepts (workspace, clusters, environments...) and its tag limits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from infra_cli.knowledge.reader import at, load, mapping
+
+FILE = "names.yaml"
+HINT = ("fix validators/names.yaml: each name rule needs what, section, rule_id, pattern, rule and source; "
+        "tags needs max_tags, max_name_length, max_value_length, name_forbidden_characters, reserved_prefix, "
+        "infra_tags and source")
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """A name Azure accepts (validators/names.yaml): matched whole, with re.fullmatch."""
+
+    what: str
+    section: str
+    field: str | None  # a key of `section` (workspace.name), or None when the section's keys are the names
+    rule_id: str
+    pattern: re.Pattern
+    rule: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TagLimits:
+    max_tags: int
+    max_name_length: int
+    max_value_length: int
+    name_forbidden_characters: str
+    reserved_prefix: str
+    infra_tags: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Names:
+    rules: tuple[NameRule, ...]
+    tags: TagLimits
+
+
+def _names(data: Any) -> Names:
+    data = mapping(data, FILE)
+    rules = []
+    for key, r in mapping(data["names"], "names").items():
+        with at("names", key):
+            r = mapping(r, "a name rule")
+            rules.append(NameRule(r["what"], r["section"], r.get("field"), r["rule_id"], re.compile(r["pattern"]),
+                                  r["rule"], r["source"]))
+    with at("tags"):
+        t = mapping(data["tags"], "tags")
+        tags = TagLimits(int(t["max_tags"]), int(t["max_name_length"]), int(t["max_value_length"]),
+                         str(t["name_forbidden_characters"]), str(t["reserved_prefix"]), int(t["infra_tags"]),
+                         t["source"])
+    return Names(tuple(rules), tags)
+
+
+def _read() -> Names:
+    return load(FILE, _names, hint=HINT)
+
+
+def name_rules() -> tuple[NameRule, ...]:
+    return _read().rules
+
+
+def tag_limits() -> TagLimits:
+    return _read().tags
