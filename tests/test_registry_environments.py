@@ -102,7 +102,7 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
 
     path = tmp_path / "stack.yaml"
     path.write_text(STACK.replace("CURATED", f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"))
-    outcome = plan_stack(load_stack(path), clients)
+    outcome = plan_stack(load_stack(path), Provider(clients))
     assert not outcome.plan.has_errors(), outcome.plan.diagnostics
     (env,) = [c for c in outcome.plan.resource_changes if c.address == "environment.acpt"]
     assert env.actions == ["no-op"]
@@ -110,11 +110,11 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
     assert f"= azureml://registries/azureml/environments/{ACPT_22}/versions/{latest(ACPT_22)}" in render_plan(outcome.plan)
 
     path.write_text(STACK.replace("CURATED", f"{ACPT_113}@latest"))  # as the guides write it
-    (env,) = [c for c in plan_stack(load_stack(path), clients).plan.resource_changes if c.address == "environment.acpt"]
+    (env,) = [c for c in plan_stack(load_stack(path), Provider(clients)).plan.resource_changes if c.address == "environment.acpt"]
     assert env.after["resolved"] == f"azureml://registries/azureml/environments/{ACPT_113}/versions/{latest(ACPT_113)}"
 
     path.write_text(STACK.replace("CURATED", "azureml://registries/azureml/environments/acpt-pytorch-9.9/versions/1"))
-    outcome = plan_stack(load_stack(path), clients)
+    outcome = plan_stack(load_stack(path), Provider(clients))
     (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
     assert error["severity"] == "error" and error["line"] == 12 and "acpt-pytorch-9.9" in error["message"]
     assert "az ml environment list --registry-name azureml" in error["hint"]
@@ -124,7 +124,7 @@ def test_jobs_carry_registry_references_whole_and_render_loads_with_the_sdk(tmp_
     from azure.ai.ml import load_job
 
     from infra_cli.render_files import render_stack
-    from infra_cli.smoke.run import sdk_environment
+    from infra_cli.azure.jobs import sdk_environment
 
     uri = f"azureml://registries/azureml/environments/{ACPT_22}/versions/19"
     assert sdk_environment(uri) == uri  # was "//registries/...": the SDK then asked for a version
@@ -183,7 +183,7 @@ def test_sdk_error_from_the_emulator_reads_cleanly(clients):
 
 def test_command_job_keeps_registry_reference(tmp_path):
     from infra_cli.smoke.render import smoke_jobs
-    from infra_cli.smoke.run import sdk_command_job
+    from infra_cli.azure.jobs import sdk_command_job
 
     uri = f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"
     path = tmp_path / "stack.yaml"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-LOCK_IMAGE = "mcr.microsoft.com/azureml/infra-lock:none"  # never pulled: the version records the lock only
+from infra_cli.azure.lock_store import LockWriteRefused, latest_lock_version, register_lock_version
 
 
 def lock_name(stack: str) -> str:
@@ -59,29 +59,14 @@ class LockHeld(Exception):
 
 
 def _read(ml: Any, name: str) -> LockInfo:
-    from infra_cli.azure.provider import is_not_found
-
-    try:
-        env = ml.environments.get(name, label="latest")
-    except Exception as exc:
-        if not is_not_found(exc):
-            raise
+    latest = latest_lock_version(ml, name)
+    if latest is None:
         return LockInfo(False, None, None, None, 0)
-    tags = env.tags or {}
-    version = int(env.version) if str(env.version).isdigit() else 0
+    version, tags = latest
     return LockInfo(tags.get("infra.lock") == "held", tags.get("infra.lock.holder"), tags.get("infra.lock.since"),
                     tags.get("infra.lock.operation"), version, tags.get("infra.lock.host"),
                     int(tags["infra.lock.pid"]) if str(tags.get("infra.lock.pid", "")).isdigit() else None,
                     tags.get("infra.lock.token"))
-
-
-def _register(ml: Any, name: str, version: int, tags: dict[str, str]) -> None:
-    from azure.ai.ml.entities import Environment
-
-    # a unique image tag makes every writer's content differ, so only one PUT of a version can succeed
-    ml.environments.create_or_update(Environment(
-        name=name, version=str(version), image=f"{LOCK_IMAGE}-{uuid.uuid4().hex[:12]}", tags=tags,
-        description="infra stack lock (do not use in jobs)"))
 
 
 def holder_id() -> str:
@@ -98,8 +83,6 @@ class StackLock:
         self.version: int | None = None
 
     def acquire(self, *, attempts: int = 3) -> None:
-        from azure.core.exceptions import HttpResponseError
-
         for attempt in range(attempts):
             info = _read(self.ml, self.name)
             if info.held and not info.holder_is_dead_here():
@@ -110,18 +93,18 @@ class StackLock:
                     "infra.lock.host": socket.gethostname(), "infra.lock.pid": str(os.getpid()),
                     "infra.lock.token": token}
             try:
-                _register(self.ml, self.name, version, tags)
-            except HttpResponseError:
+                register_lock_version(self.ml, self.name, version, tags)
+            except LockWriteRefused as refused:
                 now = _read(self.ml, self.name)
                 if now.token == token:
                     self.version = version      # the service kept our registration before the error
                     return
                 if now.version < version:
-                    raise                       # nobody registered it: a transient error, say what it was
+                    raise refused.error from None   # nobody registered it: a transient error, say what it was
                 if now.held and now.token != token:
                     raise LockHeld(now) from None
                 if attempt + 1 == attempts:
-                    raise
+                    raise refused.error from None
                 continue                        # we lost a race to a holder who has already released
             self.version = version
             return
@@ -129,19 +112,17 @@ class StackLock:
     def release(self, *, attempts: int = 3) -> None:
         """Register the "free" version; an error is read back (the release may have landed) and tried again,
         so a transient fault at the end of an apply does not leave the stack locked."""
-        from azure.core.exceptions import HttpResponseError
-
         if self.version is None:
             return
         for attempt in range(attempts):
             try:
-                _register(self.ml, self.name, self.version + 1, {"infra.lock": "free"})
+                register_lock_version(self.ml, self.name, self.version + 1, {"infra.lock": "free"})
                 break
-            except HttpResponseError:
+            except LockWriteRefused as refused:
                 if _read(self.ml, self.name).version > self.version:
                     break       # the release landed before the error
                 if attempt + 1 == attempts:
-                    raise
+                    raise refused.error from None
         self.version = None
 
     def __enter__(self) -> "StackLock":
@@ -156,5 +137,6 @@ def force_unlock(ml: Any, stack: str) -> LockInfo:
     """Clear a stale lock; returns what it was."""
     info = _read(ml, lock_name(stack))
     if info.held:
-        _register(ml, lock_name(stack), info.version + 1, {"infra.lock": "free", "infra.lock.cleared": holder_id()})
+        register_lock_version(ml, lock_name(stack), info.version + 1,
+                              {"infra.lock": "free", "infra.lock.cleared": holder_id()})
     return info

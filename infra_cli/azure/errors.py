@@ -104,3 +104,12 @@ def describe_azure_error(exc: BaseException) -> str:
     """`CODE: headline` and, indented below it, the details: what every command prints for an Azure refusal."""
     code, headline, details = _parts(exc)
     return "\n".join([f"{code}: {headline}", *(f"  {d}" for d in details)])
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """A 404, however the SDK dresses it (azure-ai-ml raises a ValidationException for a missing asset label)."""
+    from azure.core.exceptions import ResourceNotFoundError
+
+    if isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404:
+        return True
+    return type(exc).__name__ == "ValidationException" and "does not exist" in str(exc)

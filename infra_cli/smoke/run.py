@@ -11,51 +11,17 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_status, submit_job
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.render import smoke_jobs, write_smoke_job
-from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name
+from infra_cli.smoke.spec import RESULT_FILE, SmokeJob, safe_name
 from infra_cli.stack.load import LoadedStack
 
-if TYPE_CHECKING:
-    from azure.ai.ml.entities import Command
-
-# Azure ML's terminal job states (azure.ai.ml.operations._run_history_constants).
-TERMINAL = frozenset({"Completed", "Failed", "Canceled", "NotResponding", "Paused"})
 _WAIT_MARGIN_S = 300  # queueing and node start-up on top of the script's own timeout
-
-
-def sdk_command_job(spec: CommandJobSpec, code_dir: Path | None) -> "Command":
-    """The same job as the rendered YAML, built with azure.ai.ml.command(...)."""
-    from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribution, command
-
-    block = dict(spec.distribution)
-    kind = block.pop("type")
-    distribution = {"pytorch": PyTorchDistribution, "mpi": MpiDistribution,
-                    "tensorflow": TensorFlowDistribution}[kind](**block)
-    return command(
-        code=str(code_dir) if code_dir is not None else None,
-        command=spec.command,
-        environment=sdk_environment(spec.environment),
-        compute=spec.compute.removeprefix("azureml:"),
-        instance_count=spec.instance_count,
-        distribution=distribution,
-        environment_variables=dict(spec.environment_variables),
-        experiment_name=spec.experiment_name,
-        display_name=spec.display_name,
-        description=spec.description,
-        tags=dict(spec.tags),
-        timeout=spec.timeout_s,
-    )
-
-
-def sdk_environment(reference: str) -> str:
-    """A job's environment as azure-ai-ml's `command(environment=...)` takes it: a registry URI
-    (azureml://registries/...) whole, a workspace reference without its `azureml:` prefix."""
-    return reference if reference.startswith("azureml://") else reference.removeprefix("azureml:")
 
 
 @dataclass
@@ -81,7 +47,7 @@ def _read_tail(path: Path) -> str:
 def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
     """Download the job's outputs and logs; the result is None (with why) when there is none to judge."""
     try:
-        ml.jobs.download(job_name, download_path=str(into), all=True)
+        download_job(ml, job_name, into)
     except Exception as exc:  # any SDK failure here means: no result to judge, said in the verdict
         return JobOutputs(None, why_no_result=f"could not download the outputs of job {job_name}: "
                                               f"{type(exc).__name__}: {exc}")
@@ -108,7 +74,7 @@ def wait_for(ml: Any, job_name: str, label: str, timeout_s: float, stream: Calla
     started = time.monotonic()
     last = None
     while True:
-        status = _status_text(ml.jobs.get(job_name).status)
+        status = job_status(ml, job_name)
         if status != last:
             stream(f"{label}: {status} ({time.monotonic() - started:.0f}s)")
             last = status
@@ -116,19 +82,14 @@ def wait_for(ml: Any, job_name: str, label: str, timeout_s: float, stream: Calla
             return status
         if time.monotonic() > deadline:
             stream(f"{label}: still {status} after {timeout_s:.0f}s, canceling job {job_name}")
-            ml.jobs.begin_cancel(job_name).result()
+            cancel_job(ml, job_name)
             return "TimedOut"
         time.sleep(poll_s)
 
 
-def _status_text(status: Any) -> str:
-    return str(getattr(status, "value", status))
-
-
 def _submit(ml: Any, loaded: LoadedStack, job: SmokeJob, code_dir: Path) -> str:
     write_smoke_job(loaded, job, code_dir)
-    created = ml.jobs.create_or_update(sdk_command_job(job.spec, code_dir))
-    return created.name
+    return submit_job(ml, job.spec, code_dir)
 
 
 class SmokeRecorder:
@@ -152,12 +113,13 @@ class SmokeRecorder:
         from datetime import datetime, timezone
 
         from infra_cli.azure.errors import describe_azure_error
+        from infra_cli.plan.live import record_smoke
         from infra_cli.plan.smoke_pending import FAILED, PASSED, SmokeRecord
 
         at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         record = SmokeRecord(distribution, PASSED if passed else FAILED, self.inputs.get(distribution), job_name, at)
         try:
-            self.provider.record_smoke(self.stack, record)
+            record_smoke(self.provider, self.stack, record)
         except Exception as exc:  # the verdict stands; only the plan's memory of it is lost
             self.stream(f"smoke.{distribution}: could not record the result on Azure "
                         f"(the next plan will show this smoke as pending): {describe_azure_error(exc)}")
