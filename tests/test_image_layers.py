@@ -12,12 +12,13 @@ import zstandard
 
 from infra_cli.image.blob import VerifyingReader, decompressed_chunks
 from infra_cli.image.errors import ImageReadError
-from infra_cli.image.evidence import build_matcher, glob_regex, load_profiles
+from infra_cli.image.evidence import build_matcher
+from infra_cli.knowledge.image_evidence import glob_regex, profiles
 from infra_cli.image.layers import index_layer
 from infra_cli.image.merged import MergedView, State
 import re
 
-MATCHER = build_matcher(load_profiles().values())
+MATCHER = build_matcher(profiles().values())
 
 
 def tar_bytes(entries, fmt=tarfile.PAX_FORMAT) -> bytes:

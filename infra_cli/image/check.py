@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 from infra_cli.image.blob import PrefetchedBlob, decompressed_chunks, fetch_into
 from infra_cli.image.errors import ImageReadError
-from infra_cli.image.evidence import (ImageEnv, Profile, VariantFinding, build_matcher, judge_profile,
-                                      load_profiles)
+from infra_cli.image.evidence import ImageEnv, VariantFinding, build_matcher, judge_profile
 from infra_cli.image.layers import LayerIndex, Matcher, index_layer, layer_number, new_budget
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
 from infra_cli.image.merged import MergedView, State
 from infra_cli.image.spec import Requirement, parse_requirement
+from infra_cli.knowledge.image_evidence import Profile, profiles as evidence_profiles
 
 DEFAULT_REQUIREMENTS = ("openmpi",)
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"   # docker's default
@@ -163,7 +163,7 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     """`platform` None: linux/amd64 out of an index, a single-platform image whatever its config says.
     `deadline` bounds the walk (a registry store holds the same one for its requests)."""
     started = time.perf_counter()
-    profiles = profiles or load_profiles()
+    profiles = profiles or evidence_profiles()
     image = _resolve(store, platform)
     env = image_env(image)
     wanted = {r.name for r in requirements}

@@ -1,4 +1,5 @@
-"""Evidence profiles (validators/image_evidence.yaml) compiled and judged against a merged view.
+"""Evidence profiles (validators/image_evidence.yaml, compiled by knowledge/image_evidence.py) judged against
+a merged view.
 
 A profile (openmpi, mpi, ibverbs, ...) is met when one of its variants is: every `all` rule FOUND, no
 `none` rule FOUND. Versions come from ranked sources; a version is final once every higher-ranked source is
@@ -10,177 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Iterable
 
-import yaml
-
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.layers import Candidate, LayerIndex, Matcher
 from infra_cli.image.merged import MergedView, State
-from infra_cli.paths import validators_dir
-
-EVIDENCE_FILE = "image_evidence.yaml"
-DEFAULT_MAX_BYTES = 1 << 20
-
-
-def glob_regex(glob: str) -> str:
-    """'**/libmpi.so.*' -> a regex over absolute paths; '**' spans directories, '*' and '?' do not."""
-    if glob.startswith("**/"):
-        prefix, rest = "(?:/.*)?/", glob[3:]
-    elif glob.startswith("/"):
-        prefix, rest = "/", glob[1:]
-    else:
-        raise ValueError(f"glob {glob!r} must start with '/' or '**/'")
-    out, i = [], 0
-    while i < len(rest):
-        if rest.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif rest[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif rest[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(rest[i]))
-            i += 1
-    return prefix + "".join(out)
-
-
-@dataclass(frozen=True)
-class Extractor:
-    id: str
-    pattern: "re.Pattern[bytes]"
-    max_bytes: int
-
-
-@dataclass(frozen=True)
-class Rule:
-    label: str
-    globs: tuple[str, ...] = ()          # file rule: an entry matching one of these
-    on_path: tuple[str, ...] = ()        # executable rule: one of these names reachable on PATH
-    on_library_path: bool = False        # report whether the file's directory is on LD_LIBRARY_PATH
-
-    @property
-    def regex(self) -> "re.Pattern[str]":
-        return _compiled("|".join(f"(?:{glob_regex(g)})" for g in self.globs))
-
-
-@dataclass(frozen=True)
-class VersionSource:
-    id: str
-    glob: str
-    fixed_path: str | None               # a single known path: the source is closed once that path is decided
-    extractor: Extractor | None = None   # version from the file's content
-    path_pattern: "re.Pattern[str] | None" = None   # version from the path (or link target)
-    mapping: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def regex(self) -> "re.Pattern[str]":
-        return _compiled(glob_regex(self.glob))
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    all: tuple[Rule, ...]
-    none: tuple[Rule, ...] = ()
-    optional: tuple[Rule, ...] = ()
-    versions: tuple[VersionSource, ...] = ()
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    description: str
-    variants: tuple[Variant, ...]
-    see_also: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()
-
-
-@lru_cache(maxsize=None)
-def _compiled(pattern: str) -> "re.Pattern[str]":
-    return re.compile(f"^(?:{pattern})$")
-
-
-def _bad(where: str, message: str) -> DiagnosticError:
-    path = str(validators_dir() / EVIDENCE_FILE)
-    return DiagnosticError([Diagnostic("error", "image.evidence", f"{where}: {message}", file=path,
-                                       hint="see the comment at the top of image_evidence.yaml for the rule shapes")])
-
-
-def _rule(where: str, data: dict) -> Rule:
-    if not isinstance(data, dict) or not (("file" in data) ^ ("on_path" in data)):
-        raise _bad(where, "a rule needs exactly one of `file: [GLOB...]` or `on_path: [NAME...]`")
-    globs = tuple(data.get("file") or ())
-    for g in globs:
-        try:
-            glob_regex(g)
-        except ValueError as exc:
-            raise _bad(where, str(exc)) from None
-    names = tuple(data.get("on_path") or ())
-    label = data.get("label") or (f"{' or '.join(names)} on PATH" if names else " or ".join(globs))
-    return Rule(label, globs, names, bool(data.get("on_library_path")))
-
-
-def _dpkg_pattern(packages: Iterable[str]) -> str:
-    names = "|".join(re.escape(p) for p in packages)
-    return rf"(?m)^Package: (?:{names})\nStatus: install ok installed\n(?:[^\n]+\n)*?Version: (?:\d+:)?(\S+)"
-
-
-def _version_source(where: str, data: dict) -> VersionSource:
-    """`where` doubles as the extractor's key: ids like `dpkg` repeat across profiles."""
-    try:
-        vid, glob = str(data["id"]), str(data["file"])
-        glob_regex(glob)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise _bad(where, f"a version source needs `id` and `file` ({exc})") from None
-    fixed = glob if not any(c in glob for c in "*?") else None
-    text = _dpkg_pattern(data["dpkg"]) if "dpkg" in data else data.get("regex")
-    extractor = path_pattern = None
-    try:
-        if text:
-            extractor = Extractor(f"{where}.{vid}", re.compile(text.encode()), int(data.get("max_bytes", DEFAULT_MAX_BYTES)))
-        if data.get("path_regex"):
-            path_pattern = re.compile(data["path_regex"])
-    except re.error as exc:
-        raise _bad(where, f"bad regex: {exc}") from None
-    if (extractor is None) == (path_pattern is None):
-        raise _bad(where, "a version source needs exactly one of `regex`, `dpkg` or `path_regex`")
-    mapping = tuple((str(k), str(v)) for k, v in (data.get("map") or {}).items())
-    return VersionSource(vid, glob, fixed, extractor, path_pattern, mapping)
-
-
-@lru_cache(maxsize=4)
-def _load(path: str) -> dict[str, Profile]:
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    profiles = {}
-    for name, row in (data.get("profiles") or {}).items():
-        variants = []
-        for i, v in enumerate(row.get("variants") or ()):
-            where = f"profiles.{name}.variants[{i}]"
-            variants.append(Variant(
-                str(v.get("name") or name),
-                tuple(_rule(f"{where}.all", r) for r in v.get("all") or ()),
-                tuple(_rule(f"{where}.none", r) for r in v.get("none") or ()),
-                tuple(_rule(f"{where}.optional", r) for r in v.get("optional") or ()),
-                tuple(_version_source(f"{where}.versions", s) for s in v.get("versions") or ()),
-            ))
-            if not variants[-1].all:
-                raise _bad(where, "a variant needs at least one `all` rule")
-        if not variants:
-            raise _bad(f"profiles.{name}", "a profile needs at least one variant")
-        profiles[name] = Profile(name, str(row.get("description", "")), tuple(variants),
-                                 tuple(row.get("see_also") or ()), tuple(row.get("sources") or ()))
-    return profiles
-
-
-def load_profiles() -> dict[str, Profile]:
-    return _load(str(validators_dir() / EVIDENCE_FILE))
-
+from infra_cli.knowledge.image_evidence import Extractor, Profile, Rule, Variant, VersionSource, compiled, glob_regex
 
 def build_matcher(profiles: Iterable[Profile]) -> Matcher:
     """One function the layer walker calls per entry: which extractors (if any) apply to a path.
@@ -195,7 +30,7 @@ def build_matcher(profiles: Iterable[Profile]) -> Matcher:
             globs.extend(g for r in (*v.all, *v.none, *v.optional) for g in r.globs)
             for s in v.versions:
                 (content.append((s.regex, s.extractor)) if s.extractor else globs.append(s.glob))
-    full = [_compiled(glob_regex(g)) for g in globs] + [rx for rx, _ in content]
+    full = [compiled(glob_regex(g)) for g in globs] + [rx for rx, _ in content]
     basenames = {glob_regex("/" + g.rsplit("/", 1)[-1])[1:] for g in globs}
     basenames |= {glob_regex("/" + s.glob.rsplit("/", 1)[-1])[1:] for p in profiles for v in p.variants
                   for s in v.versions if s.extractor}

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra_cli.knowledge.reader import at, load, mapping, sequence
+from infra_cli.knowledge.reader import at, fault, load, mapping, sequence
 
 FILE = "launchers.yaml"
 HINT = ("fix validators/launchers.yaml: each launcher needs kind (head-node or per-node), commands and source; "
@@ -49,7 +49,7 @@ class LauncherTable:
 def _launcher(name: str, row: Any) -> LauncherSpec:
     row = mapping(row, "a launcher")
     if row["kind"] not in ("head-node", "per-node"):
-        raise ValueError(f"kind must be head-node or per-node, not {row['kind']!r}")
+        raise fault(f"kind must be head-node or per-node, not {row['kind']!r}", "kind")
     commands = tuple(tuple(c) if isinstance(c, list) else (c,) for c in sequence(row["commands"], "commands"))
     return LauncherSpec(
         name, row["kind"], commands, tuple(sequence(row.get("python_modules"), "python_modules")),

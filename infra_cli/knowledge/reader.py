@@ -24,6 +24,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.paths import validators_dir
 
 T = TypeVar("T")
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: faster, and what the files were written for
 
 
 class KnowledgeFault(Exception):
@@ -117,7 +118,7 @@ def _parse(path: Path, hint: str, json_cache: bool) -> Any:
             pass
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            data = yaml.load(fh, Loader=_Loader)
     except OSError as exc:
         raise invalid(path, None, f"cannot read {path.name}: {exc.strerror or exc}", hint) from None
     except UnicodeDecodeError as exc:
@@ -139,7 +140,7 @@ def _parse(path: Path, hint: str, json_cache: bool) -> Any:
 def _line_of(path: Path, where: tuple) -> int | None:
     """The line of the deepest part of `where` found in the file (only on the error path: parses again)."""
     try:
-        node = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        node = yaml.compose(path.read_text(encoding="utf-8"), Loader=_Loader)
     except (OSError, ValueError, yaml.YAMLError, RecursionError):
         return None
     line = node.start_mark.line + 1 if node is not None else None

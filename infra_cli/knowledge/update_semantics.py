@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from infra_cli.knowledge.reader import at, load, mapping, sequence
+from infra_cli.knowledge.reader import at, fault, load, mapping, sequence
 
 FILE = "update_semantics.yaml"
 HINT = ("fix validators/update_semantics.yaml: cluster has in_place (a list) and force_replacement "
@@ -27,6 +27,11 @@ class ReplacementReasons(Mapping):
         self._listed = listed
         self._in_place = in_place
         self._type = resource_type
+
+    @property
+    def listed(self) -> dict[str, str]:
+        """The file's own rows."""
+        return dict(self._listed)
 
     def __getitem__(self, attribute: str) -> str:
         if attribute in self._listed:
@@ -53,7 +58,7 @@ class UpdateSemantics:
 
     def classified(self, attribute: str) -> bool:
         """Listed in the file, one way or the other."""
-        return attribute in self.in_place or attribute in self.force_replacement.keys()
+        return attribute in self.in_place or attribute in self.force_replacement.listed
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def _semantics(resource_type: str, row: Any) -> UpdateSemantics:
         forcing = {str(k): str(v) for k, v in mapping(row.get("force_replacement") or {}, "force_replacement").items()}
     both = sorted(in_place & set(forcing))
     if both:
-        raise ValueError(f"{', '.join(both)} listed both in_place and under force_replacement: choose one")
+        raise fault(f"{', '.join(both)} listed both in_place and under force_replacement: choose one", "in_place")
     return UpdateSemantics(in_place, ReplacementReasons(forcing, in_place, resource_type))
 
 

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from infra_cli.plan.cost import costs_json
+
 FORMAT_VERSION = "1.0"
 
 # Ownership tags written on every resource the tool creates (DESIGN: live state is the only state).
@@ -214,4 +216,5 @@ class Plan:
             "smoke_reasons": {job: self.smoke_reasons.get(job) for job in self.smoke_jobs},
             "diagnostics": list(self.diagnostics),
             "live_fingerprint": self.live_fingerprint,
+            "costs": costs_json(self.resource_changes),
         }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra_cli.plan.cost import change_lines, cluster_costs, costs_json, summary_line
 from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Action, Plan, PlanMode, ResourceChange, masked
 
 
@@ -82,7 +83,8 @@ def legend(changes: list[ResourceChange]) -> list[str]:
     return ["Resource actions are indicated with the following symbols:", *rows, ""] if rows else []
 
 
-def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
+def render_change(change: ResourceChange, paint: _Painter, cost: list[str] = ()) -> list[str]:
+    """The change's block; `cost` lines (plan/cost.py) go under it, as Infracost's breakdown does."""
     kind = _kind(change)
     if kind is None:
         return []
@@ -117,6 +119,7 @@ def render_change(change: ResourceChange, paint: _Painter) -> list[str]:
     if unchanged:
         lines.append(f"        # ({unchanged} unchanged attribute{'s' if unchanged != 1 else ''} hidden)")
     lines.append("    }")
+    lines.extend(f"    {line}" for line in cost)
     return lines
 
 
@@ -161,11 +164,16 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
         out.extend(legend(changes))
         out.append("infra will perform the following actions:\n")
         order = {"delete": 0, "replace": 1, "update": 2, "create": 3}
+        costs = {c.address: c for c in cluster_costs(changes)}
         for change in sorted(changes, key=lambda c: (order.get(_kind(c) or "", 9), c.address)):
-            out.extend(render_change(change, paint))
+            cost = costs.get(change.address)
+            out.extend(render_change(change, paint, change_lines(cost) if cost else []))
             out.append("")
         add, change_n, destroy = plan.counts()
         out.append(paint(f"Plan: {add} to add, {change_n} to change, {destroy} to destroy.", "1"))
+        total = summary_line(costs_json(plan.resource_changes))
+        if total:
+            out.append(total)
     curated = [c for c in plan.resource_changes if c.actions == NO_OP and c.action_reason
                and c.action_reason.startswith("curated")]
     for c in curated:

@@ -1,0 +1,228 @@
+"""knowledge/: one typed loader per validators/*.yaml, one cached reader, one diagnostic for a broken file.
+
+Each file is broken the way a hand edit breaks it (through a real copy of validators/ that
+INFRA_VALIDATORS_DIR points at); the loader must answer `knowledge.invalid` with the file, the line of the
+fault and a hint, never a traceback. update_semantics.yaml must classify every attribute the plan compares.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra_cli.diagnostics import DiagnosticError
+from infra_cli.knowledge import (curated, failure_signatures, frameworks, image_evidence, launchers, names,
+                                 nccl_transport, skus, update_semantics)
+from infra_cli.plan.desired import cluster_attributes, desired_resources
+from infra_cli.plan.normalise import cluster_resource
+from infra_cli.stack.load import load_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def validators(tmp_path, monkeypatch) -> Path:
+    """A user's copy of validators/, in use for this test."""
+    target = tmp_path / "validators"
+    shutil.copytree(ROOT / "validators", target)
+    monkeypatch.setenv("INFRA_VALIDATORS_DIR", str(target))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return target
+
+
+def _edit(directory: Path, name: str, change) -> None:
+    path = directory / name
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    change(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False, width=1000), encoding="utf-8")
+
+
+def _set(*keys_and_value):
+    *keys, value = keys_and_value
+
+    def change(data):
+        for k in keys[:-1]:
+            data = data[k]
+        data[keys[-1]] = value
+    return change
+
+
+def _delete(*keys):
+    def change(data):
+        for k in keys[:-1]:
+            data = data[k]
+        del data[keys[-1]]
+    return change
+
+
+# (file, how it is broken, the loader, what the message must name, the text at the reported line)
+BROKEN = [
+    ("skus.yaml", _set("sizes", "Standard_NC6", "gpus", "three"), skus.load_catalog,
+     "sizes.Standard_NC6", "Standard_NC6"),
+    ("skus.yaml", _set("sizes", "Standard_NC6", "nccl_env", "nope"), skus.load_catalog, "unknown nccl_env", "nccl_env"),
+    ("skus.yaml", _set("prices", "sizes", "Standard_ND96asr_v4", "regions", "eastus", "dedicated", -3),
+     skus.load_catalog, "prices.sizes.Standard_ND96asr_v4.regions.eastus.dedicated", "dedicated"),
+    ("skus.yaml", _set("prices", "sizes", "Standard_Nope_v9", {"as_of": "2025-01-01", "source": "s", "regions": {}}),
+     skus.load_catalog, "not a size of `sizes:`", "Standard_Nope_v9"),
+    ("update_semantics.yaml", _set("cluster", "in_place", ["tier", "max_instances"]),
+     lambda: update_semantics.semantics("cluster"), "both in_place and under force_replacement", "in_place"),
+    ("update_semantics.yaml", _delete("transient_errors", "max_attempts"), update_semantics.transient_errors,
+     "missing key 'max_attempts'", "transient_errors"),
+    ("frameworks.yaml", _delete("frameworks", "deepspeed", "source"), frameworks.frameworks,
+     "frameworks.deepspeed: missing key 'source'", "deepspeed"),
+    ("launchers.yaml", _set("launchers", "torchrun", "kind", "sideways"), launchers.launchers,
+     "launchers.torchrun", "kind"),
+    ("curated_environments.yaml", _set("curated", 0, "pattern", "(unclosed"), lambda: curated.curated_info("x"),
+     "curated[0]: bad regular expression", "pattern"),
+    ("names.yaml", _delete("tags", "max_tags"), names.tag_limits, "missing key 'max_tags'", "tags"),
+    ("image_evidence.yaml", _set("profiles", "openmpi", "variants", 0, "all", [{"file": ["relative/libmpi.so"]}]),
+     image_evidence.profiles, "profiles.openmpi.variants[0].all[0]", "file"),
+    ("nccl_transport.yaml", _set("patterns", "channel_net", "via NET/IB"), nccl_transport.transport_rules,
+     "named group(s) net, gdrdma", "channel_net"),
+    ("failure_signatures.yaml", _set("signatures", 0, "cause", "interface {7} is missing"),
+     failure_signatures.signatures, "signatures[0].cause", "cause"),
+]
+
+
+@pytest.mark.parametrize("name, change, loader, named, at_line", BROKEN, ids=[f"{b[0]}:{b[3][:30]}" for b in BROKEN])
+def test_a_broken_file_is_one_diagnostic_with_its_line(validators, name, change, loader, named, at_line):
+    _edit(validators, name, change)
+    with pytest.raises(DiagnosticError) as exc:
+        loader()
+    [d] = exc.value.diagnostics
+    assert (d.rule, d.severity, d.file) == ("knowledge.invalid", "error", str(validators / name))
+    assert named in d.message and d.message.startswith(name), d.message
+    assert d.line is not None, d.message
+    assert at_line in (validators / name).read_text(encoding="utf-8").splitlines()[d.line - 1], (d.line, d.message)
+    assert "INFRA_VALIDATORS_DIR" in d.hint and name in d.hint
+
+
+def test_a_file_that_is_not_yaml_names_its_line(validators):
+    (validators / "launchers.yaml").write_text("launchers:\n  torchrun: {kind: per-node\n", encoding="utf-8")
+    with pytest.raises(DiagnosticError) as exc:
+        launchers.launchers()
+    [d] = exc.value.diagnostics
+    assert d.rule == "knowledge.invalid" and "not valid YAML" in d.message and d.line == 3
+
+
+def test_a_missing_file_is_a_diagnostic(validators):
+    (validators / "names.yaml").unlink()
+    with pytest.raises(DiagnosticError) as exc:
+        names.name_rules()
+    assert exc.value.diagnostics[0].rule == "knowledge.invalid" and "cannot read names.yaml" in str(exc.value)
+
+
+def test_the_reader_follows_the_file_and_the_directory(validators, monkeypatch):
+    assert "deepspeed" in frameworks.frameworks()
+    _edit(validators, "frameworks.yaml", _delete("frameworks", "deepspeed"))
+    assert "deepspeed" not in frameworks.frameworks()  # a new version of the file is read again
+    monkeypatch.delenv("INFRA_VALIDATORS_DIR")
+    assert "deepspeed" in frameworks.frameworks()  # the packaged one, as the variable says
+
+
+STACK = """\
+stack: t
+workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}
+clusters:
+  gpu:
+    size: Standard_ND96asr_v4
+    tier: low_priority
+    max_instances: 2
+    description: d
+    network_settings: {vnet_name: v, subnet: s}
+    identity: {type: user_assigned, user_assigned_identities: [{resource_id: /subscriptions/x/id}]}
+    ssh_public_access_enabled: true
+    ssh_settings: {admin_username: azureuser, ssh_key_value: ssh-rsa AAAA}
+    tags: {team: a}
+"""
+
+
+def test_every_cluster_attribute_the_plan_compares_is_classified(tmp_path):
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK, encoding="utf-8")
+    loaded = load_stack(path)
+    desired = cluster_attributes(loaded.stack, "gpu", loaded.stack.clusters["gpu"])
+    live = cluster_resource({"name": "gpu", "size": "Standard_ND96asr_v4"}).attributes
+    rules = update_semantics.semantics("cluster")
+    # provisioning_* are live state, judged by cluster_provisioning (a failed cluster is tainted), not fields
+    compared = set(desired) | {k for k in live if not k.startswith("provisioning_")}
+    unclassified = sorted(k for k in compared if not rules.classified(k))
+    assert not unclassified, f"classify {unclassified} in validators/update_semantics.yaml (in_place or force_replacement)"
+
+
+def test_an_unclassified_attribute_forces_a_replacement(validators, tmp_path):
+    from infra_cli.plan.diff import LiveState, diff
+
+    rules = update_semantics.semantics("cluster")
+    assert "max_instances" not in rules.force_replacement and "size" in rules.force_replacement
+    _edit(validators, "update_semantics.yaml", _delete("cluster", "force_replacement", "tier"))
+    rules = update_semantics.semantics("cluster")
+    assert "tier" in rules.force_replacement and not rules.classified("tier")
+    assert "not classified" in rules.force_replacement["tier"]
+    assert "tier" not in list(rules.force_replacement)  # iteration lists only the file's own rows
+
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK, encoding="utf-8")
+    before = desired_resources(load_stack(path))
+    live = LiveState()
+    for r in before:
+        if r.type == "cluster":
+            live.clusters[r.name] = r
+    path.write_text(STACK.replace("tier: low_priority", "tier: dedicated"), encoding="utf-8")
+    loaded = load_stack(path)
+    result = diff(desired_resources(loaded), live, stack="t", source=loaded.source, mode="normal")
+    [change] = [c for c in result.changes if c.address == "cluster.gpu"]
+    assert change.actions == ["delete", "create"] and change.replace_paths == [["tier"]]
+
+
+def test_prices_are_typed_and_unknown_is_none():
+    catalog = skus.load_catalog()
+    price = catalog.price("standard_nd96asr_v4", "East US")
+    assert price.dedicated > price.low_priority > 0 and isinstance(price.as_of, datetime.date)
+    assert price.source.startswith("https://prices.azure.com/api/retail/prices")
+    assert catalog.price("Standard_ND96asr_v4", "japaneast") is None  # never a guess from another region
+    assert catalog.price("Standard_ND96isr_H200_v5", "eastus") is None
+    assert catalog.price("Standard_ND96asr_v4", None) is None
+    # the sizes the design names have prices in the regions that sell them
+    for size in ("Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4", "Standard_ND96isr_H100_v5", "Standard_NC24s_v3"):
+        for region in ("eastus", "southcentralus"):
+            assert catalog.price(size, region).dedicated > 0, (size, region)
+
+
+def test_prices_read_the_same_from_the_parsed_cache(tmp_path):
+    """The second process reads skus.yaml from the JSON cache, where days are strings."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    code = ("from infra_cli.knowledge.skus import load_catalog\np = load_catalog().price('Standard_ND96asr_v4', "
+            "'eastus')\nprint(p.as_of.isoformat(), p.dedicated)")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                           check=True).stdout for _ in range(2)]
+    assert list((tmp_path / "cache" / "infra").glob("skus-*.json"))
+    assert runs[0] == runs[1] and runs[0].startswith("20")
+
+
+def test_knowledge_imports_no_azure_torch_or_jinja():
+    code = ("import sys\nfrom infra_cli.knowledge import curated, failure_signatures, frameworks, image_evidence, "
+            "launchers, names, nccl_transport, skus, update_semantics\n"
+            "skus.load_catalog(); update_semantics.semantics('cluster'); frameworks.frameworks(); launchers.launchers()\n"
+            "curated.curated_registries(); names.name_rules(); image_evidence.profiles(); nccl_transport.transport_rules()\n"
+            "failure_signatures.signatures()\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'azure', 'torch', 'jinja2', 'infra_cli'}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert json.loads(r.stdout.replace("'", '"')) == ["infra_cli"]
+
+
+def test_validate_with_a_broken_file_says_where_without_a_traceback(validators):
+    _edit(validators, "frameworks.yaml", _delete("frameworks", "ddp", "types"))
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "stacks/ib-a100.yaml"], capture_output=True,
+                       text=True, cwd=ROOT, env=dict(os.environ))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{validators / 'frameworks.yaml'}:" in r.stderr and "knowledge.invalid" in r.stderr
+    assert "frameworks.ddp: missing key 'types'" in r.stderr
