@@ -1,6 +1,7 @@
 """Fixtures for tests that need the local Azure emulator and real SDK clients pointed at it.
 
-    from emulator_fixtures import *   # noqa: F401,F403  (tests/ is on sys.path, as for image_fixtures)
+tests/conftest.py makes the fixtures available to every test; constants and start_emulator are imported by
+name (tests/ is on sys.path):
 
     def test_something(clients, emulator):
         clients.ml.compute.get("gpu")
@@ -21,9 +22,6 @@ TEST_WORKSPACE = "mlw-test"
 TEST_LOCATION = "eastus"
 # Short enough for fast tests, long enough that a client must really poll the operation.
 TEST_PROVISIONING_DELAY_S = 0.2
-
-__all__ = ["emulator", "test_workspace", "clients", "TEST_SUBSCRIPTION", "TEST_RESOURCE_GROUP", "TEST_WORKSPACE",
-           "TEST_LOCATION", "TEST_PROVISIONING_DELAY_S", "start_emulator"]
 
 
 def start_emulator(state_dir, **faults) -> EmulatorServer:

@@ -7,7 +7,6 @@ import pytest
 from azure.ai.ml.entities import Environment
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
-from emulator_fixtures import *  # noqa: F401,F403
 
 IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"
 

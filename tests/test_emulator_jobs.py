@@ -16,7 +16,7 @@ from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribu
 from azure.ai.ml.entities import AmlCompute, Environment
 from azure.ai.ml.exceptions import JobException
 
-from emulator_fixtures import *  # noqa: F401,F403
+from emulator_fixtures import start_emulator
 from infra_cli.emulator.launch import JobSpec, plan_launches
 
 IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"

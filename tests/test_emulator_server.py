@@ -13,7 +13,6 @@ import requests
 from azure.ai.ml.entities import AmlCompute, Environment
 from azure.core.exceptions import HttpResponseError
 
-from emulator_fixtures import *  # noqa: F401,F403
 from emulator_fixtures import TEST_SUBSCRIPTION, start_emulator
 from infra_cli.azure.clients import build_clients
 

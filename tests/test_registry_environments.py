@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from emulator_fixtures import *  # noqa: F401,F403
+from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE
 
 from infra_cli.azure.errors import azure_error_code, azure_error_details, azure_error_message, describe_azure_error
 from infra_cli.azure.provider import Provider

@@ -15,7 +15,6 @@ import pytest
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from emulator_fixtures import *  # noqa: E402,F401,F403
 from emulator_fixtures import TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, start_emulator  # noqa: E402
 
 ACCOUNT = "devstoreaccount1"
