@@ -123,7 +123,7 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
 def test_jobs_carry_registry_references_whole_and_render_loads_with_the_sdk(tmp_path):
     from azure.ai.ml import load_job
 
-    from infra_cli.render_files import render_stack
+    from infra_cli.apply.files import render_stack
     from infra_cli.azure.jobs import sdk_environment
 
     uri = f"azureml://registries/azureml/environments/{ACPT_22}/versions/19"

@@ -3,7 +3,6 @@ the oracle for field names), values round-trip, and no secret reaches any file o
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 import yaml
 
 from infra_cli.diagnostics import DiagnosticError
-from infra_cli.render_files import render_stack
+from infra_cli.apply.files import render_stack
 from infra_cli.stack.load import load_stack
 
 # azure-ai-ml's schemas warn about marshmallow 4 on import; that is the SDK's business, not ours.
@@ -92,7 +91,7 @@ def check_rendered(stack_path: Path, out: Path, written: list[Path]) -> None:
             continue  # the Dockerfile renderer is not there yet: test_template_environment covers both ways
         else:
             check_environment_round_trip(out / "environments" / f"{name}.yml", name, env, loaded.base_dir)
-    if loaded.stack.distributions and importlib.util.find_spec("infra_cli.smoke.render") is not None:
+    if loaded.stack.distributions:
         jobs = [p for p in written if (out / "jobs") in p.parents]
         assert any(p.suffix == ".yml" for p in jobs), "no job YAML rendered"
 
@@ -132,21 +131,16 @@ def test_cli_render_prints_paths_and_no_secret(tmp_path):
 
 
 def test_template_environment(tmp_path):
-    """With the Dockerfile renderer: a build context with the rendered Dockerfile; without it: a located warning."""
+    """A template environment renders as a build context holding the rendered Dockerfile."""
+    from azure.ai.ml import load_environment
+
     stack = ROOT / "stacks" / "mpi-deepspeed.yaml"
     written, warnings = render_stack(stack, tmp_path)
     env_file = tmp_path / "environments" / "openmpi-rdma.yml"
-    if importlib.util.find_spec("infra_cli.image.dockerfile") is not None:
-        from azure.ai.ml import load_environment
-
-        assert env_file in written
-        e = load_environment(env_file)
-        dockerfile = env_file.parent / e.build.path / "Dockerfile"
-        assert dockerfile in written and "FROM " in dockerfile.read_text()
-    else:
-        assert not env_file.exists()
-        (d,) = [d for d in warnings if "openmpi-rdma" in d.message]
-        assert d.rule == "render.skipped" and d.line == 18 and d.file == str(stack)
+    assert env_file in written
+    e = load_environment(env_file)
+    dockerfile = env_file.parent / e.build.path / "Dockerfile"
+    assert dockerfile in written and "FROM " in dockerfile.read_text()
 
 
 def test_invalid_stack_renders_nothing(tmp_path):

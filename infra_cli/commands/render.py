@@ -26,7 +26,7 @@ def render(
     out: Path = typer.Option(..., "--out", metavar="DIR", help="directory to write Azure ML CLI v2 YAML and scripts into"),
 ) -> None:
     """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job."""
-    from infra_cli.render_files import render_stack
+    from infra_cli.apply.files import render_stack
 
     try:
         written, diagnostics = render_stack(stack, out)

@@ -1,4 +1,4 @@
-"""Plain-text renderings for the terminal (no rich, no colour): the `infra skus` table."""
+"""Plain-text views for the terminal (no rich, no colour): the `infra skus` table."""
 
 from __future__ import annotations
 

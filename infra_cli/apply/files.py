@@ -13,16 +13,16 @@ pass them with `--set`.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.image.dockerfile import render_dockerfile
 from infra_cli.paths import copy_no_wider, stage_context
+from infra_cli.smoke.render import render_distribution_jobs
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment
 
@@ -83,26 +83,11 @@ def _environment_base(name: str, env: Environment) -> dict[str, Any]:
     return doc
 
 
-def _optional(module: str, attribute: str) -> Callable | None:
-    """A function from a module other engineers are still writing; None until that module exists.
-
-    Only a missing module counts: an import error inside an existing module is a bug and propagates.
-    """
-    if importlib.util.find_spec(module) is None:
-        return None
-    return getattr(importlib.import_module(module), attribute)
-
-
-def _render_template_context(env: Environment, context: Path) -> str | None:
-    """Write the template's Dockerfile into `context`; return why not if the renderer is not available."""
-    # TODO(issue 6): infra_cli.image.dockerfile.render_dockerfile lands with the image work.
-    render_dockerfile = _optional("infra_cli.image.dockerfile", "render_dockerfile")
-    if render_dockerfile is None:
-        return "the Dockerfile renderer (infra_cli.image.dockerfile) is not available yet"
+def _render_template_context(env: Environment, context: Path) -> None:
+    """Write the template's Dockerfile into `context`."""
     context.mkdir(parents=True, exist_ok=True)
     (context / "Dockerfile").write_text(render_dockerfile(env.build.template, dict(env.build.parameters)),
                                         encoding="utf-8")
-    return None
 
 
 class _Writer:
@@ -138,14 +123,14 @@ class _Writer:
         self.written.extend(path / f.relative for f in listing.files)
 
 
-def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environment) -> Diagnostic | None:
+def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environment) -> None:
     header = f"# az ml environment create -f environments/{name}.yml\n"
     if env.curated:
         w.text(f"environments/{name}.curated.txt",
                f"Environment {name!r} is the curated Azure ML environment {env.curated}.\n"
                "Curated environments are referenced by jobs, not created: nothing to `az ml environment create`.\n"
                f"What it names now: {_show_command(env.curated)}\n")
-        return None
+        return
     doc = _environment_base(name, env)
     if env.image:
         doc["image"] = env.image
@@ -157,11 +142,7 @@ def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environm
         w.copy_tree(loaded.base_dir / env.build.path, f"environments/{name}/context")
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": env.build.dockerfile_path}
     else:
-        why_not = _render_template_context(env, w.out / "environments" / name / "context")
-        if why_not:
-            return loaded.source.diagnostic(("environments", name, "build", "template"), "render.skipped",
-                                            f"environment {name!r} not rendered: {why_not}",
-                                            "render again once it is installed", "warning")
+        _render_template_context(env, w.out / "environments" / name / "context")
         w.written.append(w.out / "environments" / name / "context" / "Dockerfile")
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": "Dockerfile"}
     w.yaml(f"environments/{name}.yml", doc, header)
@@ -178,17 +159,8 @@ def _show_command(reference: str) -> str:
     return f"az ml environment show --name {ref.name} {which} {where}"
 
 
-def _write_jobs(w: _Writer, loaded: LoadedStack) -> Diagnostic | None:
-    if not loaded.stack.distributions:
-        return None
-    # TODO(issue 7): infra_cli.smoke.render.render_distribution_jobs lands with the smoke jobs.
-    render_distribution_jobs = _optional("infra_cli.smoke.render", "render_distribution_jobs")
-    if render_distribution_jobs is None:
-        return loaded.source.diagnostic(("distributions",), "render.skipped",
-                                        "smoke and training jobs not rendered: infra_cli.smoke.render is not available yet",
-                                        "render again once it is installed", "warning", key=True)
+def _write_jobs(w: _Writer, loaded: LoadedStack) -> None:
     w.written.extend(Path(p) for p in render_distribution_jobs(loaded, w.out))
-    return None
 
 
 def render_stack(stack_path: str | Path, out_dir: str | Path) -> tuple[list[Path], list[Diagnostic]]:
@@ -204,10 +176,11 @@ def render_stack(stack_path: str | Path, out_dir: str | Path) -> tuple[list[Path
         for name, cluster in loaded.stack.clusters.items():
             w.yaml(f"clusters/{name}.yml", compute_document(name, cluster),
                    f"# az ml compute create -f clusters/{name}.yml\n" + _secret_note(name, cluster))
-        skipped = [_write_environment(w, loaded, name, env) for name, env in loaded.stack.environments.items()]
-        skipped.append(_write_jobs(w, loaded))
+        for name, env in loaded.stack.environments.items():
+            _write_environment(w, loaded, name, env)
+        _write_jobs(w, loaded)
     except OSError as exc:
         raise DiagnosticError([Diagnostic("error", "render.write", f"cannot write {exc.filename or out_dir}: "
                                           f"{exc.strerror or exc}", str(out_dir), None, None,
                                           "pass an --out directory you can write to")]) from None
-    return w.written, warnings + [d for d in skipped if d is not None]
+    return w.written, warnings
