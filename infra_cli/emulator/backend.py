@@ -8,6 +8,7 @@ so no timer thread is needed and a restart finishes what was in flight.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -105,6 +106,21 @@ class Backend:
                          "message": f"The {op.action} operation on '{op.name}' failed (injected by the emulator's "
                                     "lro_failure_rate)."} if op.fails else None
                 self.store.finish_operation(op.id, "Failed" if op.fails else "Succeeded", error)
+
+    @staticmethod
+    def poll_after(op: Operation) -> dict[str, str]:
+        """When a client should look again at an operation in progress: when it is due, not later.
+
+        ARM's Retry-After is whole seconds; without one, azure-core's pollers wait their default interval (30 s
+        in azure-ai-ml and azure-mgmt-*), which made an SDK user's create take 31 s for a 2 s operation. The
+        whole seconds go in Retry-After, the last second in retry-after-ms, which azure-core also honours
+        (azure/core/pipeline/policies/_utils.py get_retry_after); a Retry-After of 0 would count as none."""
+        if op.status != "InProgress":
+            return {}
+        remaining = op.due - time.time()
+        if remaining >= 1:
+            return {"Retry-After": str(int(remaining))}
+        return {"retry-after-ms": str(max(10, math.ceil(remaining * 1000)))}
 
     def operation_url(self, op: Operation, location: str, api_version: str) -> str:
         sub = op.scope.split("/")[0]

@@ -5,7 +5,6 @@ from the emulator's world (world.yaml)."""
 from __future__ import annotations
 
 import re
-import time
 
 from infra_cli.knowledge.skus import Sku
 from infra_cli.emulator.backend import Backend
@@ -88,7 +87,4 @@ def operation_status(backend: Backend, req: Request, subscription: str, location
     body = {"id": req.path, "name": op_id, "status": op.status}
     if op.error:
         body["error"] = op.error
-    # ARM's Retry-After is whole seconds; below one second the client's own polling interval applies.
-    remaining = int(op.due - time.time())
-    headers = {"Retry-After": str(remaining)} if op.status == "InProgress" and remaining >= 1 else {}
-    return json_response(200, body, headers)
+    return json_response(200, body, backend.poll_after(op))

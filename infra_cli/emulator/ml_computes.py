@@ -145,7 +145,8 @@ def _update(backend: Backend, req: Request, scope: Scope, name: str, existing: d
 def patch_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
     backend.workspace(scope)
     request = req.json()
-    scale = ((request.get("properties") or {}).get("scaleSettings"))
+    # ClusterUpdateParameters: {"properties": {"properties": {"scaleSettings": ...}}} (Compute/patch.json)
+    scale = (((request.get("properties") or {}).get("properties") or {}).get("scaleSettings"))
     with backend.store.lock:
         existing = backend.store.get(TYPE, scope.key, name)
         if existing is None:
@@ -233,33 +234,37 @@ def _new_body(scope: Scope, name: str, request: dict, inner: dict, location: str
     now = utc_now_iso()
     props = request.get("properties") or {}
     creds = inner.pop("userAccountCredentials", None)
+    # Azure's shapes, as its recorded answers show them (Compute/get/AmlCompute.json): the size upper-cased,
+    # the idle time as an ISO 8601 duration, the subnet as {"id"}, a null image and errors when there are none.
     shown = {
-        "vmSize": inner["vmSize"], "vmPriority": inner.get("vmPriority", "Dedicated"),
-        "osType": inner.get("osType", "Linux"),
+        "vmSize": inner["vmSize"].upper(), "vmPriority": inner.get("vmPriority", "Dedicated"),
+        "osType": inner.get("osType", "Linux"), "virtualMachineImage": inner.get("virtualMachineImage"),
         "scaleSettings": {"minNodeCount": 0, "maxNodeCount": 1, "nodeIdleTimeBeforeScaleDown": "PT120S",
                           **(inner.get("scaleSettings") or {})},
         "enableNodePublicIp": inner.get("enableNodePublicIp", True),
         "remoteLoginPortPublicAccess": _ssh_access(inner),
         "isolatedNetwork": inner.get("isolatedNetwork", False),
-        "allocationState": "Steady", "allocationStateTransitionTime": now,
+        "allocationState": "Steady", "allocationStateTransitionTime": now, "errors": None,
         "currentNodeCount": 0, "targetNodeCount": 0,
         "nodeStateCounts": {"idleNodeCount": 0, "runningNodeCount": 0, "preparingNodeCount": 0,
                             "unusableNodeCount": 0, "leavingNodeCount": 0, "preemptedNodeCount": 0},
     }
-    if _field(inner, ("subnet", "id"), None):
-        shown["subnet"] = {"id": inner["subnet"]["id"]}
+    shown["subnet"] = {"id": inner["subnet"]["id"]} if _field(inner, ("subnet", "id"), None) else None
     if creds:
         shown["userAccountCredentials"] = {"adminUserName": creds.get("adminUserName")}
-    return {
+    body = {
         "_private": {"credentialsDigest": _credentials_fingerprint(creds)},
         "id": f"{scope.arm_id}/computes/{name}", "name": name,
         "type": "Microsoft.MachineLearningServices/workspaces/computes", "location": location,
-        "tags": request.get("tags") or {}, "identity": request.get("identity"), "systemData": system_data(now),
+        "tags": request.get("tags") or {}, "systemData": system_data(now),
         "properties": {"computeType": "AmlCompute", "computeLocation": location,
                        "description": props.get("description"), "createdOn": now, "modifiedOn": now,
                        "isAttachedCompute": False, "disableLocalAuth": props.get("disableLocalAuth", True),
                        "provisioningErrors": None, "properties": shown},
     }
+    if request.get("identity"):   # Azure leaves identity out when there is none (never null: it is an object)
+        body["identity"] = request["identity"]
+    return body
 
 
 def _ssh_access(inner: dict) -> str:
@@ -271,18 +276,36 @@ def _ssh_access(inner: dict) -> str:
 
 
 def _state(body: dict, state: str) -> dict:
+    """The body in a provisioning state, with the node counts Azure shows in it: while the cluster is created or
+    rescaled below its minimum it is Resizing towards minNodeCount (Compute/get/AmlCompute.json records
+    Resizing with targetNodeCount 1); once done it is Steady with its minimum allocated, idle."""
     out = copy.deepcopy(body)
     out["properties"]["provisioningState"] = state
+    inner = out["properties"].get("properties")
+    if isinstance(inner, dict) and "allocationState" in inner:
+        minimum = int((inner.get("scaleSettings") or {}).get("minNodeCount") or 0)
+        resizing = state in ("Creating", "Updating") and minimum != inner.get("currentNodeCount", 0)
+        allocation = "Resizing" if resizing else "Steady"
+        if allocation != inner.get("allocationState"):
+            inner["allocationState"], inner["allocationStateTransitionTime"] = allocation, utc_now_iso()
+        inner["targetNodeCount"] = minimum
+        if state in ("Succeeded", "Failed"):
+            inner["currentNodeCount"] = minimum if state == "Succeeded" else inner.get("currentNodeCount", 0)
+            inner.setdefault("nodeStateCounts", {})["idleNodeCount"] = inner["currentNodeCount"]
     return out
 
 
 def _failed(body: dict) -> dict:
+    """Failed as Azure records it: the compute's provisioningErrors and the cluster's errors, each an
+    ErrorResponse ({"error": {"code", "message"}})."""
     out = _state(body, "Failed")
-    out["properties"]["provisioningErrors"] = [{"error": {
-        "code": "InternalServerError", "message": "Provisioning failed (injected by the emulator)."}}]
+    errors = [{"error": {"code": "InternalServerError", "message": "Provisioning failed (injected by the emulator)."}}]
+    out["properties"]["provisioningErrors"] = errors
+    if isinstance(out["properties"].get("properties"), dict):
+        out["properties"]["properties"]["errors"] = copy.deepcopy(errors)
     return out
 
 
 def _async_headers(backend: Backend, req: Request, op, location: str) -> dict[str, str]:
     api_version = req.query.get("api-version", "2023-08-01-preview")
-    return {"Azure-AsyncOperation": backend.operation_url(op, location, api_version)}
+    return {"Azure-AsyncOperation": backend.operation_url(op, location, api_version), **backend.poll_after(op)}

@@ -99,17 +99,20 @@ ROUTES: tuple[Route, ...] = (
 def match(method: str, path: str) -> tuple[Route, dict]:
     """The route and its arguments for a request; ArmError 404/405 when none."""
     path = path.rstrip("/") or "/"
-    allowed = False
+    allowed: list[str] = []
     for route in ROUTES:
         found = route.pattern.match(path)
         if not found:
             continue
         if route.method != method:
-            allowed = True
+            allowed.append(route.method)
             continue
         return route, _arguments(found.groupdict())
     if allowed:
-        raise ArmError(405, "MethodNotAllowed", f"The emulator does not allow {method} on {path}.")
+        # HTTP requires a 405 to say what is allowed (RFC 9110, 15.5.6)
+        methods = ", ".join(sorted(set(allowed)))
+        raise ArmError(405, "MethodNotAllowed", f"The emulator does not allow {method} on {path}; it allows {methods}.",
+                       headers={"Allow": methods})
     raise ArmError(404, "NoRegisteredProviderFound", f"The emulator does not serve {method} {path}.")
 
 
