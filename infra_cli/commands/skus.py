@@ -7,12 +7,12 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.output import fail, print_diagnostics
+from infra_cli.commands.output import Command, fail, print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
 def skus(
-    location: Optional[str] = typer.Option(None, "--location", help="region (live availability needs --local or Azure)"),
+    location: Optional[str] = typer.Option(None, "--location", metavar="REGION", help="region (live availability needs --local or Azure)"),
     infiniband: bool = typer.Option(False, "--infiniband", help="only sizes whose InfiniBand NCCL/MPI can use"),
     as_json: bool = typer.Option(False, "--json"),
     local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
@@ -51,4 +51,4 @@ def skus(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(skus)
+    app.command(cls=Command)(skus)
