@@ -20,7 +20,8 @@ from infra_cli.plan.model import CREATE, NO_OP, REPLACE, UPDATE, ResourceChange
 from infra_cli.size_name import parse_size_name
 from infra_cli.stack.load import load_stack
 from infra_cli.validate.engine import load_valid_stack
-from infra_cli.validate.preflight import LIVE_JUDGED_RULES, LiveFacts, preflight, retired_sizes
+from infra_cli.plan.live import LiveFacts
+from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight, retired_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,6 +17,7 @@ from emulator_fixtures import *  # noqa: F401,F403
 from infra_cli.apply.engine import apply_outcome, import_resource
 from infra_cli.apply.lock import LockHeld, StackLock
 from infra_cli.diagnostics import DiagnosticError
+from infra_cli.azure.provider import Provider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.plan.planfile import read_plan_file, write_plan_file
 from infra_cli.stack.load import load_stack
@@ -57,7 +58,7 @@ def write_stack(tmp_path: Path, text: str = STACK, conda: str = "dependencies: [
 
 
 def plan(path, clients, **kw):
-    return plan_stack(load_stack(path), clients, **kw)
+    return plan_stack(load_stack(path), Provider(clients), **kw)
 
 
 def actions(outcome) -> dict[str, list[str]]:
@@ -103,7 +104,7 @@ def test_scale_in_place_size_replaces(tmp_path, clients):
     (change,) = [c for c in outcome.plan.resource_changes if c.address == "cluster.gpu"]
     assert change.actions == ["delete", "create"] and change.replace_paths == [["size"]]
     converge(path, clients)
-    assert clients.ml.compute.get("gpu").size == "Standard_ND96isr_H100_v5"
+    assert clients.ml.compute.get("gpu").size.lower() == "standard_nd96isr_h100_v5"   # Azure answers it upper-cased
     assert not plan(path, clients).plan.changes
 
 

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from emulator_fixtures import *  # noqa: F401,F403
 
 from test_registry_environments import WORKSPACE
 
@@ -46,19 +45,21 @@ def test_inputs_survive_a_tag_round_trip():
 
 def test_record_is_on_azure_and_read_back(clients):
     from infra_cli.azure.provider import Provider, smoke_record_name
+    from infra_cli.plan.live import read_smoke_records, record_smoke
 
     provider = Provider(clients)
-    assert provider.read_smoke_records("st", ["ddp"]) == {"ddp": None}
-    provider.record_smoke("st", SmokeRecord("ddp", FAILED, NOW, "job-1", "2026-01-01T00:00:00Z"))
-    provider.record_smoke("st", SmokeRecord("ddp", PASSED, NOW, "job-2", "2026-01-01T00:01:00Z"))
-    record = provider.read_smoke_records("st", ["ddp"])["ddp"]
+    assert read_smoke_records(provider, "st", ["ddp"]) == {"ddp": None}
+    record_smoke(provider, "st", SmokeRecord("ddp", FAILED, NOW, "job-1", "2026-01-01T00:00:00Z"))
+    record_smoke(provider, "st", SmokeRecord("ddp", PASSED, NOW, "job-2", "2026-01-01T00:01:00Z"))
+    record = read_smoke_records(provider, "st", ["ddp"])["ddp"]
     assert (record.result, record.inputs, record.job) == (PASSED, NOW, "job-2")
     # an environment version per record, readable with the plain SDK
     versions = [e.version for e in clients.ml.environments.list(name=smoke_record_name("st", "ddp"))]
     assert sorted(versions) == ["1", "2"]
     # another stack's record under a name that sanitises alike is not this one's
-    provider.record_smoke("st", SmokeRecord("a b", PASSED, NOW, "job-3"))
-    assert provider.read_smoke_record("st", "a-b") is None
+    record_smoke(provider, "st", SmokeRecord("a b", PASSED, NOW, "job-3"))
+    assert read_smoke_records(provider, "st", ["a-b"]) == {"a-b": None}
+    assert read_smoke_records(provider, "st", ["a b", "a-b"])["a b"].job == "job-3", "one list serves both"
 
 
 STACK = "\nstack: pending\n" + WORKSPACE + """clusters:

@@ -20,7 +20,7 @@ from infra_cli.plan.engine import PlanOutcome
 from infra_cli.plan.model import Plan, canonical_json
 from infra_cli.plan.planfile import read_plan_file
 from infra_cli.validate.engine import load_valid_stack
-from infra_cli.validate.preflight import LIVE_JUDGED_RULES
+from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 
 
 class StalePlan(DiagnosticError):
@@ -48,20 +48,20 @@ def prepare_from_plan_file(path: Path, *, local: bool) -> PlanOutcome:
     now = [r.to_json() for r in desired_resources(loaded)]
     if canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired]):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
-    clients = build_clients(loaded.stack.workspace, local=local)
-    return PlanOutcome(saved.plan, loaded, clients, live=None)  # type: ignore[arg-type]
+    from infra_cli.azure.provider import Provider
+
+    return PlanOutcome(saved.plan, loaded, Provider(build_clients(loaded.stack.workspace, local=local)), live=None)
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
                   emit: Callable[[Event], None] = lambda e: None, operation: str = "apply",
                   stop: threading.Event | None = None) -> ApplyResult:
     """Lock, check the live state still matches the plan, execute, unlock."""
-    from infra_cli.azure.provider import Provider
+    from infra_cli.plan.live import refresh
 
-    plan, loaded, clients = outcome.plan, outcome.loaded, outcome.clients
-    provider = Provider(clients)
-    with StackLock(clients.ml, plan.stack, operation):
-        live = provider.refresh(plan.desired)
+    plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
+    with StackLock(provider.clients.ml, plan.stack, operation):
+        live = refresh(provider, plan.desired)
         if live.fingerprint() != plan.live_fingerprint:
             raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
                          str(loaded.path))
@@ -73,10 +73,11 @@ def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:
     """Before changing a distribution's cluster or environment, record its smoke as pending (with why) on Azure:
     until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
     from infra_cli.plan.desired import distribution_dependencies
+    from infra_cli.plan.live import record_smoke
     from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
 
     for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():
-        provider.record_smoke(plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
+        record_smoke(provider, plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
 
 
 def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:
@@ -115,11 +116,12 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
     clients = clients or build_clients(loaded.stack.workspace, local=local)
     from infra_cli.azure.provider import Provider
     from infra_cli.plan.desired import ClusterSecrets
+    from infra_cli.plan.live import read_cluster
     from infra_cli.plan.model import Resource
     from infra_cli.plan.normalise import is_other_compute
 
     provider = Provider(clients)
-    live = provider.read_cluster(azure_name)
+    live = read_cluster(provider, azure_name)
     if live is None:
         raise error(f"there is no cluster {azure_name!r} in workspace {loaded.stack.workspace.name!r}",
                     "check the name with `az ml compute list`")

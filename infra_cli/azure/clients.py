@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +27,15 @@ if TYPE_CHECKING:
     from azure.ai.ml import MLClient
     from azure.mgmt.compute import ComputeManagementClient
 
+    from infra_cli.azure.arm import ArmReader
     from infra_cli.emulator.faults import FaultConfig
     from infra_cli.emulator.server import EmulatorServer
     from infra_cli.stack.model import Workspace
 
 AZURE_CLOUD = "AzureCloud"
+ARM_URL = "https://management.azure.com/"
+# Where azure-ai-ml asks the public cloud where a registry lives (its cloud metadata, registry_discovery_endpoint)
+REGISTRY_DISCOVERY_URL = "https://eastus.api.azureml.ms/"
 # Azure: back off 0.8 s, 1.6 s, ... (azure-core's default). Local: the emulator answers at once.
 _BACKOFF_S = {"azure": 0.8, "local": 0.05}
 _POLLING_S = {"azure": 10.0, "local": 0.1}     # LRO polling when the service sends no Retry-After (SDK: 30 s)
@@ -47,29 +51,68 @@ _emulators: dict[Path, "EmulatorServer"] = {}
 _emulators_lock = threading.Lock()
 
 
-@dataclass
 class AzureClients:
-    ml: "MLClient"
-    compute: "ComputeManagementClient"
-    subscription_id: str
-    resource_group: str
-    workspace_name: str
-    location: str
-    # MLClient keyword arguments (credential, cloud, retries) for registry clients, made on first use
-    registry_options: dict[str, Any] = field(default_factory=dict, repr=False)
-    _registries: dict[str, "MLClient"] = field(default_factory=dict, repr=False)
-    _registries_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """What the engines talk to Azure with: `arm`, the lean reader (azure-core only) plan reads live state with,
+    and the SDK clients apply, smoke and render write with (`ml`: azure-ai-ml's MLClient, `compute`:
+    azure-mgmt-compute), made on first use: importing azure-ai-ml costs more than a plan's reads."""
+
+    def __init__(self, arm: "ArmReader", subscription_id: str, resource_group: str, workspace_name: str,
+                 location: str, *, registry_discovery_url: str, sdk_options: dict[str, Any], retry_total: int,
+                 mode: str, before_sdk: Any = None):
+        self.arm = arm
+        self.subscription_id, self.resource_group = subscription_id, resource_group
+        self.workspace_name, self.location = workspace_name, location
+        self.registry_discovery_url = registry_discovery_url
+        self._sdk_options, self._retry_total, self._mode = sdk_options, retry_total, mode
+        self._before_sdk = before_sdk  # local: trust the emulator's certificate for azure-ai-ml's blob clients
+        self._lock = threading.Lock()
+        self._ml: "MLClient | None" = None
+        self._compute: "ComputeManagementClient | None" = None
+        self._registries: dict[str, "MLClient"] = {}
+
+    def __repr__(self) -> str:  # never the credential
+        return f"AzureClients({self.subscription_id}/{self.resource_group}/{self.workspace_name}, {self._mode})"
+
+    def _sdk_kwargs(self) -> dict[str, Any]:
+        if self._before_sdk is not None:
+            self._before_sdk()
+        return {"retry_policy": retry_policy(self._retry_total, self._mode), "polling_interval": _POLLING_S[self._mode]}
+
+    @property
+    def ml(self) -> "MLClient":
+        with self._lock:
+            if self._ml is None:
+                from azure.ai.ml import MLClient
+
+                options = dict(self._sdk_options)
+                options.pop("base_url", None)
+                credential = options.pop("credential")
+                self._ml = MLClient(credential, self.subscription_id, self.resource_group, self.workspace_name,
+                                    show_progress=False, enable_telemetry=False, **self._sdk_kwargs(), **options)
+            return self._ml
+
+    @property
+    def compute(self) -> "ComputeManagementClient":
+        with self._lock:
+            if self._compute is None:
+                from azure.mgmt.compute import ComputeManagementClient
+
+                kwargs = {**self._sdk_kwargs(), **{k: self._sdk_options[k] for k in ("connection_verify", "base_url")
+                                                    if k in self._sdk_options}}
+                self._compute = ComputeManagementClient(self._sdk_options["credential"], self.subscription_id, **kwargs)
+            return self._compute
 
     def registry(self, name: str) -> "MLClient":
         """An MLClient for an Azure ML registry (curated environments live in `azureml`). Making one asks the
         cloud's registry discovery endpoint where the registry lives, so it is made once, on first use."""
         from azure.ai.ml import MLClient
 
-        with self._registries_lock:
+        with self._lock:
             client = self._registries.get(name.lower())
             if client is None:
-                options = dict(self.registry_options)
-                client = MLClient(options.pop("credential"), registry_name=name, **options)
+                options = {k: v for k, v in self._sdk_options.items() if k != "base_url"}
+                client = MLClient(options.pop("credential"), registry_name=name, show_progress=False,
+                                  enable_telemetry=False, **self._sdk_kwargs(), **options)
                 self._registries[name.lower()] = client
         return client
 
@@ -88,7 +131,8 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
             server.ensure_workspace(workspace.subscription_id, workspace.resource_group, workspace.name,
                                     workspace.location)
             target = EmulatorTarget(server.url, server.port, server.cert_path, server.token)
-        return _clients(workspace, target.options(), retry_total, "local")
+        return _clients(workspace, target.options(), retry_total, "local",
+                        before_sdk=lambda: trust_emulator_certificate(target.cert_path))
     from infra_cli.azure.credentials import azure_credential
 
     return _clients(workspace, {"credential": azure_credential(), "cloud": AZURE_CLOUD}, retry_total, "azure")
@@ -144,7 +188,6 @@ class EmulatorTarget:
         from infra_cli.azure.credentials import LocalCredential
 
         url = self.url
-        trust_emulator_certificate(self.cert_path)
         return {
             "credential": LocalCredential(self.token),
             # A cloud name per URL: azure-ai-ml refuses to redefine a cloud name within a process.
@@ -242,23 +285,13 @@ def retry_policy(retry_total: int, mode: str) -> Any:
                               retry_mode="exponential", timeout=_REQUEST_DEADLINE_S[mode])
 
 
-def _clients(workspace: "Workspace", options: dict[str, Any], retry_total: int, mode: str) -> AzureClients:
-    from azure.ai.ml import MLClient
-    from azure.mgmt.compute import ComputeManagementClient
+def _clients(workspace: "Workspace", options: dict[str, Any], retry_total: int, mode: str,
+             before_sdk: Any = None) -> AzureClients:
+    from infra_cli.azure.arm import ArmReader
 
-    credential = options.pop("credential")
-    base_url = options.pop("base_url", None)
-    connection = {k: options[k] for k in ("connection_verify",) if k in options}
-    ml = MLClient(credential, workspace.subscription_id, workspace.resource_group, workspace.name,
-                  retry_policy=retry_policy(retry_total, mode), polling_interval=_POLLING_S[mode],
-                  show_progress=False, enable_telemetry=False, **options)
-    compute_kwargs: dict[str, Any] = {"retry_policy": retry_policy(retry_total, mode),
-                                      "polling_interval": _POLLING_S[mode], **connection}
-    if base_url:
-        compute_kwargs["base_url"] = base_url
-    compute = ComputeManagementClient(credential, workspace.subscription_id, **compute_kwargs)
-    registry = {"credential": credential, "retry_policy": retry_policy(retry_total, mode),
-                "polling_interval": _POLLING_S[mode], "show_progress": False, "enable_telemetry": False, **options}
-    return AzureClients(ml=ml, compute=compute, subscription_id=workspace.subscription_id,
-                        resource_group=workspace.resource_group, workspace_name=workspace.name,
-                        location=workspace.location, registry_options=registry)
+    metadata = options.get("cloud_metadata") or {}
+    arm = ArmReader(options.get("base_url") or ARM_URL, options["credential"], retry_policy(retry_total, mode),
+                    connection_verify=options.get("connection_verify", True))
+    return AzureClients(arm, workspace.subscription_id, workspace.resource_group, workspace.name, workspace.location,
+                        registry_discovery_url=metadata.get("registry_discovery_endpoint") or REGISTRY_DISCOVERY_URL,
+                        sdk_options=options, retry_total=retry_total, mode=mode, before_sdk=before_sdk)

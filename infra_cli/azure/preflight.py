@@ -18,7 +18,7 @@ def sku_availability(location: str, names: list[str], *, local: bool) -> dict[st
     subscription = LOCAL_SUBSCRIPTION if local else os.environ.get("AZURE_SUBSCRIPTION_ID", "")
     workspace = Workspace(subscription_id=subscription, resource_group="infra-skus", name="infra-skus",
                           location=location)
-    live = Provider(build_clients(workspace, local=local))._live_skus(workspace.location)
+    live = Provider(build_clients(workspace, local=local)).sku_offers(workspace.location)
     if not live:  # every region offers some sizes: an empty answer means the name is not a region
         raise DiagnosticError([Diagnostic(
             "error", "skus.unknown-location", f"Azure offers no VM sizes in {location!r}: it is not a region name",
@@ -27,5 +27,6 @@ def sku_availability(location: str, names: list[str], *, local: bool) -> dict[st
     for name in names:
         sku = live.get(name.lower())
         out[name.lower()] = ("not offered" if sku is None
-                             else f"restricted ({', '.join(sku.restrictions)})" if sku.restrictions else "available")
+                             else f"restricted ({', '.join(sku['restrictions'])})" if sku["restrictions"]
+                             else "available")
     return out

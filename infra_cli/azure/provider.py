@@ -1,8 +1,10 @@
-"""The provider: the only code that calls the Azure SDKs for plan and apply.
+"""The provider: the only code that calls Azure for plan and apply.
 
-Reads are concurrent (bounded) and use list calls where one serves; writes are single resources, with
-azure-core's retry policy (set up in clients.py) handling 429/5xx. The same code runs against Azure and
-against the local emulator: only clients.py knows which.
+Reads go over the lean REST reader (azure/arm.py: azure-core only, no azure-ai-ml import), with list calls where
+one serves, issued concurrently (bounded); they return plain data (dicts of the values azure-ai-ml's entities
+would hold), which plan normalises (plan/live.py), so this module needs nothing from plan. Writes go through the
+SDKs (azure-ai-ml, azure-mgmt-compute) with azure-core's retry policy (clients.py) handling 429/5xx. The same
+code runs against Azure and against the local emulator: only clients.py knows which.
 """
 
 from __future__ import annotations
@@ -14,21 +16,28 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
-from infra_cli.azure.errors import azure_error_code, azure_error_message  # noqa: F401  (re-exported)
+from infra_cli.azure.errors import azure_error_code, azure_error_message, is_not_found  # noqa: F401  (re-exported)
 from infra_cli.azure.quiet import quiet_sdk
-from infra_cli.plan.desired import ClusterSecrets
-from infra_cli.plan.diff import LiveState
-from infra_cli.plan.model import Resource
-from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
-from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
-
-if TYPE_CHECKING:
-    from infra_cli.validate.preflight import LiveFacts
 
 MAX_READ_CONCURRENCY = 16
 SMOKE_RECORD_IMAGE = "mcr.microsoft.com/azureml/infra-smoke-record:none"  # never pulled: the version is a record
+
+# The api-versions azure-ai-ml 1.35 and azure-mgmt-compute 39 send for the same reads, so a read here and
+# through the SDKs are the same request (and the emulator, held to the same specs, answers both alike).
+API_WORKSPACE = "2024-10-01-preview"
+API_COMPUTES = "2023-08-01-preview"
+API_ENVIRONMENTS = "2023-04-01-preview"
+API_REGISTRY_DISCOVERY = "v1.0"
+API_REGISTRY_ASSETS = "2021-10-01-dataplanepreview"
+API_SKUS = "2021-07-01"
+API_USAGES = "2026-04-01"
+MFE_PATH_PREFIX = "mferp/managementfrontend"
+# what azure-ai-ml calls each kind of compute (Compute._from_rest_object); any other is "unsupported"
+_SDK_COMPUTE_TYPES = {t: t for t in ("amlcompute", "computeinstance", "virtualmachine", "kubernetes", "synapsespark")}
+UNSUPPORTED_COMPUTE = "*** Unsupported Compute Type ***"
+_VERSION_ID = re.compile(r"/environments/([^/]+)/versions/([^/]+)/?$", re.IGNORECASE)
 
 
 def smoke_record_name(stack: str, distribution: str) -> str:
@@ -36,171 +45,240 @@ def smoke_record_name(stack: str, distribution: str) -> str:
     return f"infra-smoke-{stack}.{re.sub(r'[^A-Za-z0-9_.-]', '-', distribution)}"
 
 
-def is_not_found(exc: Exception) -> bool:
-    """A 404, however the SDK dresses it (azure-ai-ml raises a ValidationException for a missing asset label)."""
-    from azure.core.exceptions import ResourceNotFoundError
+def camel_to_snake(text: str | None) -> str | None:
+    """azure-ai-ml's camel_to_snake (azure/ai/ml/_utils/utils.py), comma lists included: "SystemAssigned" ->
+    "system_assigned", "LowPriority" -> "low_priority"."""
+    if not text:
+        return None
 
-    if isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404:
-        return True
-    return type(exc).__name__ == "ValidationException" and "does not exist" in str(exc)
+    def convert(part: str) -> str:
+        part = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", part)
+        return re.sub("([a-z0-9])([A-Z])", r"\1_\2", part).lower()
 
-
-def _cluster_values(entity: Any) -> dict[str, Any]:
-    """Plain values off an AmlCompute entity (field names of CLI v2 YAML)."""
-    ssh = getattr(entity, "ssh_settings", None)
-    net = getattr(entity, "network_settings", None)
-    identity = getattr(entity, "identity", None)
-    uais = getattr(identity, "user_assigned_identities", None) or []
-    return {
-        "name": entity.name,
-        "size": entity.size,
-        "tier": entity.tier,
-        "min_instances": entity.min_instances,
-        "max_instances": entity.max_instances,
-        "idle_time_before_scale_down": entity.idle_time_before_scale_down,
-        "enable_node_public_ip": entity.enable_node_public_ip,
-        "ssh_public_access_enabled": entity.ssh_public_access_enabled,
-        "ssh_admin_username": getattr(ssh, "admin_username", None),
-        "subnet": getattr(net, "subnet", None),
-        "identity_type": getattr(identity, "type", None),
-        "user_assigned_identities": [getattr(u, "resource_id", None) for u in uais if getattr(u, "resource_id", None)],
-        "location": entity.location,
-        "tags": dict(entity.tags or {}),
-        "description": entity.description,
-        # a Failed or stuck cluster plans as a replacement (plan/diff.py)
-        "provisioning_state": getattr(entity, "provisioning_state", None),
-        "provisioning_errors": getattr(entity, "provisioning_errors", None),
-        "created_on": getattr(entity, "created_on", None),
-    }
+    return ",".join(convert(t.strip()) for t in text.split(",")) if "," in text else convert(text)
 
 
-def _compute_resource(entity: Any) -> Resource:
-    """An AmlCompute cluster, normalised; a compute of another kind holding the name (a workspace's computes
-    share one namespace: AKS, compute instances, ...) as what it is, which plan never adopts or changes.
-    azure-ai-ml reads some kinds (AKS) as "*** Unsupported Compute Type ***" without their computeType."""
-    compute_type = str(getattr(entity, "type", "") or "")
-    if compute_type.lower() != "amlcompute":
-        return other_compute_resource(entity.name, compute_type.strip("* ") or "unknown")
-    return cluster_resource(_cluster_values(entity))
+def duration_seconds(value: Any) -> float | None:
+    """An ISO 8601 duration ("PT5M", "P1DT2H", "PT1.5S") -> seconds; None for none, zero (azure-ai-ml reads a zero
+    idle time as none) or a text that is not one."""
+    m = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", str(value or "").strip().upper())
+    if not m or not any(m.groups()):
+        return None
+    d, h, mi, sec = (float(x) if x else 0.0 for x in m.groups())
+    return (d * 86400 + h * 3600 + mi * 60 + sec) or None
 
 
-def _restricts(restriction: Any, location: str) -> bool:
-    # the model's `values` field is shadowed by the mapping method of the same name on newer SDKs
-    values = restriction.as_dict().get("values") if hasattr(restriction, "as_dict") else restriction["values"]
+def compute_values(body: dict) -> dict[str, Any]:
+    """A ComputeResource as Azure answers it -> plain values with CLI v2 YAML's field names, exactly those
+    azure-ai-ml's AmlCompute._load_from_rest reads (`compute_type`: what azure-ai-ml calls the kind)."""
+    outer = body.get("properties") or {}
+    kind = _SDK_COMPUTE_TYPES.get(str(outer.get("computeType") or "").lower(), UNSUPPORTED_COMPUTE)
+    values: dict[str, Any] = {"name": body.get("name"), "compute_type": kind}
+    if kind != "amlcompute":
+        return values
+    props = outer.get("properties") or {}
+    scale = props.get("scaleSettings") or {}
+    credentials = props.get("userAccountCredentials") or {}
+    identity = body.get("identity") or {}
+    errors = outer.get("provisioningErrors") or []
+    first_error = errors[0] if errors and isinstance(errors[0], dict) else {}
+    public_ip = props.get("enableNodePublicIp")
+    return {**values,
+            "size": props.get("vmSize"),
+            "tier": camel_to_snake(props.get("vmPriority")),
+            "min_instances": scale.get("minNodeCount") if scale else None,
+            "max_instances": scale.get("maxNodeCount") if scale else None,
+            "idle_time_before_scale_down": duration_seconds(scale.get("nodeIdleTimeBeforeScaleDown")),
+            "enable_node_public_ip": True if public_ip is None else public_ip,
+            "ssh_public_access_enabled": props.get("remoteLoginPortPublicAccess") == "Enabled",
+            "ssh_admin_username": credentials.get("adminUserName") if credentials else None,
+            "subnet": (props.get("subnet") or {}).get("id"),
+            "identity_type": camel_to_snake(identity.get("type")) if identity else None,
+            "user_assigned_identities": list((identity.get("userAssignedIdentities") or {}) if identity else ()),
+            "location": outer.get("computeLocation") or body.get("location"),
+            "tags": dict(body.get("tags") or {}),
+            "description": outer.get("description"),
+            # a Failed or stuck cluster plans as a replacement (plan/diff.py); azure-ai-ml keeps the first code
+            "provisioning_state": outer.get("provisioningState"),
+            "provisioning_errors": (first_error.get("error") or {}).get("code") if errors else None,
+            "created_on": outer.get("createdOn")}
+
+
+def version_values(body: dict, next_version: str | None = None) -> dict[str, Any]:
+    """An environment version (workspace or registry) -> name (out of its id, as azure-ai-ml reads it), version,
+    tags; the content itself (image, conda file, build) is never read."""
+    found = _VERSION_ID.search(str(body.get("id") or ""))
+    name, version = (found.group(1), found.group(2)) if found else (None, body.get("name"))
+    return {"name": name, "version": version, "tags": dict((body.get("properties") or {}).get("tags") or {}),
+            "next_version": next_version}
+
+
+def _restricts(restriction: dict, location: str) -> bool:
+    values = restriction.get("values")
     return not values or location in [str(v).lower() for v in values]
+
+
+def sku_offer(sku: dict, location: str) -> dict[str, Any]:
+    """A resource SKU -> name, family, vcpus, rdma_enabled (None: not reported), restrictions (the reason codes of
+    Location restrictions here: a Zone one takes only some zones away)."""
+    caps = {c.get("name"): c.get("value") for c in (sku.get("capabilities") or [])}
+    reasons = tuple(r.get("reasonCode") or "Restricted" for r in (sku.get("restrictions") or [])
+                    if str(r.get("type")).lower().endswith("location") and _restricts(r, location))
+    rdma = caps.get("RdmaEnabled")
+    return {"name": sku.get("name"), "family": sku.get("family") or "", "vcpus": int(caps.get("vCPUs", 0) or 0),
+            "rdma_enabled": None if rdma is None else rdma == "True", "restrictions": reasons}
+
+
+class _Resource(Protocol):   # what a write takes: plan's Resource, or anything with these
+    name: str
+    attributes: dict
+    tags: dict
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, n)))
 
 
 @dataclass
 class Provider:
     clients: Any  # infra_cli.azure.clients.AzureClients
 
-    # ---- reads ------------------------------------------------------------------------------------------
+    smoke_record_name = staticmethod(smoke_record_name)
 
-    def refresh(self, desired: list[Resource]) -> LiveState:
-        """Live state of every cluster in the workspace (one list call) and of each declared environment."""
-        envs = [r for r in desired if r.type == "environment" and r.attributes.get("kind") != "curated"]
-        live = LiveState()
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, len(envs) + 1))) as pool:
-            clusters_f = pool.submit(self.list_clusters)
-            env_fs = {r.name: pool.submit(self.read_environment, r.name, r.attributes.get("version")) for r in envs}
-            for res in clusters_f.result():
-                live.clusters[res.name] = res
-            for name, fut in env_fs.items():
-                res = fut.result()
-                if res is not None:
-                    live.environments[name] = res
-        return live
+    @property
+    def _workspace_path(self) -> str:
+        c = self.clients
+        return (f"subscriptions/{c.subscription_id}/resourceGroups/{c.resource_group}"
+                f"/providers/Microsoft.MachineLearningServices/workspaces/{c.workspace_name}")
 
-    def list_clusters(self) -> list[Resource]:
-        return [_compute_resource(entity) for entity in self.clients.ml.compute.list()]
+    # ---- reads: plain data, one list call where one serves ------------------------------------------------
 
-    def read_cluster(self, name: str) -> Resource | None:
-        try:
-            return _compute_resource(self.clients.ml.compute.get(name))
-        except Exception as exc:
-            if is_not_found(exc):
-                return None
-            raise
+    def list_computes(self) -> list[dict[str, Any]]:
+        """Every compute of the workspace (compute_values), paged."""
+        return [compute_values(b) for b in self.clients.arm.list(f"{self._workspace_path}/computes", API_COMPUTES)]
 
-    def read_environment(self, name: str, pinned: str | None) -> Resource | None:
-        """The pinned version (if the stack pins one) or the latest, plus the next free version number."""
-        envs = self.clients.ml.environments
-        try:
-            latest = envs.get(name, label="latest")
-        except Exception as exc:
-            if is_not_found(exc):
-                return None
-            raise
-        next_version = str(int(latest.version) + 1) if str(latest.version).isdigit() else None
-        entity = latest
-        if pinned and pinned != latest.version:
-            try:
-                entity = envs.get(name, version=pinned)
-            except Exception as exc:
-                if not is_not_found(exc):
-                    raise
-                return environment_resource(name, None, latest.tags, next_version)
-        return environment_resource(name, entity.version, entity.tags, next_version)
+    def read_compute(self, name: str) -> dict[str, Any] | None:
+        body = self.clients.arm.get(f"{self._workspace_path}/computes/{name}", API_COMPUTES)
+        return None if body is None else compute_values(body)
 
-    def resolve_environment(self, reference: str) -> str | None:
+    def environment_names(self) -> set[str]:
+        """The workspace's environments (containers; lower case), one paged list."""
+        return {str(b.get("name")).lower() for b in
+                self.clients.arm.list(f"{self._workspace_path}/environments", API_ENVIRONMENTS)}
+
+    def read_environment(self, name: str, pinned: str | None) -> dict[str, Any] | None:
+        """The pinned version (if the stack pins one) or the latest (as azure-ai-ml asks for label latest: the
+        newest created, `$orderBy=createdtime desc&$top=1`), plus the next free version number; None when the
+        environment has no version."""
+        versions = f"{self._workspace_path}/environments/{name}/versions"
+        latest = self.clients.arm.first(versions, API_ENVIRONMENTS, **{"$orderBy": "createdtime desc", "$top": 1})
+        if latest is None:
+            return None
+        latest_version = version_values(latest)["version"]
+        next_version = str(int(latest_version) + 1) if str(latest_version).isdigit() else None
+        if pinned and pinned != latest_version:
+            body = self.clients.arm.get(f"{versions}/{pinned}", API_ENVIRONMENTS)
+            if body is None:
+                return {"name": name, "version": None, "tags": dict((latest.get("properties") or {}).get("tags")
+                                                                    or {}), "next_version": next_version}
+            return version_values(body, next_version)
+        return version_values(latest, next_version)
+
+    def read_environments(self, wanted: dict[str, str | None]) -> dict[str, dict[str, Any] | None]:
+        """name -> read_environment(name, pinned) for each wanted one. One list of the workspace's environments
+        says which exist; only those are read, concurrently (an environment's versions and their tags can only be
+        read per environment: Azure has no workspace-wide list of versions)."""
+        if not wanted:
+            return {}
+        existing = self.environment_names()
+        found = [n for n in wanted if n.lower() in existing]
+        with _pool(len(found)) as pool:
+            futures = {n: pool.submit(self.read_environment, n, wanted[n]) for n in found}
+            return {n: futures[n].result() if n in futures else None for n in wanted}
+
+    def _registry_base(self, registry: str) -> tuple[str, str, str]:
+        """(MFE base URL, subscription, resource group) of a registry, from the cloud's registry discovery."""
+        arm = self.clients.arm
+        found = arm.get(f"{self.clients.registry_discovery_url.rstrip('/')}/registrymanagement/v1.0/registries/"
+                        f"{registry}/discovery", API_REGISTRY_DISCOVERY)
+        if found is None:
+            return "", "", ""
+        base = str(found.get("primaryRegionResourceProviderUri") or "")
+        return (base if base.endswith("/") else base + "/") + MFE_PATH_PREFIX, found.get("subscriptionId"), \
+            found.get("resourceGroup")
+
+    def resolve_environment(self, reference: str, registry_base: tuple[str, str, str] | None = None) -> str | None:
         """What an environment reference names now, as `azureml://registries/R/environments/N/versions/V` (or
         `azureml:N:V` in the workspace); None when it does not exist. Labels (latest) resolve to a version."""
         from infra_cli.knowledge.curated import parse_environment_reference
 
         ref = parse_environment_reference(reference)
-        envs = self.clients.registry(ref.registry).environments if ref.registry else self.clients.ml.environments
-        try:
-            entity = envs.get(ref.name, label=ref.label) if ref.label else envs.get(ref.name, version=ref.version)
-        except Exception as exc:
-            if is_not_found(exc):
-                return None
-            raise
         if ref.registry:
-            return f"azureml://registries/{ref.registry}/environments/{entity.name}/versions/{entity.version}"
-        return f"azureml:{entity.name}:{entity.version}"
+            base, sub, group = registry_base or self._registry_base(ref.registry)
+            if not base:
+                return None
+            versions = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
+                        f"Microsoft.MachineLearningServices/registries/{ref.registry}/environments/{ref.name}/versions")
+            api = API_REGISTRY_ASSETS
+        else:
+            versions, api = f"{self._workspace_path}/environments/{ref.name}/versions", API_ENVIRONMENTS
+        arm = self.clients.arm
+        body = (arm.first(versions, api, **{"$orderBy": "createdtime desc", "$top": 1}) if ref.label
+                else arm.get(f"{versions}/{ref.version}", api))
+        if body is None:
+            return None
+        entity = version_values(body)
+        if ref.registry:
+            return f"azureml://registries/{ref.registry}/environments/{entity['name']}/versions/{entity['version']}"
+        return f"azureml:{entity['name']}:{entity['version']}"
 
     def resolve_environments(self, references: dict[str, str]) -> dict[str, str | None]:
-        """name -> resolved id (None: not found) for each reference, concurrently."""
+        """name -> resolved id (None: not found) for each reference, concurrently; each registry is discovered
+        once."""
         if not references:
             return {}
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, len(references)))) as pool:
-            futures = {name: pool.submit(self.resolve_environment, ref) for name, ref in references.items()}
+        from infra_cli.knowledge.curated import parse_environment_reference
+
+        registries = {r for r in (parse_environment_reference(v).registry for v in references.values()) if r}
+        with _pool(len(references) + len(registries)) as pool:
+            bases = {r: pool.submit(self._registry_base, r) for r in registries}
+            futures = {name: pool.submit(lambda ref: self.resolve_environment(
+                ref, (lambda reg: bases[reg].result() if reg else None)(parse_environment_reference(ref).registry)),
+                ref) for name, ref in references.items()}
             return {name: f.result() for name, f in futures.items()}
+
+    def workspace_location(self) -> str | None:
+        """The workspace's region (as `eastus`), None when the workspace does not exist."""
+        ws = self.clients.arm.get(self._workspace_path, API_WORKSPACE)
+        return None if ws is None else (ws.get("location") or "").replace(" ", "").lower() or None
+
+    def sku_offers(self, location: str) -> dict[str, dict[str, Any]]:
+        """lower-case size -> sku_offer, for the virtual machine sizes of a region (one paged list)."""
+        skus = self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/Microsoft.Compute/skus",
+                                     API_SKUS, **{"$filter": f"location eq '{location}'"})
+        return {str(s["name"]).lower(): sku_offer(s, location) for s in skus
+                if s.get("resourceType") == "virtualMachines" and s.get("name")}
+
+    def usages(self, location: str) -> dict[str, dict[str, Any]]:
+        """family -> {family, current, limit}: the region's vCPU usage and quota (one paged list)."""
+        out = {}
+        for usage in self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/Microsoft.Compute/"
+                                           f"locations/{location}/usages", API_USAGES):
+            family = (usage.get("name") or {}).get("value")
+            if family:
+                out[family] = {"family": family, "current": int(usage.get("currentValue") or 0),
+                               "limit": int(usage.get("limit") or 0)}
+        return out
 
     # ---- smoke records (the last smoke of each distribution, on Azure) ------------------------------------
 
-    def read_smoke_record(self, stack: str, distribution: str) -> SmokeRecord | None:
-        try:
-            env = self.clients.ml.environments.get(smoke_record_name(stack, distribution), label="latest")
-        except Exception as exc:
-            if is_not_found(exc):
-                return None
-            raise
-        tags = env.tags or {}
-        if tags.get("infra.stack") != stack or tags.get("infra.smoke.distribution") != distribution:
-            return None  # another stack's or distribution's record under a name that sanitised alike
-        return SmokeRecord(distribution, tags.get("infra.smoke.result", ""),
-                           SmokeInputs.decode(tags.get("infra.smoke.inputs")), tags.get("infra.smoke.job") or None,
-                           tags.get("infra.smoke.at") or None, tags.get("infra.smoke.reason") or None)
-
-    def read_smoke_records(self, stack: str, distributions: list[str]) -> dict[str, SmokeRecord | None]:
-        if not distributions:
-            return {}
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, len(distributions)))) as pool:
-            futures = {d: pool.submit(self.read_smoke_record, stack, d) for d in distributions}
-            return {d: f.result() for d, f in futures.items()}
-
-    def record_smoke(self, stack: str, record: SmokeRecord, *, attempts: int = 5) -> None:
-        """Register the record as the next version (immutable, so two writers never overwrite each other: the
-        one that loses the version number reads the latest again and takes the next)."""
+    def record_smoke(self, stack: str, distribution: str, tags: dict[str, str], *, attempts: int = 5) -> None:
+        """Register the record (its tags) as the next version (immutable, so two writers never overwrite each
+        other: the one that loses the version number reads the latest again and takes the next)."""
         from azure.ai.ml.entities import Environment
         from azure.core.exceptions import HttpResponseError
 
-        name = smoke_record_name(stack, record.distribution)
-        tags = {"infra.stack": stack, "infra.smoke.distribution": record.distribution,
-                "infra.smoke.result": record.result, "infra.smoke.inputs": record.inputs.encode() if record.inputs else "",
-                "infra.smoke.job": record.job or "", "infra.smoke.at": record.at or "",
-                "infra.smoke.reason": record.reason or ""}
+        name = smoke_record_name(stack, distribution)
         envs = self.clients.ml.environments
         for attempt in range(attempts):
             try:
@@ -213,63 +291,19 @@ class Provider:
             try:
                 envs.create_or_update(Environment(
                     name=name, version=str(version), image=f"{SMOKE_RECORD_IMAGE}-{uuid.uuid4().hex[:12]}", tags=tags,
-                    description=f"infra smoke record of stack {stack}, distribution {record.distribution} "
+                    description=f"infra smoke record of stack {stack}, distribution {distribution} "
                                 "(do not use in jobs)"))
                 return
             except HttpResponseError:
                 if attempt == attempts - 1:
                     raise
 
-    def live_facts(self, location: str) -> "LiveFacts":
-        """Workspace location, size offers and restrictions, vCPU quota: three reads, concurrently."""
-        from infra_cli.validate.preflight import LiveFacts
-
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            ws_f = pool.submit(self._workspace_location)
-            skus_f = pool.submit(self._live_skus, location)
-            quota_f = pool.submit(self._live_quota, location)
-            return LiveFacts(location, ws_f.result(), skus_f.result(), quota_f.result())
-
-    def _workspace_location(self) -> str | None:
-        try:
-            ws = self.clients.ml.workspaces.get(self.clients.workspace_name)
-        except Exception as exc:
-            if is_not_found(exc):
-                return None
-            raise
-        return (ws.location or "").replace(" ", "").lower() or None
-
-    def _live_skus(self, location: str) -> dict:
-        from infra_cli.validate.preflight import LiveSku
-
-        out = {}
-        for sku in self.clients.compute.resource_skus.list(filter=f"location eq '{location}'"):
-            if sku.resource_type != "virtualMachines":
-                continue
-            caps = {c.name: c.value for c in (sku.capabilities or [])}
-            # a Location restriction takes the whole region away; a Zone one only some zones
-            reasons = tuple(r.reason_code or "Restricted" for r in (sku.restrictions or [])
-                            if str(r.type).lower().endswith("location") and _restricts(r, location))
-            rdma = caps.get("RdmaEnabled")
-            out[sku.name.lower()] = LiveSku(sku.name, sku.family or "", int(caps.get("vCPUs", 0) or 0),
-                                            None if rdma is None else rdma == "True", reasons)
-        return out
-
-    def _live_quota(self, location: str) -> dict:
-        from infra_cli.validate.preflight import LiveQuota
-
-        out = {}
-        for usage in self.clients.compute.usage.list(location):
-            family = usage.name.value if usage.name else None
-            if family:
-                out[family] = LiveQuota(family, int(usage.current_value or 0), int(usage.limit or 0))
-        return out
-
     # ---- writes -----------------------------------------------------------------------------------------
 
-    def put_cluster(self, resource: Resource, secrets: ClusterSecrets, subnet: str | None,
+    def put_cluster(self, resource: _Resource, secrets: Any, subnet: str | None,
                     vnet_name: str | None) -> Any:
-        """Create, or update in place, through a full PUT (the SDK's begin_update sends a broken subnet)."""
+        """Create, or update in place, through a full PUT (the SDK's begin_update sends a broken subnet).
+        `secrets`: admin_username, admin_password, ssh_key_value (plan's ClusterSecrets)."""
         from azure.ai.ml.entities import (AmlCompute, AmlComputeSshSettings, IdentityConfiguration,
                                           ManagedIdentityConfiguration, NetworkSettings)
 
@@ -303,12 +337,12 @@ class Provider:
             if not is_not_found(exc):
                 raise
         deadline = time.monotonic() + wait_gone_s
-        while self.read_cluster(name) is not None:
+        while self.read_compute(name) is not None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cluster {name} still exists {wait_gone_s:.0f}s after its delete finished")
             time.sleep(poll_s)
 
-    def create_environment_version(self, resource: Resource, base_dir: Path, conda_file: str | None,
+    def create_environment_version(self, resource: _Resource, base_dir: Path, conda_file: str | None,
                                    build_files: Callable[[Path], Path] | None) -> Any:
         """Register a new, immutable version (never rewrite one)."""
         from azure.ai.ml.entities import BuildContext, Environment

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Command, Progress, fail,
                                       print_diagnostics)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+
+if TYPE_CHECKING:
+    from infra_cli.plan.engine import PlanOutcome
 
 
 def _print_plan_diagnostics(plan) -> None:
@@ -64,8 +67,19 @@ def _run_smoke(outcome, jobs: list[str]) -> int:
         print(f"Smoke jobs to run: {', '.join(jobs)} (run `infra smoke` when the smoke runner is installed)")
         return EXIT_OK
     names = [j.split(".", 1)[1] for j in jobs]
-    verdicts = run_smoke(outcome.loaded, outcome.clients, names)
+    verdicts = run_smoke(outcome.loaded, outcome.provider.clients, names)
     return EXIT_OK if all(getattr(v, "passed", False) for v in verdicts) else EXIT_ERROR
+
+
+def plan_file(stack: Path, *, local: bool, **options) -> "PlanOutcome":
+    """Load and validate the stack, build the clients and the provider (Azure, or the local emulator) and plan."""
+    from infra_cli.azure.clients import build_clients
+    from infra_cli.azure.provider import Provider
+    from infra_cli.plan.engine import load_for_plan, plan_stack
+
+    loaded, warnings = load_for_plan(stack)
+    provider = Provider(build_clients(loaded.stack.workspace, local=local))
+    return plan_stack(loaded, provider, warnings=warnings, **options)
 
 
 def plan(
@@ -81,7 +95,6 @@ def plan(
                                       help="read custom images' layers and check their `requires:`"),
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
-    from infra_cli.plan.engine import plan_file
     from infra_cli.plan.planfile import write_plan_file
     from infra_cli.plan.render import render_plan
 
@@ -163,7 +176,6 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                       *, destroy: bool) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
     from infra_cli.apply.lock import LockHeld
-    from infra_cli.plan.engine import plan_file
     from infra_cli.plan.planfile import is_plan_file
     from infra_cli.plan.render import render_plan
 

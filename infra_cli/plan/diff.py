@@ -17,26 +17,12 @@ from datetime import datetime, timezone
 
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.desired import live_comparable
+from infra_cli.plan.live import LiveState
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, UPDATE, Resource, ResourceChange,
                                   content_hash)
 from infra_cli.plan.normalise import is_other_compute, without_provisioning
 from infra_cli.knowledge.update_semantics import provisioning_rules, semantics
 from infra_cli.stack.source import SourceMap
-
-
-@dataclass
-class LiveState:
-    """Normalised live resources by Azure name. An environment's attributes describe one live version
-    (the pinned one, or the latest) plus `next_version`."""
-
-    clusters: dict[str, Resource] = field(default_factory=dict)
-    environments: dict[str, Resource] = field(default_factory=dict)
-
-    def fingerprint(self) -> str:
-        return content_hash({
-            "clusters": {n: [r.attributes, r.tags] for n, r in sorted(self.clusters.items())},
-            "environments": {n: [r.attributes, r.tags] for n, r in sorted(self.environments.items())},
-        })
 
 
 @dataclass

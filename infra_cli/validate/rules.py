@@ -17,8 +17,8 @@ from typing import Callable, Iterator
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.image.dockerfile import template_parameters
-from infra_cli.image.spec import SpecError, parse_requirement
+from infra_cli.knowledge.docker_templates import template_parameters
+from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.knowledge.curated import curated_info, image_info
 from infra_cli.knowledge.frameworks import frameworks, launcher_variables, types_needing_mpi
 from infra_cli.knowledge.launchers import launchers

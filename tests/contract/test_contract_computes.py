@@ -14,7 +14,8 @@ from spec_schema import problems
 
 from infra_cli.azure.provider import Provider
 from infra_cli.plan.desired import ClusterSecrets, desired_resources
-from infra_cli.plan.diff import LiveState, diff, drift
+from infra_cli.plan.diff import diff, drift
+from infra_cli.plan.live import LiveState, compute_resource, read_cluster, refresh
 from infra_cli.plan.model import NO_OP, REPLACE, UPDATE
 from infra_cli.plan.normalise import is_other_compute
 
@@ -71,7 +72,7 @@ def plan(loaded, resources, live):
 def test_get_reads_the_recorded_cluster(clients):
     with replay() as mock:
         mock.get(COMPUTE, json=response_body(GET))
-        cluster = Provider(clients).read_cluster(PARAMS["computeName"])
+        cluster = read_cluster(Provider(clients), PARAMS["computeName"])
     assert cluster.name == "compute123" and cluster.address == "cluster.compute123"
     assert cluster.attributes == RECORDED_CLUSTER
     assert cluster.tags == {}, "no ownership tags on the recorded cluster"
@@ -86,7 +87,7 @@ def test_recorded_cluster_plans_no_change(tmp_path, clients):
     (cluster,) = resources
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
-        live = Provider(clients).refresh(resources)
+        live = refresh(Provider(clients), resources)
     result = plan(loaded, resources, live)
     assert result.diagnostics == []
     (change,) = result.changes
@@ -116,7 +117,7 @@ def test_null_or_absent_reads_as_recorded(clients, field, how):
     assert problems(variant, "ComputeResource", request=False) == []
     with replay() as mock:
         mock.get(COMPUTE, json=variant)
-        read = Provider(clients).read_cluster("compute123").attributes
+        read = read_cluster(Provider(clients), "compute123").attributes
     assert read == (dict(RECORDED_CLUSTER, subnet=None) if field == "subnet" else RECORDED_CLUSTER)
 
 
@@ -135,7 +136,7 @@ def test_a_size_the_catalog_does_not_know_is_the_same_size_in_any_case(tmp_path,
         (cluster,) = resources
         with replay() as mock:
             mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
-            live = Provider(clients).refresh(resources)
+            live = refresh(Provider(clients), resources)
         (change,) = plan(loaded, resources, live).changes
         assert change.actions == NO_OP, (spelled, change.before["size"], change.after["size"])
         assert live.clusters["compute123"].attributes["size"] == "Standard_NC6"
@@ -152,7 +153,7 @@ def test_subnet_name_with_vnet_matches_the_id_azure_reports(tmp_path, clients):
     recorded["properties"]["properties"]["subnet"] = {"id": SUBNET_ID}
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(recorded, cluster)]})
-        live = Provider(clients).refresh(resources)
+        live = refresh(Provider(clients), resources)
     (change,) = plan(loaded, resources, live).changes
     assert change.actions == NO_OP, change.changed_paths()
     other = STACK.replace("network_settings: {subnet: test-subnet-resource-id}",
@@ -175,7 +176,7 @@ def test_list_follows_next_link(clients):
         mock.get(f"{W}/computes", json={"value": [response_body(GET)]},
                  match=[matchers.query_param_matcher({"$skipToken": "page-2"}, strict_match=False)])
         mock.get(f"{W}/computes", json=first)
-        clusters = Provider(clients).list_clusters()
+        clusters = [compute_resource(v) for v in Provider(clients).list_computes()]
     gets = sent(mock, "GET")
     assert len(gets) == 2
     assert "$skipToken" not in query_of(gets[0]) and query_of(gets[1])["$skipToken"] == "page-2"
@@ -193,7 +194,7 @@ def test_a_recorded_aks_compute_of_the_same_name_is_never_adopted(tmp_path, clie
     loaded, resources = desired(tmp_path, STACK.replace("compute123:", "compute1234:"))
     with replay() as mock:
         mock.get(f"{W}/computes", json=response_body(LIST) | {"nextLink": None})
-        live = Provider(clients).refresh(resources)
+        live = refresh(Provider(clients), resources)
     result = plan(loaded, resources, live)
     (problem,) = result.diagnostics
     assert problem.rule == "plan.name-taken-by-other-compute"
@@ -289,7 +290,7 @@ def test_scale_change_is_an_update_sent_as_the_recorded_update(tmp_path, clients
     recorded["properties"]["properties"]["subnet"] = {"id": SUBNET_ID}
     with replay() as mock:
         mock.get(COMPUTE, json=owned(recorded, applied))
-        live.clusters["compute123"] = Provider(clients).read_cluster("compute123")
+        live.clusters["compute123"] = read_cluster(Provider(clients), "compute123")
     (change,) = plan(loaded, [cluster], live).changes
     assert change.actions == UPDATE and change.replace_paths == []
     assert change.action_reason == "update_in_place: min_instances, max_instances"
@@ -347,7 +348,7 @@ def test_idle_time_goes_out_as_an_iso_8601_duration_and_reads_back_the_same(tmp_
     answer["properties"]["properties"]["scaleSettings"]["nodeIdleTimeBeforeScaleDown"] = duration
     with replay() as mock:
         mock.get(COMPUTE, json=answer)
-        read = Provider(clients).read_cluster("compute123")
+        read = read_cluster(Provider(clients), "compute123")
     assert read.attributes["idle_time_before_scale_down"] == seconds, duration
 
 

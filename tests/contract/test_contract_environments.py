@@ -18,12 +18,14 @@ from spec_schema import ASSETS_SPEC, problems
 
 from infra_cli.azure.provider import Provider
 from infra_cli.plan.desired import desired_resources
-from infra_cli.plan.diff import LiveState, diff
+from infra_cli.plan.diff import diff
+from infra_cli.plan.live import LiveState, live_environment, refresh
 from infra_cli.plan.model import CREATE, NO_OP, TAG_ADDRESS, TAG_HASH, TAG_STACK
 
 GET = ml_example("EnvironmentVersion/get.json")
 LIST = ml_example("EnvironmentVersion/list.json")
 CREATE_OR_UPDATE = ml_example("EnvironmentVersion/createOrUpdate.json")
+CONTAINERS = ml_example("EnvironmentContainer/list.json")
 PARAMS = GET["parameters"]
 W = workspace_url(PARAMS)
 NAME = PARAMS["name"]                      # "string"
@@ -66,6 +68,23 @@ def latest_page(tags: dict | None = None) -> dict:
     return page
 
 
+def containers_page(*names: str, next_link: str | None = None) -> dict:
+    """EnvironmentContainer/list.json with its recorded container repeated under each name (name and id swapped,
+    the rest as recorded) and its placeholder nextLink ("string") swapped for `next_link`."""
+    page = response_body(CONTAINERS)
+    recorded = page["value"][0]
+    page["value"] = [dict(recorded, name=n, id=recorded["id"].rsplit("/", 1)[0] + "/" + n) for n in names]
+    assert page["nextLink"] == "string"
+    page["nextLink"] = next_link
+    return page
+
+
+def read(clients, pinned=None):
+    """The environment NAME as plan reads it (its versions only: the container list is not asked for)."""
+    values = Provider(clients).read_environment(NAME, pinned)
+    return None if values is None else live_environment(values)
+
+
 def stack(tmp_path, text=STACK, conda=CONDA):
     (tmp_path / "conda.yaml").write_text(conda)
     loaded = load_stack_text(tmp_path, text)
@@ -76,7 +95,7 @@ def test_latest_is_read_with_the_recorded_list_query(clients):
     """infra's refresh reads the latest version the way list.json records: $orderBy and $top=1, one page."""
     with replay() as mock:
         mock.get(VERSIONS, json=latest_page())
-        env = Provider(clients).read_environment(NAME, None)
+        env = read(clients)
     (request,) = sent(mock, "GET")
     query = query_of(request)
     assert query["$top"] == str(LIST["parameters"]["$top"]) and query["$orderBy"] == "createdtime desc"
@@ -92,7 +111,7 @@ def test_a_pinned_version_is_read_with_get(clients):
     with replay() as mock:
         mock.get(VERSIONS, json=latest_page())
         mock.get(f"{VERSIONS}/7", json=version_body(response_body(GET), "7"))
-        env = Provider(clients).read_environment(NAME, "7")
+        env = read(clients, "7")
     assert [r.url.split("?")[0] for r in sent(mock, "GET")] == [VERSIONS, f"{VERSIONS}/7"]
     assert env.attributes["version"] == "7" and env.attributes["tags"] == {"string": "string"}
 
@@ -102,7 +121,7 @@ def test_a_pinned_version_not_there_yet_reads_as_absent(clients):
     with replay() as mock:
         mock.get(VERSIONS, json=latest_page())
         mock.get(f"{VERSIONS}/7", json=not_found, status=404)
-        env = Provider(clients).read_environment(NAME, "7")
+        env = read(clients, "7")
     assert env.attributes["version"] is None and env.attributes["next_version"] is None
 
 
@@ -117,9 +136,10 @@ def test_the_recorded_version_is_not_adopted(tmp_path, clients):
     (`infra import` refuses environments, so the hint is a rename)."""
     loaded, resources = stack(tmp_path)
     with replay() as mock:
+        mock.get(f"{W}/environments", json=containers_page(NAME))
         mock.get(VERSIONS, json=latest_page())
         mock.get(f"{W}/computes", json={"value": []})  # the refresh lists the workspace's clusters too
-        live = Provider(clients).refresh(resources)
+        live = refresh(Provider(clients), resources)
     result = diff(resources, live, stack="contract", source=loaded.source)
     assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
     assert result.diagnostics[0].hint == f"rename environment.{NAME} in this stack (infra import adopts clusters only)"
@@ -130,9 +150,10 @@ def test_an_owned_version_with_the_same_content_is_no_change(tmp_path, clients):
     (env,) = resources
     ours = {"string": "string", TAG_STACK: "contract", TAG_ADDRESS: env.address, TAG_HASH: env.tags[TAG_HASH]}
     with replay() as mock:
+        mock.get(f"{W}/environments", json=containers_page(NAME))
         mock.get(VERSIONS, json=latest_page(ours))
         mock.get(f"{W}/computes", json={"value": []})
-        live = Provider(clients).refresh(resources)
+        live = refresh(Provider(clients), resources)
     (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
     assert change.actions == NO_OP and change.after["version"] == "string"
 
@@ -144,7 +165,7 @@ def test_new_content_is_a_new_version_never_the_recorded_one(tmp_path, clients):
     live = LiveState()
     with replay() as mock:
         mock.get(VERSIONS, json=latest_page(ours))
-        live.environments[NAME] = Provider(clients).read_environment(NAME, None)
+        live.environments[NAME] = read(clients)
     (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
     assert change.actions == CREATE
     assert change.before["version"] == "string" and change.after["version"] not in (None, "string")
@@ -171,14 +192,36 @@ def test_create_sends_what_the_spec_and_the_recorded_create_say(tmp_path, client
     assert "build" not in ours, "an image environment has no build context"
 
 
-@pytest.mark.xfail(strict=True, reason="azure-ai-ml reads the recorded condaFile text 'string' (a YAML scalar) "
-                   "as a file path and raises; reading only version and tags over REST (issue 15's lean "
-                   "refresh) would not parse condaFile at all")
 def test_the_recorded_version_reads_as_recorded(clients):
-    """The recorded answer with only its id swapped (condaFile left as the placeholder text)."""
+    """The recorded answer with only its id swapped (condaFile left as the placeholder text). azure-ai-ml read
+    the text 'string' as a conda file path and raised; the refresh reads only version and tags."""
     page = response_body(LIST)
     page["value"][0]["id"] = f"{VERSIONS[len(ARM):]}/string"
     with replay() as mock:
         mock.get(VERSIONS, json=page)
-        env = Provider(clients).read_environment(NAME, None)
+        env = read(clients)
     assert env.attributes["version"] == "string"
+
+
+def test_only_environments_the_workspace_lists_are_read(tmp_path, clients):
+    """The refresh asks for the workspace's environments once (EnvironmentContainer/list.json, followed across its
+    nextLink: the replay puts the list URL with a $skipToken there) and reads versions only of those listed: a
+    declared environment that is not there costs no request, whatever the stack's size."""
+    from responses import matchers
+
+    loaded, resources = stack(tmp_path, STACK + "  absent: {image: docker.io/library/ubuntu:22.04}\n")
+    with replay() as mock:
+        mock.get(f"{W}/environments", json=containers_page(NAME),
+                 match=[matchers.query_param_matcher({"$skipToken": "skiptoken"}, strict_match=False)])
+        mock.get(f"{W}/environments", json=containers_page(
+            "testEnvironment", next_link=f"{W}/environments?api-version=2024-10-01&$skipToken=skiptoken"))
+        mock.get(VERSIONS, json=latest_page())
+        mock.get(f"{W}/computes", json={"value": []})
+        live = refresh(Provider(clients), resources)
+    assert sorted(live.environments) == [NAME]
+    gets = [r.url.split("?")[0] for r in sent(mock, "GET")]
+    assert gets.count(f"{W}/environments") == 2 and f"{W}/environments/absent/versions" not in gets
+    assert len(gets) == 4
+    (change,) = [c for c in diff(resources, live, stack="contract", source=loaded.source).changes
+                 if c.address == "environment.absent"]
+    assert change.actions == CREATE and change.after["version"] == "1"

@@ -16,6 +16,7 @@ from spec_schema import SPEC_ROOT, problems
 from infra_cli.azure.provider import Provider
 from infra_cli.plan.desired import ClusterSecrets, desired_resources
 from infra_cli.plan.diff import diff
+from infra_cli.plan.live import read_cluster, refresh
 from infra_cli.plan.model import REPLACE
 
 GET = ml_example("Compute/get/AmlCompute.json")
@@ -59,14 +60,14 @@ def test_a_failed_cluster_plans_a_replacement(tmp_path, clients):
     (cluster,) = resources
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(failed_cluster(), cluster)]})
-        live = Provider(clients).refresh(resources)
+        live = refresh(Provider(clients), resources)
     (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
     assert change.actions == REPLACE
     assert "Failed" in change.action_reason and "AllocationFailed" in change.action_reason
     # the same cluster, Succeeded, is no change at all: the state alone forces the replacement
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
-        healthy = Provider(clients).refresh(resources)
+        healthy = refresh(Provider(clients), resources)
     (same,) = diff(resources, healthy, stack="contract", source=loaded.source).changes
     assert same.actions == ["no-op"]
 
@@ -76,7 +77,7 @@ def test_a_missing_cluster_reads_as_absent(clients):
     assert problems(not_found, "ErrorResponse", request=False, spec=COMMON_TYPES) == []
     with replay() as mock:
         mock.get(COMPUTE, json=not_found, status=404)
-        assert Provider(clients).read_cluster("compute123") is None
+        assert read_cluster(Provider(clients), "compute123") is None
 
 
 def _put(clients, tmp_path):

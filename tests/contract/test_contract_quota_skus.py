@@ -1,5 +1,6 @@
 """Resource SKUs and usages (Microsoft.Compute): Azure's recorded examples replayed through infra's real
-ComputeManagementClient, and the live facts plan's preflight reads from them."""
+REST reader (azure/arm.py, the requests azure-mgmt-compute would send), and the live facts plan's preflight
+reads from them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from contract_support import ARM, azure_clients, example, query_of, replay, resp
 from spec_schema import SKUS_SPEC, problems
 
 from infra_cli.azure.provider import Provider
-from infra_cli.validate.preflight import LiveQuota, LiveSku
+from infra_cli.plan.live import LiveQuota, LiveSku, live_quota, live_skus
 
 SKUS = example("compute/skus/2021-07-01/ListAvailableResourceSkusForARegion.json")
 USAGE_MAX = example("compute/ComputeRP/2025-04-01/Usage_List_MaximumSet_Gen.json")
@@ -39,7 +40,7 @@ def test_skus_are_asked_for_as_recorded_and_read(clients):
         "/nextLink: None is not of type 'string'"]
     with replay() as mock:
         mock.get(SKUS_URL, json=response_body(SKUS))
-        skus = Provider(clients)._live_skus(location)
+        skus = live_skus(Provider(clients).sku_offers(location))
     (request,) = sent(mock, "GET")
     query = query_of(request)
     assert query["$filter"] == SKUS["parameters"]["$filter"]
@@ -61,7 +62,7 @@ def test_a_restricted_size_says_why(clients):
     assert problems({"value": body["value"]}, "ResourceSkusResult", request=False, spec=SKUS_SPEC) == []
     with replay() as mock:
         mock.get(SKUS_URL, json=body)
-        skus = Provider(clients)._live_skus("westus")
+        skus = live_skus(Provider(clients).sku_offers("westus"))
     assert skus["standard_a1"].restrictions == ("NotAvailableForSubscription",)
     assert skus["standard_a0"].restrictions == (), "a zone restriction leaves the region's other zones"
 
@@ -78,7 +79,7 @@ def test_usages_follow_next_link_and_skip_nameless_ones(clients):
         mock.get(usages_url(location), json=response_body(USAGE_MIN),
                  match=[matchers.query_param_matcher({"$skipToken": "p2"}, strict_match=False)])
         mock.get(usages_url(location), json=first)
-        quota = Provider(clients)._live_quota(location)
+        quota = live_quota(Provider(clients).usages(location))
     assert len(sent(mock, "GET")) == 2
     recorded = USAGE_MAX["responses"]["200"]["body"]["value"][0]
     family = recorded["name"]["value"]

@@ -152,7 +152,9 @@ def _plan(path: Path, clients):
     from infra_cli.plan.engine import plan_stack
     from infra_cli.stack.load import load_stack
 
-    return plan_stack(load_stack(path), clients)
+    from infra_cli.azure.provider import Provider
+
+    return plan_stack(load_stack(path), Provider(clients))
 
 
 def _apply_once(path: Path, server, *, retry_pause_s: float):
@@ -214,6 +216,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
     from infra_cli.azure.provider import Provider
     from infra_cli.plan.desired import desired_resources
     from infra_cli.plan.diff import diff
+    from infra_cli.plan.live import refresh
     from infra_cli.knowledge.update_semantics import provisioning_rules
     from infra_cli.stack.load import load_stack
 
@@ -226,7 +229,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
             tags={"infra.stack": "hostile", "infra.address": "cluster.nc0"}))   # not waited for
         loaded = load_stack(path)
         desired = desired_resources(loaded)
-        live = Provider(clients).refresh(desired)
+        live = refresh(Provider(clients), desired)
         assert live.clusters["nc0"].attributes["provisioning_state"] == "Creating"
         bound = provisioning_rules().stuck_after_s["Creating"]
 

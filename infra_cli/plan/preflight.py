@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from infra_cli.knowledge.skus import Catalog
 from infra_cli.diagnostics import Diagnostic
+from infra_cli.plan.live import LiveFacts
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Resource, ResourceChange
 from infra_cli.stack.source import SourceMap
 
@@ -20,30 +20,6 @@ from infra_cli.stack.source import SourceMap
 # Offline rules whose verdict depends on what exists in Azure: `validate` reports them as for a new resource,
 # and the plan leaves them out of its validation and judges them here, against the live state.
 LIVE_JUDGED_RULES = frozenset({"cluster.size-retired"})
-
-
-@dataclass(frozen=True)
-class LiveSku:
-    name: str
-    family: str
-    vcpus: int
-    rdma_enabled: bool | None
-    restrictions: tuple[str, ...] = ()  # reason codes that apply to this subscription in the region
-
-
-@dataclass(frozen=True)
-class LiveQuota:
-    family: str
-    current: int
-    limit: int
-
-
-@dataclass
-class LiveFacts:
-    location: str
-    workspace_location: str | None  # None: the workspace does not exist
-    skus: dict[str, LiveSku] = field(default_factory=dict)  # lower-case size -> sku
-    quota: dict[str, LiveQuota] = field(default_factory=dict)  # family -> usage
 
 
 def _vcpus_delta(change: ResourceChange, facts: LiveFacts) -> tuple[str, int] | None:

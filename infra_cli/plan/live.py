@@ -1,0 +1,213 @@
+"""What plan knows of Azure: the live state and live facts, read through a Provider (the Protocol below).
+
+The provider (azure/provider.py satisfies the Protocol without importing plan) answers plain data: values as
+Azure's entities hold them. Here they become plan's types: normalised Resources (plan/normalise.py) in a
+LiveState, the size offers and quota of a region in LiveFacts, the smoke records. Reads are issued at once:
+the workspace's computes and environments are one list call each, whatever the stack's size.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from infra_cli.plan.model import Resource, content_hash
+from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
+from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
+
+
+class Provider(Protocol):
+    """The reads plan needs (and the smoke record apply and smoke write), answered as plain data."""
+
+    def smoke_record_name(self, stack: str, distribution: str) -> str: ...
+
+    def list_computes(self) -> list[dict[str, Any]]: ...
+
+    def read_compute(self, name: str) -> dict[str, Any] | None: ...
+
+    def read_environments(self, wanted: dict[str, str | None]) -> dict[str, dict[str, Any] | None]: ...
+
+    def resolve_environments(self, references: dict[str, str]) -> dict[str, str | None]: ...
+
+    def workspace_location(self) -> str | None: ...
+
+    def sku_offers(self, location: str) -> dict[str, dict[str, Any]]: ...
+
+    def usages(self, location: str) -> dict[str, dict[str, Any]]: ...
+
+    def record_smoke(self, stack: str, distribution: str, tags: dict[str, str]) -> None: ...
+
+
+@dataclass
+class LiveState:
+    """Normalised live resources by Azure name. An environment's attributes describe one live version
+    (the pinned one, or the latest) plus `next_version`."""
+
+    clusters: dict[str, Resource] = field(default_factory=dict)
+    environments: dict[str, Resource] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        return content_hash({
+            "clusters": {n: [r.attributes, r.tags] for n, r in sorted(self.clusters.items())},
+            "environments": {n: [r.attributes, r.tags] for n, r in sorted(self.environments.items())},
+        })
+
+
+@dataclass(frozen=True)
+class LiveSku:
+    name: str
+    family: str
+    vcpus: int
+    rdma_enabled: bool | None
+    restrictions: tuple[str, ...] = ()  # reason codes that apply to this subscription in the region
+
+
+@dataclass(frozen=True)
+class LiveQuota:
+    family: str
+    current: int
+    limit: int
+
+
+@dataclass
+class LiveFacts:
+    location: str
+    workspace_location: str | None  # None: the workspace does not exist
+    skus: dict[str, LiveSku] = field(default_factory=dict)  # lower-case size -> sku
+    quota: dict[str, LiveQuota] = field(default_factory=dict)  # family -> usage
+
+
+# ---- plain data -> plan's types ---------------------------------------------------------------------------
+
+def compute_resource(values: dict[str, Any]) -> Resource:
+    """An AmlCompute cluster, normalised; a compute of another kind holding the name (a workspace's computes
+    share one namespace: AKS, compute instances, ...) as what it is, which plan never adopts or changes."""
+    compute_type = str(values.get("compute_type") or "")
+    if compute_type.lower() != "amlcompute":
+        return other_compute_resource(values["name"], compute_type.strip("* ") or "unknown")
+    return cluster_resource(values)
+
+
+def live_environment(values: dict[str, Any]) -> Resource:
+    return environment_resource(values["name"], values["version"], values["tags"], values["next_version"])
+
+
+def live_skus(offers: dict[str, dict[str, Any]]) -> dict[str, LiveSku]:
+    return {k: LiveSku(o["name"], o["family"], o["vcpus"], o["rdma_enabled"], tuple(o["restrictions"]))
+            for k, o in offers.items()}
+
+
+def live_quota(usages: dict[str, dict[str, Any]]) -> dict[str, LiveQuota]:
+    return {k: LiveQuota(u["family"], u["current"], u["limit"]) for k, u in usages.items()}
+
+
+# Smoke records are environment versions whose tags say the result and the inputs it was judged on.
+_RECORD_TAGS = ("infra.smoke.result", "infra.smoke.inputs", "infra.smoke.job", "infra.smoke.at", "infra.smoke.reason")
+
+
+def record_tags(stack: str, record: SmokeRecord) -> dict[str, str]:
+    return {"infra.stack": stack, "infra.smoke.distribution": record.distribution,
+            "infra.smoke.result": record.result, "infra.smoke.inputs": record.inputs.encode() if record.inputs else "",
+            "infra.smoke.job": record.job or "", "infra.smoke.at": record.at or "",
+            "infra.smoke.reason": record.reason or ""}
+
+
+def record_from_tags(stack: str, distribution: str, tags: dict[str, str] | None) -> SmokeRecord | None:
+    tags = tags or {}
+    if tags.get("infra.stack") != stack or tags.get("infra.smoke.distribution") != distribution:
+        return None  # another stack's or distribution's record under a name that sanitised alike
+    result, inputs, job, at, reason = (tags.get(k) for k in _RECORD_TAGS)
+    return SmokeRecord(distribution, result or "", SmokeInputs.decode(inputs), job or None, at or None, reason or None)
+
+
+# ---- reads through a provider -----------------------------------------------------------------------------
+
+@dataclass
+class LiveRead:
+    """One refresh: the live state, and what the plan's preflight and smoke decisions read beside it."""
+
+    state: LiveState
+    facts: LiveFacts | None = None
+    resolved: dict[str, str | None] = field(default_factory=dict)
+    records: dict[str, SmokeRecord | None] = field(default_factory=dict)
+
+
+def _wanted_environments(desired: list[Resource]) -> dict[str, str | None]:
+    return {r.name: r.attributes.get("version") for r in desired
+            if r.type == "environment" and r.attributes.get("kind") != "curated"}
+
+
+def _state(computes: list[dict[str, Any]], environments: dict[str, dict[str, Any] | None],
+           wanted: dict[str, str | None]) -> LiveState:
+    live = LiveState()
+    for values in computes:
+        res = compute_resource(values)
+        live.clusters[res.name] = res
+    for name in wanted:
+        if environments.get(name) is not None:
+            live.environments[name] = live_environment(environments[name])
+    return live
+
+
+def read_live(provider: Provider, desired: list[Resource], *, location: str | None = None,
+              curated: dict[str, str] | None = None, stack: str | None = None,
+              distributions: list[str] | None = None) -> LiveRead:
+    """Every read at once: the workspace's computes, the declared environments and the smoke records (one list
+    of the workspace's environments, then each one that exists), and with `location` the live facts (workspace,
+    size offers, quota), with `curated` the references to resolve."""
+    wanted = _wanted_environments(desired)
+    records = {d: provider.smoke_record_name(stack, d) for d in distributions or []} if stack else {}
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        computes_f = pool.submit(provider.list_computes)
+        envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}})
+        ws_f = pool.submit(provider.workspace_location) if location else None
+        skus_f = pool.submit(provider.sku_offers, location) if location else None
+        quota_f = pool.submit(provider.usages, location) if location else None
+        resolved_f = pool.submit(provider.resolve_environments, curated or {})
+        environments = envs_f.result()
+        out = LiveRead(_state(computes_f.result(), environments, wanted), resolved=resolved_f.result())
+        if location:
+            out.facts = LiveFacts(location, ws_f.result(), live_skus(skus_f.result()), live_quota(quota_f.result()))
+    out.records = _records(stack or "", records, environments)
+    return out
+
+
+def _records(stack: str, names: dict[str, str], environments: dict[str, dict[str, Any] | None]
+             ) -> dict[str, SmokeRecord | None]:
+    """distribution -> its record, from the environments read (`names`: distribution -> record's name)."""
+    return {d: record_from_tags(stack, d, environments[n]["tags"]) if environments.get(n) else None
+            for d, n in names.items()}
+
+
+def refresh(provider: Provider, desired: list[Resource]) -> LiveState:
+    """Live state of every cluster in the workspace (one list call) and of each declared environment."""
+    return read_live(provider, desired).state
+
+
+def read_cluster(provider: Provider, name: str) -> Resource | None:
+    values = provider.read_compute(name)
+    return None if values is None else compute_resource(values)
+
+
+def read_environment(provider: Provider, name: str, pinned: str | None) -> Resource | None:
+    values = provider.read_environments({name: pinned})[name]
+    return None if values is None else live_environment(values)
+
+
+def live_facts(provider: Provider, location: str) -> LiveFacts:
+    """Workspace location, size offers and restrictions, vCPU quota: three reads, concurrently."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        ws_f = pool.submit(provider.workspace_location)
+        skus_f = pool.submit(provider.sku_offers, location)
+        quota_f = pool.submit(provider.usages, location)
+        return LiveFacts(location, ws_f.result(), live_skus(skus_f.result()), live_quota(quota_f.result()))
+
+
+def read_smoke_records(provider: Provider, stack: str, distributions: list[str]) -> dict[str, SmokeRecord | None]:
+    names = {d: provider.smoke_record_name(stack, d) for d in distributions}
+    return _records(stack, names, provider.read_environments({n: None for n in names.values()})) if names else {}
+
+
+def record_smoke(provider: Provider, stack: str, record: SmokeRecord) -> None:
+    provider.record_smoke(stack, record.distribution, record_tags(stack, record))
