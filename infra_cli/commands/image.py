@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from infra_cli.commands.output import Command, print_diagnostics
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S
 
 EXIT_MET, EXIT_NOT_MET, EXIT_UNREADABLE = 0, 1, 2
@@ -33,7 +34,6 @@ def check(
     Exit 0: every requirement met; 1: some not met; 2: the image could not be read (including hostile or
     oversized input, and running out of --timeout).
     """
-    from infra_cli.diagnostics import Diagnostic, DiagnosticError
     from infra_cli.image.check import check_image
     from infra_cli.image.spec import SpecError, parse_requirement
 

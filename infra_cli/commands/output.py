@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import traceback
 from typing import Any
 
 import typer
@@ -66,8 +67,6 @@ def report_error(exc: BaseException) -> int:
     """The one place an exception that escaped a command is reported: what it is, in one line, no traceback
     (unless INFRA_DEBUG=1). Azure's refusals, local OS errors and bugs each read as what they are."""
     if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
-        import traceback
-
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, DiagnosticError):
         print_diagnostics(exc.diagnostics)

@@ -9,7 +9,8 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, print_diagnostics
+from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Command, print_diagnostics
+from infra_cli.diagnostics import has_errors
 
 
 def validate(
@@ -17,7 +18,6 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="print diagnostics as a JSON list"),
 ) -> None:
     """Check stack files offline: schema, references, InfiniBand eligibility, GPUs, MPI, launchers."""
-    from infra_cli.diagnostics import has_errors
     from infra_cli.validate.engine import validate_files
 
     diagnostics = validate_files(stacks)
