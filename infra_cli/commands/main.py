@@ -11,7 +11,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, validate
+from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
 from infra_cli.commands.output import EXIT_OK, report_error
 
 
@@ -57,7 +57,7 @@ def _global_options(
 
 
 # The order of --help: offline commands first, then the lifecycle, then the sub-applications.
-for group in (validate, skus, render, lifecycle, smoke, image, emulator):
+for group in (validate, skus, render, lifecycle, state, smoke, image, emulator):
     group.register(app)
 
 

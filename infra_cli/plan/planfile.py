@@ -56,15 +56,40 @@ def is_plan_file(path: Path) -> bool:
     return isinstance(data, dict) and data.get("kind") == KIND
 
 
+ZIP_MAGIC = b"PK\x03\x04"  # a Terraform plan file is a zip archive
+MAX_PLAN_BYTES = 64 << 20  # a plan of thousands of resources is a few MiB; more is not one of ours
+
+
+def looks_like_plan_file(path: Path) -> bool:
+    """What `infra show` reads as a plan (read_plan_file then says what is wrong with it) rather than as a
+    stack: a JSON object, or a Terraform plan. A stack is YAML."""
+    try:
+        if not Path(path).is_file():
+            return False
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") or head.startswith(ZIP_MAGIC)
+
+
 def read_plan_file(path: Path) -> SavedPlan:
-    def bad(message: str) -> DiagnosticError:
-        return DiagnosticError([Diagnostic("error", "planfile.invalid", message, str(path), None, None,
-                                           "create a fresh one with `infra plan STACK --out FILE`")])
+    def bad(message: str, hint: str = "create a fresh one with `infra plan STACK --out FILE`") -> DiagnosticError:
+        return DiagnosticError([Diagnostic("error", "planfile.invalid", message, str(path), None, None, hint)])
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        if Path(path).stat().st_size > MAX_PLAN_BYTES:
+            raise bad(f"not an infra plan file: larger than {MAX_PLAN_BYTES >> 20} MiB")
+        raw = path.read_bytes()
+        if raw.startswith(ZIP_MAGIC):
+            raise bad("not an infra plan file: a zip archive, as Terraform writes its plans",
+                      "`terraform show` reads Terraform's plans; infra's are written by `infra plan STACK --out FILE`")
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise bad(f"cannot read plan file: {exc}") from None
+    if isinstance(data, dict) and "kind" not in data and "resource_changes" in data:
+        raise bad("not an infra plan file: this is the JSON `infra plan --json` prints, which apply cannot use",
+                  "save a plan with `infra plan STACK --out FILE`")
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise bad("not an infra plan file")
     if data.get("format_version") != FORMAT_VERSION:
@@ -77,7 +102,33 @@ def read_plan_file(path: Path) -> SavedPlan:
             live_fingerprint=data["live_fingerprint"],
             desired=[Resource.from_json(r) for r in data.get("desired") or []],
             smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},
+            drift=[ResourceChange.from_json(c) for c in data.get("resource_drift") or []],
         )
         return SavedPlan(plan, Path(data["stack_path"]), list(data.get("targets") or []))
     except (KeyError, TypeError) as exc:
         raise bad(f"plan file is missing {exc}") from None
+
+
+def current_against_stack(saved: SavedPlan, path: Path) -> Diagnostic | None:
+    """Whether the stack the plan came from still asks for what was planned, offline (apply checks the live
+    state too): an error when it does not (apply would refuse the plan as stale), a warning when this cannot
+    be told here (the stack file is gone or does not load, e.g. its ${VAR}s are unset), None when it does."""
+    from infra_cli.plan.desired import desired_resources
+    from infra_cli.plan.model import canonical_json
+    from infra_cli.validate.engine import load_valid_stack
+    from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+
+    try:
+        loaded, _ = load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES)
+        now = [r.to_json() for r in desired_resources(loaded)]
+    except (DiagnosticError, OSError) as exc:
+        first = getattr(exc, "diagnostics", None)
+        why = first[0].message if first else (getattr(exc, "strerror", None) or "it does not load")
+        return Diagnostic("warning", "planfile.unchecked", f"cannot tell whether this plan is still current: the "
+                          f"stack {saved.stack_path} does not load here ({why})", str(path), None, None,
+                          "apply checks it again, with the stack and the live state")
+    if canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired]):
+        return Diagnostic("error", "planfile.stale", f"the plan is stale: the stack file {saved.stack_path} changed "
+                          "since it was made, so `infra apply` would refuse it", str(path), None, None,
+                          f"make a fresh plan with `infra plan {saved.stack_path} --out {path}`")
+    return None

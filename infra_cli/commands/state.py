@@ -1,0 +1,87 @@
+"""`infra show [PLANFILE|STACK]` and `infra state list STACK`, as Terraform has them.
+
+`show PLANFILE` is offline (no azure.* import): the saved plan, rendered as `infra plan` printed it.
+`show STACK` and `state list STACK` read what the stack owns in Azure now (infra's state is the ownership tags).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from infra_cli.commands.output import EXIT_OK, Command, fail, print_diagnostics
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+
+
+def _show_plan(path: Path, as_json: bool) -> None:
+    from infra_cli.plan.planfile import current_against_stack, read_plan_file
+    from infra_cli.plan.render import render_plan
+
+    try:
+        saved = read_plan_file(path)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    problem = current_against_stack(saved, path)
+    if problem is not None and problem.severity == "error":
+        raise fail([problem])
+    plan = saved.plan
+    if as_json:
+        print(json.dumps(plan.to_json(), indent=2))
+    else:  # as `infra plan` printed it: its diagnostics on stderr, the plan on stdout
+        print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+        print(render_plan(plan, colour=sys.stdout.isatty()))
+    if problem is not None:
+        print_diagnostics([problem])
+
+
+def _read_state(stack: Path, local: bool):
+    from infra_cli.plan.state import read_stack_state
+
+    try:
+        return read_stack_state(stack, local=local)
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+
+
+def show(
+    target: Optional[Path] = typer.Argument(None, metavar="PLANFILE|STACK",
+                                            help="a plan saved by `infra plan --out`, or a stack file"),
+    as_json: bool = typer.Option(False, "--json", help="the plan JSON, or the state as `terraform show -json`"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure (STACK only)"),
+) -> None:
+    """Show a saved plan, or what a stack owns in Azure now (read live from its tags)."""
+    from infra_cli.plan.planfile import looks_like_plan_file
+
+    if target is None:
+        raise fail([Diagnostic("error", "show.no-argument", "infra keeps no state file: name what to show",
+                               None, None, None, "`infra show PLANFILE` (saved by `infra plan STACK --out FILE`) "
+                               "or `infra show STACK` for what the stack owns in Azure now")])
+    if looks_like_plan_file(target):
+        _show_plan(target, as_json)
+        raise typer.Exit(EXIT_OK)
+    from infra_cli.plan.state import render_state, state_json
+
+    state = _read_state(target, local)
+    print(json.dumps(state_json(state), indent=2) if as_json else render_state(state))
+
+
+def state_list(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+) -> None:
+    """List the addresses of the resources the stack owns in Azure (from their tags), one a line."""
+    for address in _read_state(stack, local).addresses():
+        print(address)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(cls=Command)(show)
+    state_app = typer.Typer(help="Read what a stack owns in Azure (infra's state is the tags it writes).",
+                            no_args_is_help=True)
+    state_app.command("list", cls=Command)(state_list)
+    app.add_typer(state_app, name="state")
+

@@ -1,0 +1,153 @@
+"""What a stack owns in Azure now: `infra state list` and `infra show STACK`.
+
+infra keeps no state file (live state is the only state): Terraform's state is read here from the ownership
+tags infra writes on everything it creates (plan/model.py TAG_STACK, TAG_ADDRESS). Owned are the clusters
+tagged with the stack (also those no longer in the stack: the next plan destroys them) and the live version
+of each environment the stack declares when that version carries the tag (infra never deletes environment
+versions, so one the stack no longer declares is no longer its to manage).
+
+The shapes are Terraform's: `state list` prints addresses sorted alphabetically
+(https://developer.hashicorp.com/terraform/cli/commands/state/list), `show -json` has
+`values.root_module.resources[]` with address, mode, type, name and values
+(https://developer.hashicorp.com/terraform/internals/json-format#values-representation), and the text is
+`terraform show`'s `# ADDRESS:` / `resource "TYPE" "NAME" { ... }` blocks. Secrets never appear: values are
+masked as the plan masks them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra_cli.plan.live import LiveState
+from infra_cli.plan.model import FORMAT_VERSION, NO_OP, SENSITIVE_MARK, Resource, ResourceChange, masked
+from infra_cli.plan.normalise import is_other_compute
+
+# Plan bookkeeping on a live environment, not a value of the resource.
+_NOT_VALUES = frozenset({"next_version"})
+
+
+@dataclass(frozen=True)
+class OwnedResource:
+    address: str
+    type: str
+    name: str  # the Azure name
+    values: dict[str, Any]  # as shown: secrets and ${VAR} values masked
+    sensitive: dict[str, Any]  # Terraform's sensitive_values: {key: true} or, inside a map, {key: {map key: true}}
+
+
+@dataclass(frozen=True)
+class StackState:
+    stack: str
+    resources: list[OwnedResource]
+
+    def addresses(self) -> list[str]:
+        return [r.address for r in self.resources]
+
+
+def owned(live: LiveState, stack: str) -> list[Resource]:
+    """The live resources that carry `stack`'s tag, sorted by address as `terraform state list` sorts."""
+    clusters = [r for r in live.clusters.values() if r.owner_stack == stack and not is_other_compute(r)]
+    environments = [r for r in live.environments.values()
+                    if r.owner_stack == stack and r.attributes.get("version") is not None]
+    return sorted(clusters + environments, key=lambda r: r.address)
+
+
+def _sensitive_values(values: dict, shown: dict) -> dict:
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        if shown[k] == SENSITIVE_MARK and v != SENSITIVE_MARK:
+            out[k] = True
+        elif isinstance(v, dict) and shown[k] != v:
+            out[k] = {mk: True for mk, mv in shown[k].items() if mv == SENSITIVE_MARK and v.get(mk) != SENSITIVE_MARK}
+    return out
+
+
+def stack_state(stack: str, live: LiveState, sensitive: dict[str, tuple] | None = None) -> StackState:
+    """`sensitive`: address -> attribute paths the stack interpolates from ${VAR} (ResourceChange.sensitive),
+    shown masked as in the plan."""
+    out = []
+    for r in owned(live, stack):
+        paths = (sensitive or {}).get(r.address, ())
+        values = {"name": r.name, **{k: v for k, v in r.attributes.items() if k not in _NOT_VALUES}}
+        shown = masked(values, paths)
+        out.append(OwnedResource(r.address, r.type, r.name, shown, _sensitive_values(values, shown)))
+    return StackState(stack, out)
+
+
+def state_json(state: StackState) -> dict:
+    """`terraform show -json`'s state shape (values of the root module; infra has no modules)."""
+    resources = []
+    for r in state.resources:
+        resources.append({"address": r.address, "mode": "managed", "type": r.type, "name": r.name,
+                          "values": r.values, "sensitive_values": r.sensitive})
+    return {"format_version": FORMAT_VERSION, "stack": state.stack,
+            "values": {"root_module": {"resources": resources}}}
+
+
+def _scalar(v: Any) -> str:
+    if v == SENSITIVE_MARK:
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return str(v)
+
+
+def _attribute_lines(key: str, value: Any, width: int, indent: str) -> list[str]:
+    head = f"{indent}{key.ljust(width)} = "
+    if isinstance(value, dict) and value:
+        inner = max(len(json.dumps(k)) for k in value)
+        return [head + "{", *(f"{indent}    {json.dumps(k).ljust(inner)} = {_scalar(v)}" for k, v in value.items()),
+                f"{indent}}}"]
+    if isinstance(value, list) and value:
+        return [head + "[", *(f"{indent}    {_scalar(v)}," for v in value), f"{indent}]"]
+    if isinstance(value, (dict, list)):
+        return [head + ("{}" if isinstance(value, dict) else "[]")]
+    return [head + _scalar(value)]
+
+
+def render_state(state: StackState) -> str:
+    """`terraform show` of a state: one block per resource, null attributes left out, `=` aligned."""
+    if not state.resources:
+        return f"Stack {state.stack!r} owns no resources in Azure."
+    blocks = []
+    for r in state.resources:
+        values = {k: v for k, v in sorted(r.values.items()) if v is not None}
+        width = max((len(k) for k in values), default=0)
+        lines = [f"# {r.address}:", f'resource "{r.type}" "{r.name}" {{']
+        for key, value in values.items():
+            lines.extend(_attribute_lines(key, value, width, "    "))
+        lines.append("}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+# ---- reading it (the only I/O here) -------------------------------------------------------------------------
+
+def sensitive_paths(loaded: Any, live: LiveState) -> dict[str, tuple]:
+    """address -> the attribute paths the stack fills from ${VAR}, as the plan computes them."""
+    from infra_cli.plan.engine import with_sensitive
+
+    resources = [*live.clusters.values(), *live.environments.values()]
+    changes = [ResourceChange(r.address, r.type, r.name, NO_OP, r.attributes, r.attributes) for r in resources]
+    return {c.address: c.sensitive for c in with_sensitive(changes, loaded.source) if c.sensitive}
+
+
+def read_stack_state(stack_path: Path, *, local: bool) -> StackState:
+    """Load the stack (for its name, workspace and environments), read Azure through the provider, and keep
+    what carries the stack's tag. Raises DiagnosticError for a stack that does not load or validate."""
+    from infra_cli.azure.clients import build_clients
+    from infra_cli.azure.provider import Provider
+    from infra_cli.plan.desired import desired_resources
+    from infra_cli.plan.live import refresh
+    from infra_cli.validate.engine import load_valid_stack
+    from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+
+    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # as plan: a state read judges none
+    clients = build_clients(loaded.stack.workspace, local=local)
+    live = refresh(Provider(clients), desired_resources(loaded))
+    return stack_state(loaded.stack.stack, live, sensitive_paths(loaded, live))
