@@ -76,6 +76,7 @@ def cli_plan(runs: int) -> None:
     for name, seconds in rows:
         print(f"  {name:<42} {'not installed' if seconds is None else f'{seconds:6.3f} s'}")
     plan_s = rows[0][1]
+    print(f"  (system load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; a loaded machine inflates all three)")
     print(f"goal: plan <= 0.6 s: {'met' if plan_s <= 0.6 else 'NOT met'} ({plan_s:.3f} s, "
           f"{plan_s / rows[1][1]:.0f}x python -c pass)\n")
 
@@ -113,9 +114,11 @@ def main() -> None:
     for n, wall, reqs in rows:
         print(f"{n:>9}  {wall:7.3f}  {wall / base:12.2f}  {reqs:8.0f}")
     ratio = rows[-1][1] / base
-    same = rows[-1][2] == rows[0][2]
-    print(f"goal: 50-resource plan <= 1.2x the 1-resource plan, as many requests: "
-          f"{'met' if ratio <= 1.2 and same else 'NOT met'} ({ratio:.2f}x, {rows[-1][2]:.0f} vs {rows[0][2]:.0f} requests)")
+    # the 1-resource stack has no environment, so no environment list: requests must not grow from 10 to 50
+    same = rows[-1][2] == rows[1][2]
+    print(f"goal: 50-resource plan <= 1.2x the 1-resource plan, requests not growing with resources (10 -> 50): "
+          f"{'met' if ratio <= 1.2 and same else 'NOT met'} ({ratio:.2f}x; {rows[1][2]:.0f} -> {rows[-1][2]:.0f} requests)")
+    print(f"(system load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":
