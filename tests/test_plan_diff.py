@@ -10,7 +10,8 @@ import pytest
 from infra_cli.plan.desired import desired_resources, distribution_dependencies, live_comparable
 from infra_cli.plan.diff import diff, drift, select_targets, smoke_jobs
 from infra_cli.plan.live import LiveState
-from infra_cli.plan.model import TAG_HASH, TAG_STACK, Plan, Resource, content_hash
+from infra_cli.conventions import TAG_HASH, TAG_STACK
+from infra_cli.plan.model import Plan, Resource, content_hash
 from infra_cli.plan.render import render_plan
 from infra_cli.stack.load import load_stack
 

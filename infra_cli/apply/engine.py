@@ -93,7 +93,8 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
     """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
     from infra_cli.azure.clients import build_clients
     from infra_cli.plan.desired import live_comparable
-    from infra_cli.plan.model import TAG_ADDRESS, TAG_HASH, TAG_STACK, content_hash
+    from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
+    from infra_cli.plan.model import content_hash
 
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # an imported cluster exists
     file = str(loaded.path)

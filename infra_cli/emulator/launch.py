@@ -21,9 +21,6 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Set to "1" on every process the emulator launches, so a smoke result can say its node was emulated: the
-# job ran on this machine's CPU, not on the GPUs of the size the cluster names (the judge skips GPU checks).
-EMULATED_NODE_VARIABLE = "INFRA_EMULATED_NODE"
 # Azure ML's MASTER_PORT unless the job sets its own (the guides above: "Azure ML sets MASTER_PORT to 6105").
 AZUREML_MASTER_PORT = 6105
 MASTER_ADDR = "127.0.0.1"

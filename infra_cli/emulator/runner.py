@@ -28,10 +28,11 @@ import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from infra_cli.conventions import EMULATED_NODE_VARIABLE
 from infra_cli.emulator.backend import Backend, Scope
 from infra_cli.emulator.blobs import ACCOUNT
-from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, EMULATED_NODE_VARIABLE, JobSpec, Launch, find_mpirun,
-                                      free_port, node_dir, plan_launches)
+from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, find_mpirun, free_port, node_dir,
+                                      plan_launches)
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso

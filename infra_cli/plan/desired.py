@@ -13,8 +13,8 @@ from pathlib import Path
 
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.paths import context_files, templates_dir
-from infra_cli.plan.model import (TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK, Resource,
-                                  content_hash)
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
+from infra_cli.plan.model import Resource, content_hash
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment, Stack, Workspace
 

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.live import LiveState
-from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, TAG_HASH, UPDATE, Resource, ResourceChange,
-                                  content_hash)
+from infra_cli.conventions import TAG_HASH
+from infra_cli.plan.model import CREATE, DELETE, NO_OP, REPLACE, UPDATE, Resource, ResourceChange, content_hash
 from infra_cli.plan.normalise import is_other_compute, without_provisioning
 from infra_cli.knowledge.update_semantics import provisioning_rules, semantics
 from infra_cli.stack.source import SourceMap

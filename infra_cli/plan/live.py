@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from infra_cli.conventions import TAG_STACK
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
@@ -107,7 +108,7 @@ _RECORD_TAGS = ("infra.smoke.result", "infra.smoke.inputs", "infra.smoke.job", "
 
 
 def record_tags(stack: str, record: SmokeRecord) -> dict[str, str]:
-    return {"infra.stack": stack, "infra.smoke.distribution": record.distribution,
+    return {TAG_STACK: stack, "infra.smoke.distribution": record.distribution,
             "infra.smoke.result": record.result, "infra.smoke.inputs": record.inputs.encode() if record.inputs else "",
             "infra.smoke.job": record.job or "", "infra.smoke.at": record.at or "",
             "infra.smoke.reason": record.reason or ""}
@@ -115,7 +116,7 @@ def record_tags(stack: str, record: SmokeRecord) -> dict[str, str]:
 
 def record_from_tags(stack: str, distribution: str, tags: dict[str, str] | None) -> SmokeRecord | None:
     tags = tags or {}
-    if tags.get("infra.stack") != stack or tags.get("infra.smoke.distribution") != distribution:
+    if tags.get(TAG_STACK) != stack or tags.get("infra.smoke.distribution") != distribution:
         return None  # another stack's or distribution's record under a name that sanitised alike
     result, inputs, job, at, reason = (tags.get(k) for k in _RECORD_TAGS)
     return SmokeRecord(distribution, result or "", SmokeInputs.decode(inputs), job or None, at or None, reason or None)

@@ -13,17 +13,12 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from infra_cli.conventions import TAG_STACK
+
 from infra_cli.plan.cost import costs_json
 
 FORMAT_VERSION = "1.0"
 
-# Ownership tags written on every resource the tool creates (DESIGN: live state is the only state).
-TAG_STACK = "infra.stack"
-TAG_ADDRESS = "infra.address"
-TAG_HASH = "infra.hash"
-TAG_SECRETS = "infra.secrets-hash"
-TAG_PREVENT_DESTROY = "infra.prevent-destroy"
-OWNERSHIP_TAGS = (TAG_STACK, TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_PREVENT_DESTROY)
 
 
 class Action(Enum):

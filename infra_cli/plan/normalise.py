@@ -15,7 +15,8 @@ import re
 from typing import Any
 
 from infra_cli.plan.desired import canonical_size, normalise_location
-from infra_cli.plan.model import OWNERSHIP_TAGS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, Resource
+from infra_cli.conventions import OWNERSHIP_TAGS, TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS
+from infra_cli.plan.model import Resource
 
 # Tags Azure (or its portal) adds on its own; never the user's, never ours.
 _AZURE_TAG = re.compile(r"^(hidden-|azureml\.|_aml_system_)", re.IGNORECASE)
@@ -104,7 +105,7 @@ def cluster_resource(values: dict[str, Any]) -> Resource:
         "prevent_destroy": ours.get(TAG_PREVENT_DESTROY) == "true",
         **_provisioning(values),
     }
-    address = ours.get("infra.address") or f"cluster.{values['name']}"
+    address = ours.get(TAG_ADDRESS) or f"cluster.{values['name']}"
     return Resource(address, "cluster", values["name"], attributes, ours)
 
 
@@ -124,4 +125,4 @@ def environment_resource(name: str, version: str | None, tags: dict[str, str] | 
     user_tags, ours = split_tags(tags)
     attributes = {"version": version, "next_version": next_version, "content_hash": ours.get(TAG_HASH),
                   "tags": user_tags}
-    return Resource(ours.get("infra.address") or f"environment.{name}", "environment", name, attributes, ours)
+    return Resource(ours.get(TAG_ADDRESS) or f"environment.{name}", "environment", name, attributes, ours)

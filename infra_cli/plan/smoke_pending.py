@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from infra_cli.plan.desired import secret_digest
-from infra_cli.plan.model import DELETE, TAG_HASH, Resource, ResourceChange, content_hash
+from infra_cli.conventions import TAG_HASH
+from infra_cli.plan.model import DELETE, Resource, ResourceChange, content_hash
 from infra_cli.stack.load import LoadedStack
 
 PASSED, FAILED, PENDING = "passed", "failed", "pending"

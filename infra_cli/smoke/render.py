@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from infra_cli.knowledge.nccl_transport import transport_rules
 from infra_cli.knowledge.skus import load_catalog
-from infra_cli.emulator.launch import EMULATED_NODE_VARIABLE
+from infra_cli.conventions import EMULATED_NODE_VARIABLE
 from infra_cli.paths import templates_dir
 from infra_cli.smoke import transport
 from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job, training_job

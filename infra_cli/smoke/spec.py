@@ -14,7 +14,7 @@ from typing import Any
 
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.model import TAG_ADDRESS, TAG_STACK
+from infra_cli.conventions import TAG_ADDRESS, TAG_STACK
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution
 

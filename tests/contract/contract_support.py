@@ -22,7 +22,8 @@ from typing import Any, Iterator
 
 import responses
 
-from infra_cli.plan.model import TAG_ADDRESS, TAG_HASH, TAG_STACK, Resource
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
+from infra_cli.plan.model import Resource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ML_EXAMPLES = FIXTURES / "machinelearningservices" / "2024-10-01"

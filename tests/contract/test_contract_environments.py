@@ -20,7 +20,8 @@ from infra_cli.azure.provider import Provider
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff
 from infra_cli.plan.live import LiveState, live_environment, refresh
-from infra_cli.plan.model import CREATE, NO_OP, TAG_ADDRESS, TAG_HASH, TAG_STACK
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
+from infra_cli.plan.model import CREATE, NO_OP
 
 GET = ml_example("EnvironmentVersion/get.json")
 LIST = ml_example("EnvironmentVersion/list.json")
