@@ -17,7 +17,7 @@ import pytest
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.plan.model import CREATE, NO_OP, REPLACE, UPDATE, ResourceChange
-from infra_cli.size_name import parse_size_name
+from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import load_stack
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.plan.live import LiveFacts

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra_cli.knowledge.reader import at, day, fault, load, mapping, sequence
-from infra_cli.size_name import parse_size_name
+from infra_cli.knowledge.size_name import parse_size_name
 
 FILE = "skus.yaml"
 HINT = ("fix validators/skus.yaml: each size needs gpus, vcpus, memory_gib, family, rdma, sriov, nccl_over_ib "

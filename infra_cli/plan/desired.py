@@ -11,9 +11,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra_cli.knowledge.skus import load_catalog
-from infra_cli.paths import context_files, templates_dir
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
+from infra_cli.knowledge.size_name import parse_size_name
+from infra_cli.knowledge.skus import load_catalog
+from infra_cli.knowledge.update_semantics import environment_content_fields
+from infra_cli.paths import context_files, templates_dir
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment, Stack, Workspace
@@ -38,8 +40,6 @@ def canonical_size(size: str) -> str:
 def conventional_case(size: str) -> str:
     """`STANDARD_FX48MDS` -> `Standard_FX48mds` (https://learn.microsoft.com/azure/virtual-machines/vm-naming-conventions):
     only letters' case changes; a name that does not follow the convention comes back as written."""
-    from infra_cli.size_name import parse_size_name
-
     parts = parse_size_name(size)
     if parts is None:
         return size
@@ -166,8 +166,6 @@ def environment_attributes(loaded: LoadedStack, env: Environment) -> dict:
 
 
 def environment_content_hash(attributes: dict) -> str:
-    from infra_cli.knowledge.update_semantics import environment_content_fields
-
     return content_hash({k: attributes.get(k) for k in environment_content_fields()})
 
 

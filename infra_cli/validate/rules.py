@@ -25,7 +25,7 @@ from infra_cli.knowledge.launchers import launchers
 from infra_cli.knowledge.names import name_rules, tag_limits
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.paths import context_files, inside, project_root, templates_dir
-from infra_cli.size_name import parse_size_name
+from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution, Environment
 from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.size_name import parse_size_name
+from infra_cli.knowledge.size_name import parse_size_name
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HEADER = """\
