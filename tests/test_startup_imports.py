@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from infra_cli.azure.clients import EMULATOR_CLOUD_PREFIX
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _RUN_AND_LIST = """
-import json, runpy, sys
+import json, os, runpy, sys
 out, sys.argv = sys.argv[1], ["infra", *sys.argv[2:]]
 try:
     runpy.run_module("infra_cli", run_name="__main__", alter_sys=True)
@@ -24,20 +26,34 @@ except SystemExit as exc:
 else:
     status = 0
 with open(out, "w") as fh:
-    json.dump({"status": status, "modules": sorted(sys.modules)}, fh)
+    json.dump({"status": status, "modules": sorted(sys.modules), "cloud": os.environ.get("AZUREML_CURRENT_CLOUD")}, fh)
 """
 
 # Top-level packages no offline command needs; infra_cli.emulator is the local Azure emulator (a web server).
 _NEVER = ("azure", "torch", "jinja2", "infra_cli.emulator")
 
 
-def _imported(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[int, set[str]]:
+def _run(tmp_path: Path, *args: str, env: dict | None = None) -> dict:
     out = tmp_path / "modules.json"
     done = subprocess.run([sys.executable, "-c", _RUN_AND_LIST, str(out), *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=120)
+                          text=True, env=_environment(env), timeout=120)
     assert out.exists(), done.stderr[-2000:]
-    report = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def _imported(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[int, set[str]]:
+    report = _run(tmp_path, *args, env=env)
     return report["status"], set(report["modules"])
+
+
+def _environment(changes: dict | None) -> dict:
+    """os.environ with `changes` applied; a None value removes the variable."""
+    env = dict(os.environ)
+    for name, value in (changes or {}).items():
+        env.pop(name, None)
+        if value is not None:
+            env[name] = value
+    return env
 
 
 def _under(modules: set[str], package: str) -> list[str]:
@@ -59,6 +75,21 @@ def test_help_imports_no_pydantic_nor_yaml(tmp_path):
     assert not _under(modules, "pydantic") and not _under(modules, "yaml"), \
         _under(modules, "pydantic")[:5] + _under(modules, "yaml")[:5]
     assert not _under(modules, "infra_cli.stack") and not _under(modules, "infra_cli.validate")
+
+
+def test_help_and_validate_leave_the_azure_client_module_alone(tmp_path):
+    # main() needs infra_cli.azure.clients only to drop an inherited emulator cloud name
+    for args in (("--help",), ("validate", "stacks/ib-a100.yaml")):
+        status, modules = _imported(tmp_path, *args, env={"AZUREML_CURRENT_CLOUD": None})
+        assert status in (0, None)
+        assert "infra_cli.azure.clients" not in modules, args
+
+
+@pytest.mark.parametrize("inherited, kept", [(EMULATOR_CLOUD_PREFIX + "abc", None), ("AzureCloud", "AzureCloud")])
+def test_an_inherited_emulator_cloud_is_still_dropped(tmp_path, inherited, kept):
+    # another process's emulator cloud would make `import azure.ai.ml` fail; Azure's own clouds stay
+    report = _run(tmp_path, "--help", env={"AZUREML_CURRENT_CLOUD": inherited})
+    assert report["cloud"] == kept
 
 
 _LOAD_COUNTING_PLUGIN_SCANS = """

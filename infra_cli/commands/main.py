@@ -62,10 +62,14 @@ for group in (validate, skus, render, lifecycle, state, smoke, image, emulator):
 
 
 def main() -> None:
-    from infra_cli.azure.clients import forget_inherited_emulator_cloud
+    import os
 
-    # before anything imports azure.ai.ml, which reads it at import time (clients.py imports no azure module)
-    forget_inherited_emulator_cloud()
+    # before anything imports azure.ai.ml, which reads it at import time (clients.py imports no azure module);
+    # imported only when the variable is there: --help and validate do not load the client module
+    if "AZUREML_CURRENT_CLOUD" in os.environ:
+        from infra_cli.azure.clients import forget_inherited_emulator_cloud
+
+        forget_inherited_emulator_cloud()
     # Usage errors exit 1, as Terraform's do: click's default 2 would read as "changes present" to a CI
     # job running `infra plan --detailed-exitcode` with a mistyped option.
     # (Typer carries its own copy of click, so the class is found through the public BadParameter.)
