@@ -15,11 +15,23 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from azure.core import PipelineClient
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.core.pipeline.policies import BearerTokenCredentialPolicy, HeadersPolicy, UserAgentPolicy
-from azure.core.pipeline.transport import RequestsTransport
 from azure.core.rest import HttpRequest
 
 ARM_SCOPE = "https://management.azure.com/.default"
 _MAX_PAGES = 1000  # a nextLink that never ends must not loop forever
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _transport(base_url: str, connection_verify: Any) -> Any:
+    """The local emulator is read with the standard library's http.client (loopback.py: requests' import is most
+    of a local plan's time); Azure itself with requests, as the SDKs reach it."""
+    if urlsplit(base_url).hostname in _LOOPBACK:
+        from infra_cli.azure.loopback import LoopbackTransport
+
+        return LoopbackTransport(connection_verify=connection_verify, connection_timeout=30, read_timeout=120)
+    from azure.core.pipeline.transport import RequestsTransport
+
+    return RequestsTransport(connection_verify=connection_verify, connection_timeout=30, read_timeout=120)
 
 
 class ArmReader:
@@ -27,8 +39,7 @@ class ArmReader:
 
     def __init__(self, base_url: str, credential: Any, retry_policy: Any, *, connection_verify: Any = True):
         self.base_url = base_url.rstrip("/") + "/"
-        transport = RequestsTransport(connection_verify=connection_verify, connection_timeout=30, read_timeout=120)
-        self._client = PipelineClient(self.base_url, transport=transport, policies=[
+        self._client = PipelineClient(self.base_url, transport=_transport(self.base_url, connection_verify), policies=[
             HeadersPolicy({"Accept": "application/json"}), UserAgentPolicy("infra-cli"), retry_policy,
             BearerTokenCredentialPolicy(credential, ARM_SCOPE)])
 
