@@ -13,6 +13,9 @@ from infra_cli.knowledge.skus import Catalog, Sku, load_catalog
 
 DEFAULT_WORLD = Path(__file__).with_name("world.yaml")
 WORLD_ENV = "INFRA_EMULATOR_WORLD"
+# libyaml parses world.yaml in ~0.6 ms against ~6 ms in pure Python, on every emulator start (every --local
+# command); parsing it each time keeps an edited or INFRA_EMULATOR_WORLD file always current, with no cache to go stale
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -72,11 +75,11 @@ class World:
 def load_world(path: Path | None = None) -> World:
     path = Path(path or os.environ.get(WORLD_ENV) or DEFAULT_WORLD)
     with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
+        data = yaml.load(fh, Loader=_Loader) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the emulator world must be a YAML mapping")
     # Name rules default to the packaged ones, so an override file may set only regions and quota.
     if "names" not in data and path != DEFAULT_WORLD:
         with open(DEFAULT_WORLD, encoding="utf-8") as fh:
-            data["names"] = yaml.safe_load(fh)["names"]
+            data["names"] = yaml.load(fh, Loader=_Loader)["names"]
     return World(data, load_catalog(), path)

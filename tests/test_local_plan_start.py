@@ -1,0 +1,96 @@
+"""What a `--local` plan costs before its first request (issue 15: plan <= 0.6 s): the emulator reuses its
+certificate without importing cryptography (the expiry is kept in cert.expiry), and the refresh reads the loopback
+emulator over http.client (azure/loopback.py), so requests, urllib3 and azure.ai.ml are never imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from azure.core.exceptions import ServiceRequestError
+
+from infra_cli.azure.arm import ArmReader
+from infra_cli.azure.clients import build_clients, retry_policy
+from infra_cli.azure.loopback import LoopbackTransport
+from infra_cli.emulator.tls import EXPIRY_FILE, ensure_certificate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_RUN_AND_LIST = """
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["infra", *sys.argv[2:]]
+try:
+    runpy.run_module("infra_cli", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    status = exc.code
+else:
+    status = 0
+with open(out, "w") as fh:
+    json.dump({"status": status, "modules": sorted(sys.modules)}, fh)
+"""
+
+
+def test_a_second_local_plan_imports_no_cryptography_requests_or_azure_ai_ml(tmp_path):
+    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "local")}
+    env.pop("INFRA_EMULATOR_URL", None)
+    reports = []
+    for run in range(2):  # the first makes the certificate (cryptography), the second only reuses it
+        out = tmp_path / f"modules{run}.json"
+        done = subprocess.run([sys.executable, "-c", _RUN_AND_LIST, str(out), "plan", "stacks/ib-a100.yaml", "--local"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        assert out.exists(), done.stderr[-2000:]
+        reports.append(json.loads(out.read_text()))
+    assert reports[0]["status"] == reports[1]["status"] == 0, done.stderr[-2000:]
+    tops = {m.split(".")[0] for m in reports[1]["modules"]}
+    assert not tops & {"cryptography", "requests", "urllib3", "charset_normalizer"}
+    assert not [m for m in reports[1]["modules"] if m.startswith("azure.ai.ml") or m.startswith("azure.mgmt")]
+
+
+def test_certificate_is_reused_while_its_expiry_is_ahead_and_remade_otherwise(tmp_path):
+    from cryptography import x509
+
+    cert, key = ensure_certificate(tmp_path)
+    first = cert.read_bytes()
+    expiry = tmp_path / EXPIRY_FILE
+    # the stored expiry is the certificate's own notAfter
+    assert float(expiry.read_text()) == x509.load_pem_x509_certificate(first).not_valid_after_utc.timestamp()
+    assert ensure_certificate(tmp_path) == (cert, key) and cert.read_bytes() == first
+    for damage in (lambda: expiry.unlink(), lambda: expiry.write_text("not a time"),
+                   lambda: expiry.write_text(f"{time.time() + 3600:.0f}")):  # within the day's renewal margin
+        before = cert.read_bytes()
+        damage()
+        ensure_certificate(tmp_path)
+        assert cert.read_bytes() != before
+        assert float(expiry.read_text()) > time.time() + 300 * 86400
+
+
+def test_the_local_reader_uses_http_client_and_reads_what_the_emulator_serves(emulator, test_workspace):
+    clients = build_clients(test_workspace, local=True, emulator=emulator)
+    assert isinstance(clients.arm._client._pipeline._transport, LoopbackTransport)
+    path = (f"subscriptions/{test_workspace.subscription_id}/resourceGroups/{test_workspace.resource_group}/providers/"
+            f"Microsoft.MachineLearningServices/workspaces/{test_workspace.name}")
+    emulator.stats.reset()
+    found = [clients.arm.get(path, "2024-04-01") for _ in range(3)]
+    assert found[0]["name"] == test_workspace.name and found[0] == found[2]
+    assert clients.arm.get(path + "/computes/absent", "2024-04-01") is None  # a 404 is None, as before
+    assert emulator.stats.total == 4
+    # a query with a space is sent quoted, as requests sends it (the registry's "$orderBy=createdtime desc")
+    assert clients.arm.list(path + "/computes", "2024-04-01", **{"$orderBy": "createdtime desc"}) == []
+
+
+def test_an_unreachable_emulator_is_a_service_request_error(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    from infra_cli.azure.credentials import LocalCredential
+
+    reader = ArmReader(f"https://127.0.0.1:{port}/", LocalCredential("t"), retry_policy(0, "local"))
+    with pytest.raises(ServiceRequestError):
+        reader.get("subscriptions/x", "2024-04-01")
