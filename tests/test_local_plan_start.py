@@ -4,12 +4,7 @@ emulator over http.client (azure/loopback.py), so requests, urllib3 and azure.ai
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from azure.core.exceptions import ServiceRequestError
@@ -18,37 +13,17 @@ from infra_cli.azure.arm import ArmReader
 from infra_cli.azure.clients import build_clients, retry_policy
 from infra_cli.azure.loopback import LoopbackTransport
 from infra_cli.emulator.tls import EXPIRY_FILE, ensure_certificate
-
-ROOT = Path(__file__).resolve().parent.parent
-
-_RUN_AND_LIST = """
-import json, runpy, sys
-out, sys.argv = sys.argv[1], ["infra", *sys.argv[2:]]
-try:
-    runpy.run_module("infra_cli", run_name="__main__", alter_sys=True)
-except SystemExit as exc:
-    status = exc.code
-else:
-    status = 0
-with open(out, "w") as fh:
-    json.dump({"status": status, "modules": sorted(sys.modules)}, fh)
-"""
+from test_startup_imports import _imported
 
 
 def test_a_second_local_plan_imports_no_cryptography_requests_or_azure_ai_ml(tmp_path):
-    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "local")}
-    env.pop("INFRA_EMULATOR_URL", None)
-    reports = []
-    for run in range(2):  # the first makes the certificate (cryptography), the second only reuses it
-        out = tmp_path / f"modules{run}.json"
-        done = subprocess.run([sys.executable, "-c", _RUN_AND_LIST, str(out), "plan", "stacks/ib-a100.yaml", "--local"],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-        assert out.exists(), done.stderr[-2000:]
-        reports.append(json.loads(out.read_text()))
-    assert reports[0]["status"] == reports[1]["status"] == 0, done.stderr[-2000:]
-    tops = {m.split(".")[0] for m in reports[1]["modules"]}
-    assert not tops & {"cryptography", "requests", "urllib3", "charset_normalizer"}
-    assert not [m for m in reports[1]["modules"] if m.startswith("azure.ai.ml") or m.startswith("azure.mgmt")]
+    env = {"INFRA_LOCAL_DIR": str(tmp_path / "local"), "INFRA_EMULATOR_URL": ""}
+    # the first makes the certificate (with cryptography), the second only reuses it
+    runs = [_imported(tmp_path, "plan", "stacks/ib-a100.yaml", "--local", env=env) for _ in range(2)]
+    assert [status for status, _ in runs] == [0, 0]
+    modules = runs[1][1]
+    assert not {m.split(".")[0] for m in modules} & {"cryptography", "requests", "urllib3", "charset_normalizer"}
+    assert not [m for m in modules if m.startswith(("azure.ai.ml", "azure.mgmt"))]
 
 
 def test_certificate_is_reused_while_its_expiry_is_ahead_and_remade_otherwise(tmp_path):
