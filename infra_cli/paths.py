@@ -6,6 +6,8 @@ INFRA_TEMPLATES_DIR point elsewhere, e.g. at a user's extended catalog.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import functools
 import os
 import shutil
@@ -67,9 +69,6 @@ def _azureml_wildmatch():
     """azure-ai-ml's own gitignore matcher (azure/ai/ml/_utils/_pathspec.py, standard library only), loaded
     from its file without importing azure.ai.ml (offline commands import no azure module): the very rules
     Azure ML applies to .amlignore. None when azure-ai-ml is not installed."""
-    import importlib.util
-    import sys
-
     # found on sys.path as a file: importing azure (even its namespace packages) is what offline commands avoid
     source = next((c for c in (Path(e or ".") / "azure" / "ai" / "ml" / "_utils" / "_pathspec.py" for e in sys.path)
                    if c.is_file()), None)

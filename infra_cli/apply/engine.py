@@ -6,21 +6,23 @@ and then the live state is read again under the lock and must still match what t
 
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
-from infra_cli.apply.lock import StackLock
+from infra_cli.apply.lock import StackLock, force_unlock
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
 from infra_cli.plan.engine import PlanOutcome
-from infra_cli.plan.model import Plan, canonical_json
-from infra_cli.plan.planfile import read_plan_file
-from infra_cli.validate.engine import load_valid_stack
+from infra_cli.plan.live import read_cluster, record_smoke, refresh
+from infra_cli.plan.model import Plan, Resource, content_hash
+from infra_cli.plan.normalise import is_other_compute
+from infra_cli.plan.planfile import load_planned_stack, read_plan_file, stack_changed_since
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
+from infra_cli.validate.engine import load_valid_stack
 
 
 class StalePlan(DiagnosticError):
@@ -32,23 +34,16 @@ def _stale(message: str, file: str) -> StalePlan:
                                  "run `infra plan` again and apply the new plan")])
 
 
-@dataclass
-class ApplyOutcome:
-    plan: Plan
-    result: ApplyResult | None
-    smoke: list[Any] = field(default_factory=list)
-
-
 def prepare_from_plan_file(path: Path, *, local: bool) -> PlanOutcome:
     """Load a saved plan and the stack it came from; refuse if the stack's desired state changed."""
     from infra_cli.azure.clients import build_clients
 
-    saved = read_plan_file(path)
-    loaded, _ = load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES)  # the plan judged them
-    now = [r.to_json() for r in desired_resources(loaded)]
-    if canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired]):
-        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
     from infra_cli.azure.provider import Provider
+
+    saved = read_plan_file(path)
+    loaded = load_planned_stack(saved)
+    if stack_changed_since(saved, loaded):
+        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
 
     return PlanOutcome(saved.plan, loaded, Provider(build_clients(loaded.stack.workspace, local=local)), live=None)
 
@@ -57,8 +52,6 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
                   emit: Callable[[Event], None] = lambda e: None, operation: str = "apply",
                   stop: threading.Event | None = None) -> ApplyResult:
     """Lock, check the live state still matches the plan, execute, unlock."""
-    from infra_cli.plan.live import refresh
-
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
     with StackLock(provider.clients.ml, plan.stack, operation):
         live = refresh(provider, plan.desired)
@@ -72,16 +65,11 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
 def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:
     """Before changing a distribution's cluster or environment, record its smoke as pending (with why) on Azure:
     until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
-    from infra_cli.plan.desired import distribution_dependencies
-    from infra_cli.plan.live import record_smoke
-    from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
-
     for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():
         record_smoke(provider, plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
 
 
 def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:
-    from infra_cli.apply.lock import force_unlock
     from infra_cli.azure.clients import build_clients
 
     loaded, _ = load_valid_stack(stack_path)
@@ -92,10 +80,6 @@ def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:
 def import_resource(address: str, azure_name: str, stack_path: Path, *, local: bool, clients: Any = None) -> str:
     """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
     from infra_cli.azure.clients import build_clients
-    from infra_cli.plan.desired import live_comparable
-    from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
-    from infra_cli.plan.model import content_hash
-
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # an imported cluster exists
     file = str(loaded.path)
     kind, _, name = address.partition(".")
@@ -116,11 +100,6 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
                     f"cluster) and run `infra import cluster.{azure_name} {azure_name} {file}`")
     clients = clients or build_clients(loaded.stack.workspace, local=local)
     from infra_cli.azure.provider import Provider
-    from infra_cli.plan.desired import ClusterSecrets
-    from infra_cli.plan.live import read_cluster
-    from infra_cli.plan.model import Resource
-    from infra_cli.plan.normalise import is_other_compute
-
     provider = Provider(clients)
     live = read_cluster(provider, azure_name)
     if live is None:
@@ -137,7 +116,3 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
                          ClusterSecrets(admin_username=live.attributes["ssh_admin_username"]),
                          live.attributes["subnet"], None)
     return f"Imported {azure_name} as {address}. Run `infra plan {stack_path}` to see how it differs from the stack."
-
-
-def plan_json(plan: Plan) -> str:
-    return json.dumps(plan.to_json(), indent=2)

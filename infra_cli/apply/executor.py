@@ -19,14 +19,18 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
-from infra_cli.azure.provider import Provider, azure_error_code, azure_error_message
+from infra_cli.azure.errors import azure_error_code, azure_error_message, is_transient
+from infra_cli.azure.provider import Provider
+from infra_cli.image.dockerfile import render_dockerfile
+from infra_cli.knowledge.update_semantics import semantics, transient_errors
+from infra_cli.paths import stage_context
 from infra_cli.plan.desired import cluster_secrets
 from infra_cli.plan.diff import provisioning_problem
 from infra_cli.plan.live import read_cluster
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange
-from infra_cli.knowledge.update_semantics import semantics, transient_errors
 from infra_cli.stack.load import LoadedStack
 
 DEFAULT_PARALLELISM = 8
@@ -64,16 +68,6 @@ class ApplyResult:
 
 class SizeMismatch(RuntimeError):
     code = "SizeMismatchAfterReplace"
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth another attempt: a connection failure, or a status or Azure error code listed as transient."""
-    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
-
-    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
-        return True
-    rules = transient_errors()
-    return getattr(exc, "status_code", None) in rules.http_status or azure_error_code(exc) in rules.codes
 
 
 class Applier:
@@ -172,14 +166,8 @@ def _build_files(env, base_dir) -> Callable:
     """A build context for `build:`: the rendered template, or a copy of what the user's directory uploads
     (paths.context_files: its .amlignore honoured, no symlink followed out of it), so the SDK's own walk,
     which follows every link, never sees more."""
-    from pathlib import Path
-
-    from infra_cli.paths import stage_context
-
     def write(tmp: Path) -> Path:
         if env.build.template:
-            from infra_cli.image.dockerfile import render_dockerfile
-
             (tmp / "Dockerfile").write_text(render_dockerfile(env.build.template, env.build.parameters))
             return tmp
         stage_context(Path(base_dir) / env.build.path, tmp / "context")

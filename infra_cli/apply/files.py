@@ -21,10 +21,12 @@ import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.dockerfile import render_dockerfile
+from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.paths import copy_no_wider, stage_context
 from infra_cli.smoke.render import render_distribution_jobs
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment
+from infra_cli.validate.engine import load_valid_stack
 
 COMPUTE_SCHEMA = "https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json"
 ENVIRONMENT_SCHEMA = "https://azuremlschemas.azureedge.net/latest/environment.schema.json"
@@ -151,8 +153,6 @@ def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environm
 
 def _show_command(reference: str) -> str:
     """The az ml command that shows what an environment reference resolves to (a label to its version)."""
-    from infra_cli.knowledge.curated import parse_environment_reference
-
     ref = parse_environment_reference(reference)
     where = f"--registry-name {ref.registry}" if ref.registry else "--resource-group RG --workspace-name WS"
     which = f"--version {ref.version}" if ref.version else f"--label {ref.label}"
@@ -168,8 +168,6 @@ def render_stack(stack_path: str | Path, out_dir: str | Path) -> tuple[list[Path
 
     Raises DiagnosticError (nothing written) when the stack has errors.
     """
-    from infra_cli.validate.engine import load_valid_stack
-
     loaded, warnings = load_valid_stack(Path(stack_path))
     w = _Writer(Path(out_dir))
     try:

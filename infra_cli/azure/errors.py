@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from infra_cli.knowledge.update_semantics import transient_errors
+
 # CSI sequences (colours, cursor moves), other two-byte escapes, and the control characters left over
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
 _SECTION_END = ("resolutions:", "additional resources:", "if using the cli")
@@ -113,3 +115,14 @@ def is_not_found(exc: BaseException) -> bool:
     if isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404:
         return True
     return type(exc).__name__ == "ValidationException" and "does not exist" in str(exc)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth another attempt: a connection failure, or a status or Azure error code listed as transient
+    (validators/update_semantics.yaml)."""
+    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return True
+    rules = transient_errors()
+    return getattr(exc, "status_code", None) in rules.http_status or azure_error_code(exc) in rules.codes

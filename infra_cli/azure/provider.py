@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from infra_cli.azure.errors import azure_error_code, azure_error_message, is_not_found  # noqa: F401  (re-exported)
+from infra_cli.azure.errors import is_not_found
 from infra_cli.azure.quiet import quiet_sdk
+from infra_cli.knowledge.curated import parse_environment_reference
 
 MAX_READ_CONCURRENCY = 16
 SMOKE_RECORD_IMAGE = "mcr.microsoft.com/azureml/infra-smoke-record:none"  # never pulled: the version is a record
@@ -210,8 +211,6 @@ class Provider:
     def resolve_environment(self, reference: str, registry_base: tuple[str, str, str] | None = None) -> str | None:
         """What an environment reference names now, as `azureml://registries/R/environments/N/versions/V` (or
         `azureml:N:V` in the workspace); None when it does not exist. Labels (latest) resolve to a version."""
-        from infra_cli.knowledge.curated import parse_environment_reference
-
         ref = parse_environment_reference(reference)
         if ref.registry:
             base, sub, group = registry_base or self._registry_base(ref.registry)
@@ -237,8 +236,6 @@ class Provider:
         once."""
         if not references:
             return {}
-        from infra_cli.knowledge.curated import parse_environment_reference
-
         registries = {r for r in (parse_environment_reference(v).registry for v in references.values()) if r}
         with _pool(len(references) + len(registries)) as pool:
             bases = {r: pool.submit(self._registry_base, r) for r in registries}

@@ -14,6 +14,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from infra_cli.image.archive import DockerArchiveStore, OciLayoutStore
 from infra_cli.image.blob import PrefetchedBlob, decompressed_chunks, fetch_into
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.evidence import ImageEnv, VariantFinding, build_matcher, judge_profile
@@ -21,6 +22,8 @@ from infra_cli.image.layers import LayerIndex, Matcher, index_layer, layer_numbe
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
 from infra_cli.image.merged import MergedView, State
+from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference
+from infra_cli.image.registry import RegistryStore
 from infra_cli.image.spec import Requirement, parse_requirement
 from infra_cli.knowledge.image_evidence import Profile, profiles as evidence_profiles
 
@@ -78,19 +81,11 @@ class CheckResult:
 
 def open_store(reference: str, *, insecure: bool = False, credential=None,
                deadline: Deadline = NO_DEADLINE) -> ImageStore:
-    from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference
-
     ref = parse_reference(reference)
     if isinstance(ref, ArchiveReference):
-        from infra_cli.image.archive import DockerArchiveStore
-
         return DockerArchiveStore(ref.path)
     if isinstance(ref, LayoutReference):
-        from infra_cli.image.archive import OciLayoutStore
-
         return OciLayoutStore(ref.path, ref.tag)
-    from infra_cli.image.registry import RegistryStore
-
     return RegistryStore(ref, insecure=insecure, credential=credential, deadline=deadline)
 
 

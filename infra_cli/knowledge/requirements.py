@@ -6,6 +6,7 @@ are the profiles of validators/image_evidence.yaml.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -66,8 +67,6 @@ def parse_requirement(text: str) -> Requirement:
     name, op, version = m.group(1).lower(), m.group(2), m.group(3)
     known = known_capabilities()
     if name not in known:
-        import difflib
-
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SpecError(f"unknown capability {name!r}{hint}; known: {', '.join(known)}")

@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.model import FORMAT_VERSION, Plan, Resource, ResourceChange
+from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.model import FORMAT_VERSION, Plan, Resource, ResourceChange, canonical_json
+from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+from infra_cli.stack.load import LoadedStack
+from infra_cli.validate.engine import load_valid_stack
 
 KIND = "infra-plan"
 
@@ -113,22 +117,27 @@ def current_against_stack(saved: SavedPlan, path: Path) -> Diagnostic | None:
     """Whether the stack the plan came from still asks for what was planned, offline (apply checks the live
     state too): an error when it does not (apply would refuse the plan as stale), a warning when this cannot
     be told here (the stack file is gone or does not load, e.g. its ${VAR}s are unset), None when it does."""
-    from infra_cli.plan.desired import desired_resources
-    from infra_cli.plan.model import canonical_json
-    from infra_cli.validate.engine import load_valid_stack
-    from infra_cli.plan.preflight import LIVE_JUDGED_RULES
-
     try:
-        loaded, _ = load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES)
-        now = [r.to_json() for r in desired_resources(loaded)]
+        changed = stack_changed_since(saved, load_planned_stack(saved))
     except (DiagnosticError, OSError) as exc:
         first = getattr(exc, "diagnostics", None)
         why = first[0].message if first else (getattr(exc, "strerror", None) or "it does not load")
         return Diagnostic("warning", "planfile.unchecked", f"cannot tell whether this plan is still current: the "
                           f"stack {saved.stack_path} does not load here ({why})", str(path), None, None,
                           "apply checks it again, with the stack and the live state")
-    if canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired]):
+    if changed:
         return Diagnostic("error", "planfile.stale", f"the plan is stale: the stack file {saved.stack_path} changed "
                           "since it was made, so `infra apply` would refuse it", str(path), None, None,
                           f"make a fresh plan with `infra plan {saved.stack_path} --out {path}`")
     return None
+
+
+def load_planned_stack(saved: SavedPlan) -> LoadedStack:
+    """The stack a saved plan came from, as it is now (the rules the plan judged live are not judged again)."""
+    return load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES)[0]
+
+
+def stack_changed_since(saved: SavedPlan, loaded: LoadedStack) -> bool:
+    """Whether the stack now asks for other resources than the saved plan planned."""
+    now = [r.to_json() for r in desired_resources(loaded)]
+    return canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired])

@@ -21,9 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra_cli.plan.live import LiveState
+from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.engine import with_sensitive
+from infra_cli.plan.live import LiveState, refresh
 from infra_cli.plan.model import FORMAT_VERSION, NO_OP, SENSITIVE_MARK, Resource, ResourceChange, masked
 from infra_cli.plan.normalise import is_other_compute
+from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+from infra_cli.validate.engine import load_valid_stack
 
 # Plan bookkeeping on a live environment, not a value of the resource.
 _NOT_VALUES = frozenset({"next_version"})
@@ -130,8 +134,6 @@ def render_state(state: StackState) -> str:
 
 def sensitive_paths(loaded: Any, live: LiveState) -> dict[str, tuple]:
     """address -> the attribute paths the stack fills from ${VAR}, as the plan computes them."""
-    from infra_cli.plan.engine import with_sensitive
-
     resources = [*live.clusters.values(), *live.environments.values()]
     changes = [ResourceChange(r.address, r.type, r.name, NO_OP, r.attributes, r.attributes) for r in resources]
     return {c.address: c.sensitive for c in with_sensitive(changes, loaded.source) if c.sensitive}
@@ -142,10 +144,6 @@ def read_stack_state(stack_path: Path, *, local: bool) -> StackState:
     what carries the stack's tag. Raises DiagnosticError for a stack that does not load or validate."""
     from infra_cli.azure.clients import build_clients
     from infra_cli.azure.provider import Provider
-    from infra_cli.plan.desired import desired_resources
-    from infra_cli.plan.live import refresh
-    from infra_cli.validate.engine import load_valid_stack
-    from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # as plan: a state read judges none
     clients = build_clients(loaded.stack.workspace, local=local)

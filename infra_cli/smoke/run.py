@@ -10,11 +10,16 @@ import json
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from infra_cli.azure.errors import describe_azure_error
 from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_status, submit_job
 from infra_cli.azure.quiet import quiet_sdk
+from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.live import record_smoke
+from infra_cli.plan.smoke_pending import FAILED, PASSED, SmokeRecord, smoke_inputs
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.render import smoke_jobs, write_smoke_job
@@ -98,8 +103,6 @@ class SmokeRecorder:
 
     def __init__(self, loaded: LoadedStack, clients: Any, distributions: list[str], stream: Callable[[str], Any]):
         from infra_cli.azure.provider import Provider
-        from infra_cli.plan.desired import desired_resources
-        from infra_cli.plan.smoke_pending import smoke_inputs
 
         self.stack, self.stream = loaded.stack.stack, stream
         self.provider = Provider(clients)
@@ -110,12 +113,6 @@ class SmokeRecorder:
         self.inputs = smoke_inputs(loaded, desired_resources(loaded), resolved.get)
 
     def record(self, distribution: str, passed: bool, job_name: str) -> None:
-        from datetime import datetime, timezone
-
-        from infra_cli.azure.errors import describe_azure_error
-        from infra_cli.plan.live import record_smoke
-        from infra_cli.plan.smoke_pending import FAILED, PASSED, SmokeRecord
-
         at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         record = SmokeRecord(distribution, PASSED if passed else FAILED, self.inputs.get(distribution), job_name, at)
         try:

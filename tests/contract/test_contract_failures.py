@@ -88,7 +88,7 @@ def _put(clients, tmp_path):
 
 def test_a_refused_create_shows_azures_code_and_message(tmp_path, clients, capsys):
     """A 400 with an ErrorResponse body: the CLI names Azure's code and message, then each detail."""
-    from infra_cli.azure.provider import azure_error_code, azure_error_message
+    from infra_cli.azure.errors import azure_error_code, azure_error_message
     from infra_cli.commands.output import report_error
 
     with replay() as mock:
@@ -107,7 +107,7 @@ def test_a_refused_create_shows_azures_code_and_message(tmp_path, clients, capsy
 def test_a_failed_create_operation_shows_azures_code_and_message(tmp_path, clients):
     """The recorded 201 (Creating, Azure-AsyncOperation), then the operation ends Failed with an ErrorDetail
     (the common types' OperationStatusResult): infra reports the operation's code and message."""
-    from infra_cli.azure.provider import azure_error_code, azure_error_message
+    from infra_cli.azure.errors import azure_error_code, azure_error_message
 
     operation = OPERATION_URL.format(sub=PARAMS["subscriptionId"], loc="eastus")
     status = {"status": "Failed", "error": ALLOCATION_FAILED["error"]}
