@@ -1,0 +1,69 @@
+"""The README's command table lists every command and every option `--help` shows (issue 16): a user reads
+the table, not the code, and an option missing from it does not exist for them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def help_text(*command: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "infra_cli", *command, "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def subcommands(*group: str) -> list[str]:
+    text = help_text(*group).split("Commands:", 1)
+    return re.findall(r"^  ([a-z][\w-]*)\s", text[1], re.M) if len(text) == 2 else []
+
+
+def all_commands() -> list[tuple[str, ...]]:
+    out = []
+    for name in subcommands():
+        inner = subcommands(name)
+        out += [(name, sub) for sub in inner] if inner else [(name,)]
+    return out
+
+
+def readme_rows() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    return [line.split(" | ")[0] for line in section.splitlines() if line.startswith("| `infra")]
+
+
+def options(*command: str) -> list[list[str]]:
+    """Each option's spellings, e.g. ["--auto-approve", "-auto-approve"], --help left out."""
+    text = help_text(*command).split("Options:", 1)[1]
+    found = []
+    for line in text.splitlines():
+        m = re.match(r"^\s{2}(-{1,2}[\w-]+(?:, -{1,2}[\w-]+)*)", line)
+        if m and "--help" not in m.group(1):
+            found.append([o.strip() for o in m.group(1).split(",")])
+    return found
+
+
+COMMANDS = all_commands()
+
+
+def test_the_commands_are_found():
+    """The parse works: a broken regex must not make the tests below pass on nothing."""
+    assert {("plan",), ("apply",), ("image", "check"), ("state", "list"), ("emulator", "serve")} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_readme_lists_the_command_and_its_options(command):
+    rows = [r for r in readme_rows() if r.startswith(f"| `infra {' '.join(command)} ") or
+            r.startswith(f"| `infra {' '.join(command)}`")]
+    assert rows, f"README.md's command table has no row for `infra {' '.join(command)}`"
+    cells = " ".join(rows)
+    missing = [spellings[0] for spellings in options(*command)
+               if not any(re.search(rf"{re.escape(s)}(?![\w-])", cells) for s in spellings)]
+    assert not missing, f"README.md's row for `infra {' '.join(command)}` does not show {missing}"
