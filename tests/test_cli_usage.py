@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["validate", "schema", "skus", "graph", "render", "plan", "apply", "destroy", "import", "force-unlock",
-            "smoke", "image check", "emulator serve"]
+            "show", "state list", "smoke", "image check", "emulator serve"]
 
 
 def help_text(command: str) -> str:
