@@ -31,10 +31,18 @@ ML = SPEC_ROOT + "machinelearningservices/resource-manager/Microsoft.MachineLear
 COMPUTE_SPEC = ML + "machineLearningServices.json"
 ASSETS_SPEC = ML + "mfe.json"
 SKUS_SPEC = SPEC_ROOT + "compute/resource-manager/Microsoft.Compute/Skus/stable/2021-07-01/skus.json"
+# the api-versions azure-ai-ml and azure-mgmt-compute send for the routes below (fixtures/README.md)
+_ML_PREVIEW = SPEC_ROOT + "machinelearningservices/resource-manager/Microsoft.MachineLearningServices/preview/"
+ML_LOCATION_SPEC = _ML_PREVIEW + "2023-08-01-preview/machineLearningServices.json"
+ASSETS_PREVIEW_SPEC = _ML_PREVIEW + "2024-10-01-preview/mfe.json"
+COMPUTE_RP_SPEC = SPEC_ROOT + "compute/resource-manager/Microsoft.Compute/ComputeRP/stable/2025-04-01/computeRPCommon.json"
 _FILES = {
     COMPUTE_SPEC: "machineLearningServices-2024-10-01.json",
     ASSETS_SPEC: "mfe-2024-10-01.json",
     SKUS_SPEC: "skus-2021-07-01.json",
+    ML_LOCATION_SPEC: "machineLearningServices-2023-08-01-preview.json",
+    ASSETS_PREVIEW_SPEC: "mfe-2024-10-01-preview.json",
+    COMPUTE_RP_SPEC: "computeRPCommon-2025-04-01.json",
     SPEC_ROOT + "common-types/resource-management/v3/types.json": "common-types-v3-types.json",
     SPEC_ROOT + "common-types/resource-management/v3/managedidentity.json": "common-types-v3-managedidentity.json",
 }
@@ -132,6 +140,12 @@ def _registry(request: bool) -> Registry:
                        for name in document["definitions"]}
         resources.append((uri, Resource.from_contents({"definitions": definitions}, default_specification=DRAFT7)))
     return Registry().with_resources(resources)
+
+
+def response_definition(spec: str, path: str, method: str = "get", status: str = "200") -> str:
+    """The definition the spec's operation answers with (a trimmed copy that keeps its `paths`)."""
+    ref = _documents()[spec]["paths"][path][method]["responses"][status]["schema"]["$ref"]
+    return urldefrag(ref)[1].rsplit("/", 1)[-1]
 
 
 def problems(instance: object, definition: str, *, request: bool, spec: str = COMPUTE_SPEC) -> list[str]:

@@ -18,7 +18,8 @@ import requests
 from contract_support import ml_example, response_body
 from emulator_fixtures import TEST_PROVISIONING_DELAY_S, start_emulator
 from infra_cli.emulator import routes
-from spec_schema import ASSETS_SPEC, COMPUTE_SPEC, SKUS_SPEC, SPEC_ROOT, problems
+from spec_schema import (ASSETS_PREVIEW_SPEC, ASSETS_SPEC, COMPUTE_RP_SPEC, COMPUTE_SPEC, ML_LOCATION_SPEC, SKUS_SPEC,
+                         SPEC_ROOT, problems, response_definition)
 
 TYPES_SPEC = SPEC_ROOT + "common-types/resource-management/v3/types.json"
 SUB, RG, WS = "00000000-0000-0000-0000-0000000000c1", "rg-conform", "ws-conform"
@@ -32,25 +33,13 @@ ENVIRONMENT = {"properties": {"image": "mcr.microsoft.com/azureml/openmpi4.1.0-u
 
 # route handler -> why its answer is not checked against a definition here
 NOT_CHECKED = {
-    "get_workspace": "Workspace's definition (and its dozen nested ones) is not checked in yet",
+    "get_workspace": "Workspace's definition (workspaceRP.json, with its dozens of nested ones) is not checked in yet",
     "put_workspace": "Workspace's definition is not checked in yet",
-    "list_containers": "EnvironmentContainer/CodeContainer definitions are not checked in yet",
-    "get_container": "EnvironmentContainer/CodeContainer definitions are not checked in yet",
-    "put_container": "EnvironmentContainer/CodeContainer definitions are not checked in yet",
-    "start_pending_upload": "PendingUploadResponseDto is not checked in yet",
-    "list_jobs": "JobBase and CommandJob (and their nested definitions) are not checked in yet",
+    "list_jobs": "JobBase and CommandJob (and the ~40 definitions they reach in mfe.json) are not checked in yet",
     "get_job": "JobBase and CommandJob are not checked in yet",
     "put_job": "JobBase and CommandJob are not checked in yet",
     "cancel_job": "answers 202 with no body (Job/cancel.json records none)",
     "cancel_status": "answers 200/202 with no body",
-    "list_datastores": "Datastore definitions are not checked in yet",
-    "get_datastore": "Datastore definitions are not checked in yet",
-    "ml_vm_sizes": "VirtualMachineSizeListResult is not checked in yet",
-    "ml_usages": "ListUsagesResult (Machine Learning) is not checked in yet",
-    "compute_usages": "Microsoft.Compute's ListUsagesResult is not checked in yet (its examples are replayed "
-                      "in test_contract_quota_skus)",
-    "list_environments": "registry EnvironmentContainer definitions are not checked in yet",
-    "get_environment": "registry EnvironmentContainer definitions are not checked in yet",
     "discovery": "the registry discovery document is not an ARM resource (no definition in the REST specs)",
 }
 # ARM's Azure-AsyncOperation status values (https://github.com/Azure/azure-resource-manager-rpc/blob/master/
@@ -191,6 +180,71 @@ def test_resource_skus_meet_the_definition(emulator):
     assert body["value"]
 
 
+ML_LOCATION = f"subscriptions/{SUB}/providers/Microsoft.MachineLearningServices/locations/eastus"
+ML_LOCATION_API = "2023-08-01-preview"      # azure-ai-ml's compute.list_usage / list_sizes
+ASSETS_PREVIEW_API = "2024-10-01-preview"   # azure-ai-ml's datastores (containers and uploads send older previews)
+COMPUTE_USAGE_API = "2026-04-01"            # azure-mgmt-compute's usage.list; held to 2025-04-01, the newest spec kept
+
+
+@pytest.mark.parametrize("route,template", [
+    ("usages", "/subscriptions/{subscriptionId}/providers/Microsoft.MachineLearningServices/locations/{location}/usages"),
+    ("vmSizes", "/subscriptions/{subscriptionId}/providers/Microsoft.MachineLearningServices/locations/{location}/vmSizes"),
+])
+def test_ml_location_answers_meet_the_operations_definitions(emulator, route, template):
+    definition = response_definition(ML_LOCATION_SPEC, template)
+    body = conforms(call(emulator, "GET", f"{ML_LOCATION}/{route}", api=ML_LOCATION_API), 200, definition,
+                    ML_LOCATION_SPEC)
+    assert body["value"], f"the emulated region offers no {route}"
+
+
+def test_compute_usages_meet_the_operations_definition(emulator):
+    definition = response_definition(
+        COMPUTE_RP_SPEC, "/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/usages")
+    body = conforms(call(emulator, "GET", f"subscriptions/{SUB}/providers/Microsoft.Compute/locations/eastus/usages",
+                         api=COMPUTE_USAGE_API), 200, definition, COMPUTE_RP_SPEC)
+    assert {"cores"} < {u["name"]["value"] for u in body["value"]}
+
+
+def test_datastore_answers_meet_the_definitions(emulator):
+    listed = conforms(call(emulator, "GET", f"{W}/datastores", api=ASSETS_PREVIEW_API), 200,
+                      "DatastoreResourceArmPaginatedResult", ASSETS_PREVIEW_SPEC)
+    assert {d["properties"]["datastoreType"] for d in listed["value"]} == {"AzureBlob"}
+    default = conforms(call(emulator, "GET", f"{W}/datastores?isDefault=true", api=ASSETS_PREVIEW_API), 200,
+                       "DatastoreResourceArmPaginatedResult", ASSETS_PREVIEW_SPEC)
+    name = default["value"][0]["name"]
+    conforms(call(emulator, "GET", f"{W}/datastores/{name}", api=ASSETS_PREVIEW_API), 200, "DatastoreResource",
+             ASSETS_PREVIEW_SPEC)
+
+
+def test_environment_container_answers_meet_the_definitions(emulator):
+    call(emulator, "PUT", f"{W}/environments/containers/versions/1", ENVIRONMENT)
+    conforms(call(emulator, "PUT", f"{W}/environments/containers", {"properties": {"description": "conformance"}},
+                  api=ASSETS_PREVIEW_API), 200, "EnvironmentContainerResource", ASSETS_PREVIEW_SPEC)
+    got = conforms(call(emulator, "GET", f"{W}/environments/containers", api=ASSETS_PREVIEW_API), 200,
+                   "EnvironmentContainerResource", ASSETS_PREVIEW_SPEC)
+    assert (got["properties"]["latestVersion"], got["properties"]["nextVersion"]) == ("1", "2")
+    conforms(call(emulator, "GET", f"{W}/environments", api=ASSETS_PREVIEW_API), 200,
+             "EnvironmentContainerResourceArmPaginatedResult", ASSETS_PREVIEW_SPEC)
+
+
+def test_registry_environment_containers_meet_the_definitions(emulator):
+    from infra_cli.emulator.ml_registry import MFE_PREFIX, REGISTRY_RESOURCE_GROUP, REGISTRY_SUBSCRIPTION
+    from infra_cli.knowledge.curated import curated_registries
+
+    base = (f"{MFE_PREFIX.lstrip('/')}/subscriptions/{REGISTRY_SUBSCRIPTION}/resourceGroups/{REGISTRY_RESOURCE_GROUP}"
+            "/providers/Microsoft.MachineLearningServices/registries/azureml/environments")
+    conforms(call(emulator, "GET", base), 200, "EnvironmentContainerResourceArmPaginatedResult", ASSETS_PREVIEW_SPEC)
+    name = curated_registries()["azureml"][0].name
+    conforms(call(emulator, "GET", f"{base}/{name}"), 200, "EnvironmentContainerResource", ASSETS_PREVIEW_SPEC)
+
+
+def test_pending_upload_answer_meets_the_definition(emulator):
+    body = conforms(call(emulator, "POST", f"{W}/codes/snapshot/versions/1/startPendingUpload",
+                         {"pendingUploadType": "TemporaryBlobReference"}, api=ASSETS_PREVIEW_API), 200,
+                    "PendingUploadResponseDto", ASSETS_PREVIEW_SPEC)
+    assert body["blobReferenceForConsumption"]["credential"]["credentialType"] == "SAS"
+
+
 @pytest.mark.parametrize("method,path,body,status", [
     ("GET", f"{W}/computes/absent", None, 404),
     ("PUT", f"{W}/computes/life", {**CLUSTER, "properties": {**CLUSTER["properties"], "computeType": "AKS"}}, 400),
@@ -229,7 +283,9 @@ def test_strangers_get_401_not_the_route_table(emulator, path):
 def test_every_arm_route_is_accounted_for():
     """A route answering ARM (api-version) is checked above or named in NOT_CHECKED with why."""
     checked = {"get_compute", "list_computes", "put_compute", "patch_compute", "delete_compute", "operation_status",
-               "list_versions", "get_version", "put_version", "resource_skus"}
+               "list_versions", "get_version", "put_version", "resource_skus", "ml_usages", "ml_vm_sizes",
+               "compute_usages", "list_datastores", "get_datastore", "list_containers", "get_container",
+               "put_container", "start_pending_upload", "list_environments", "get_environment"}
     arm = {r.handler.__name__ for r in routes.ROUTES if r.api_version}
     assert arm - checked - set(NOT_CHECKED) == set()
     assert set(NOT_CHECKED) <= arm, "NOT_CHECKED names a route that is gone"
