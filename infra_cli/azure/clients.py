@@ -203,15 +203,16 @@ class EmulatorTarget:
         """The stack's workspace on a served emulator: read it, create it only if absent (no write otherwise)."""
         from azure.core import PipelineClient
         from azure.core.exceptions import HttpResponseError
-        from azure.core.pipeline.transport import RequestsTransport
         from azure.core.rest import HttpRequest
+
+        from infra_cli.azure.loopback import LoopbackTransport  # a served emulator is loopback: no requests import
 
         path = (f"subscriptions/{workspace.subscription_id}/resourceGroups/{workspace.resource_group}/providers/"
                 f"Microsoft.MachineLearningServices/workspaces/{workspace.name}")
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         params = {"api-version": _ML_API_VERSION}
         with PipelineClient(self.url, policies=[retry_policy(retry_total, "local")],
-                            transport=RequestsTransport(connection_verify=str(self.cert_path))) as client:
+                            transport=LoopbackTransport(connection_verify=str(self.cert_path))) as client:
             found = client.send_request(HttpRequest("GET", self.url + path, params=params, headers=headers))
             if found.status_code == 404:
                 found = client.send_request(HttpRequest("PUT", self.url + path, params=params, headers=headers,
