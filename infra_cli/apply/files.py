@@ -24,6 +24,7 @@ from infra_cli.image.dockerfile import render_dockerfile
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.paths import copy_no_wider, stage_context
 from infra_cli.smoke.render import render_distribution_jobs
+from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment
 from infra_cli.validate.engine import load_valid_stack
@@ -34,32 +35,23 @@ SECRET_SSH_FIELDS = ("admin_password", "ssh_key_value")
 
 
 def compute_document(name: str, cluster: Cluster) -> dict[str, Any]:
-    """The Azure ML CLI v2 amlCompute document of a cluster, without secrets or our own additions."""
-    doc: dict[str, Any] = {
-        "$schema": COMPUTE_SCHEMA,
-        "name": name,
-        "type": "amlcompute",
-        "size": cluster.size,
-        "tier": cluster.tier,
-        "min_instances": cluster.min_instances,
-        "max_instances": cluster.max_instances,
-        "idle_time_before_scale_down": cluster.idle_time_before_scale_down,
-        "enable_node_public_ip": cluster.enable_node_public_ip,
-    }
-    if cluster.location:
-        doc["location"] = cluster.location
-    if cluster.ssh_public_access_enabled is not None:
-        doc["ssh_public_access_enabled"] = cluster.ssh_public_access_enabled
-    if cluster.ssh_settings and cluster.ssh_settings.admin_username:
-        doc["ssh_settings"] = {"admin_username": cluster.ssh_settings.admin_username}
-    for section in ("network_settings", "identity"):
-        value = getattr(cluster, section)
-        if value is not None:
-            doc[section] = value.model_dump(exclude_none=True)
-    if cluster.tags:
-        doc["tags"] = dict(cluster.tags)
-    if cluster.description:
-        doc["description"] = cluster.description
+    """The Azure ML CLI v2 amlCompute document of a cluster, without secrets or our own additions: the fields
+    stack/cluster_fields.py renders, in its order, each under its stack path."""
+    doc: dict[str, Any] = {"$schema": COMPUTE_SCHEMA, "name": name, "type": "amlcompute"}
+    for field in rows(RENDER):
+        if field.render == "section":  # e.g. network_settings, identity: the section as written
+            section = field.stack.split(".")[0]
+            value = getattr(cluster, section)
+            if value is not None and section not in doc:
+                doc[section] = value.model_dump(exclude_none=True)
+            continue
+        value = path_value(cluster, field.stack)
+        if field.render == "always" or (value if field.render == "if_set" else value is not None):
+            *parents, leaf = field.stack.split(".")
+            target = doc
+            for parent in parents:
+                target = target.setdefault(parent, {})
+            target[leaf] = dict(value) if isinstance(value, dict) else value
     return doc
 
 

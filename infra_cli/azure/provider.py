@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol
 from infra_cli.azure.errors import is_not_found
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.knowledge.curated import parse_environment_reference
+from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK, path_value
 
 MAX_READ_CONCURRENCY = 16
 SMOKE_RECORD_IMAGE = "mcr.microsoft.com/azureml/infra-smoke-record:none"  # never pulled: the version is a record
@@ -69,40 +70,43 @@ def duration_seconds(value: Any) -> float | None:
     return (d * 86400 + h * 3600 + mi * 60 + sec) or None
 
 
+# How compute_values reads a REST value: stack/cluster_fields.py names one per field (`read`).
+REST_READERS: dict[str, Callable[[Any], Any]] = {
+    "as_is": lambda v: v,
+    "snake": camel_to_snake,  # "LowPriority" -> "low_priority", as azure-ai-ml reads it
+    "duration": duration_seconds,
+    "absent_true": lambda v: True if v is None else v,  # Azure leaves enableNodePublicIp out: true
+    "enabled": lambda v: v == "Enabled",
+    "keys": lambda v: list(v or {}),  # userAssignedIdentities: {resource id: {...}}
+    "dict": lambda v: dict(v or {}),
+}
+
+
+def _rest_value(body: dict, paths: tuple[str, ...]) -> Any:
+    """The first non-empty of `paths` (the last one's value when none is)."""
+    value = None
+    for path in paths:
+        value = path_value(body, path)
+        if value:
+            break
+    return value
+
+
 def compute_values(body: dict) -> dict[str, Any]:
     """A ComputeResource as Azure answers it -> plain values with CLI v2 YAML's field names, exactly those
-    azure-ai-ml's AmlCompute._load_from_rest reads (`compute_type`: what azure-ai-ml calls the kind)."""
+    azure-ai-ml's AmlCompute._load_from_rest reads (`compute_type`: what azure-ai-ml calls the kind); the fields
+    and where they sit are stack/cluster_fields.py's."""
     outer = body.get("properties") or {}
     kind = _SDK_COMPUTE_TYPES.get(str(outer.get("computeType") or "").lower(), UNSUPPORTED_COMPUTE)
     values: dict[str, Any] = {"name": body.get("name"), "compute_type": kind}
     if kind != "amlcompute":
         return values
-    props = outer.get("properties") or {}
-    scale = props.get("scaleSettings") or {}
-    credentials = props.get("userAccountCredentials") or {}
-    identity = body.get("identity") or {}
     errors = outer.get("provisioningErrors") or []
     first_error = errors[0] if errors and isinstance(errors[0], dict) else {}
-    public_ip = props.get("enableNodePublicIp")
-    return {**values,
-            "size": props.get("vmSize"),
-            "tier": camel_to_snake(props.get("vmPriority")),
-            "min_instances": scale.get("minNodeCount") if scale else None,
-            "max_instances": scale.get("maxNodeCount") if scale else None,
-            "idle_time_before_scale_down": duration_seconds(scale.get("nodeIdleTimeBeforeScaleDown")),
-            "enable_node_public_ip": True if public_ip is None else public_ip,
-            "ssh_public_access_enabled": props.get("remoteLoginPortPublicAccess") == "Enabled",
-            "ssh_admin_username": credentials.get("adminUserName") if credentials else None,
-            "subnet": (props.get("subnet") or {}).get("id"),
-            "identity_type": camel_to_snake(identity.get("type")) if identity else None,
-            "user_assigned_identities": list((identity.get("userAssignedIdentities") or {}) if identity else ()),
-            "location": outer.get("computeLocation") or body.get("location"),
-            "tags": dict(body.get("tags") or {}),
-            "description": outer.get("description"),
-            # a Failed or stuck cluster plans as a replacement (plan/diff.py); azure-ai-ml keeps the first code
-            "provisioning_state": outer.get("provisioningState"),
-            "provisioning_errors": (first_error.get("error") or {}).get("code") if errors else None,
-            "created_on": outer.get("createdOn")}
+    # a Failed or stuck cluster plans as a replacement (plan/diff.py); azure-ai-ml keeps the first code
+    explicit = {"provisioning_errors": (first_error.get("error") or {}).get("code") if errors else None}
+    return {**values, **{f.value_key: REST_READERS[f.read](_rest_value(body, f.rest)) if f.plain(REST)
+                         else explicit[f.value_key] for f in CLUSTER_FIELDS if f.rest}}
 
 
 def version_values(body: dict, next_version: str | None = None) -> dict[str, Any]:
@@ -314,14 +318,11 @@ class Provider:
             identity = IdentityConfiguration(type=a["identity_type"], user_assigned_identities=[
                 ManagedIdentityConfiguration(resource_id=i) for i in a["user_assigned_identities"]] or None)
         entity = AmlCompute(
-            name=resource.name, size=a["size"], tier=a["tier"], min_instances=a["min_instances"],
-            max_instances=a["max_instances"], idle_time_before_scale_down=a["idle_time_before_scale_down"],
-            enable_node_public_ip=a["enable_node_public_ip"],
+            name=resource.name, **{f.sdk: a[f.attribute] for f in CLUSTER_FIELDS if f.plain(SDK)},
             ssh_public_access_enabled=a["ssh_public_access_enabled"] if ssh else None,
             ssh_settings=ssh,
             network_settings=NetworkSettings(vnet_name=vnet_name, subnet=subnet) if subnet else None,
-            identity=identity, location=a["location"], description=a["description"],
-            tags={**a["tags"], **resource.tags},
+            identity=identity, tags={**a["tags"], **resource.tags},
         )
         return self.clients.ml.compute.begin_create_or_update(entity).result()
 

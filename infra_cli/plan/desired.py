@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
-from infra_cli.knowledge.size_name import parse_size_name
-from infra_cli.knowledge.skus import load_catalog
 from infra_cli.knowledge.update_semantics import environment_content_fields
 from infra_cli.paths import context_files, templates_dir
 from infra_cli.plan.model import Resource, content_hash
+from infra_cli.stack.cluster_fields import (CLUSTER_FIELDS, DESIRED, TAG_CARRIED, normalise_location, normalised,
+                                           path_value)
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment, Stack, Workspace
 
@@ -28,32 +28,6 @@ class ClusterSecrets:
     admin_username: str | None = None
     admin_password: str | None = None
     ssh_key_value: str | None = None
-
-
-def canonical_size(size: str) -> str:
-    """The catalog's spelling of a size, else the size in Azure's naming convention's case: Azure answers a size
-    in the case it was created with (`STANDARD_NC6`), and case alone must never read as a different size."""
-    sku = load_catalog().get(size)
-    return sku.name if sku else conventional_case(size)
-
-
-def conventional_case(size: str) -> str:
-    """`STANDARD_FX48MDS` -> `Standard_FX48mds` (https://learn.microsoft.com/azure/virtual-machines/vm-naming-conventions):
-    only letters' case changes; a name that does not follow the convention comes back as written."""
-    parts = parse_size_name(size)
-    if parts is None:
-        return size
-    spelled = (f"Standard_{parts.family}{parts.vcpus}" + (f"-{parts.active_vcpus}" if parts.active_vcpus else "")
-               + parts.features + (f"_{parts.accelerator}" if parts.accelerator else ""))
-    for suffix in (f"_v{parts.version}" if parts.version > 1 else "", f"_v{parts.version}"):
-        candidate = spelled + suffix + ("_Promo" if parts.promo else "")
-        if candidate.lower() == size.strip().lower():
-            return candidate
-    return size
-
-
-def normalise_location(location: str | None) -> str | None:
-    return location.replace(" ", "").lower() if location else None
 
 
 def subnet_id(workspace: Workspace, vnet_name: str | None, subnet: str | None) -> str | None:
@@ -97,33 +71,27 @@ def cluster_secrets(cluster: Cluster) -> ClusterSecrets:
 
 
 def cluster_attributes(stack: Stack, name: str, cluster: Cluster) -> dict:
+    """The stack's cluster as the plan compares it: plain fields through stack/cluster_fields.py, the composite
+    ones (SSH, subnet, identities, location's default, tags) here, all in the table's order."""
     secrets = cluster_secrets(cluster)
     net = cluster.network_settings
     identity = cluster.identity
-    return {
-        "size": canonical_size(cluster.size),
-        "tier": cluster.tier,
-        "min_instances": cluster.min_instances,
-        "max_instances": cluster.max_instances,
-        "idle_time_before_scale_down": cluster.idle_time_before_scale_down,
-        "enable_node_public_ip": cluster.enable_node_public_ip,
+    explicit = {
         "ssh_public_access_enabled": bool(cluster.ssh_public_access_enabled) if secrets.admin_username else None,
-        "ssh_admin_username": secrets.admin_username,
         "ssh_credentials_hash": ssh_credentials_hash(stack.stack, name, secrets),
         "subnet": subnet_id(stack.workspace, net.vnet_name if net else None, net.subnet if net else None),
-        "identity_type": identity.type if identity and identity.type != "none" else None,
         "user_assigned_identities": sorted(i.resource_id.lower() for i in (identity.user_assigned_identities or []))
         if identity else [],
         "location": normalise_location(cluster.location) or stack.workspace.location,
         "tags": dict(sorted(cluster.tags.items())),
-        "description": cluster.description,
-        "prevent_destroy": cluster.lifecycle.prevent_destroy,
     }
+    return {f.attribute: normalised(f, path_value(cluster, f.stack)) if f.plain(DESIRED) else explicit[f.attribute]
+            for f in CLUSTER_FIELDS if f.stack is not None}
 
 
 def live_comparable(attributes: dict) -> dict:
     """The attributes Azure can report back (used for the drift hash): everything but tag-carried ones."""
-    return {k: v for k, v in attributes.items() if k not in ("ssh_credentials_hash", "prevent_destroy")}
+    return {k: v for k, v in attributes.items() if k not in TAG_CARRIED}
 
 
 def _file_sha256(path: Path) -> str:

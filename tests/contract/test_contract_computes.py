@@ -124,13 +124,13 @@ def test_null_or_absent_reads_as_recorded(clients, field, how):
 def test_a_size_the_catalog_does_not_know_is_the_same_size_in_any_case(tmp_path, clients, monkeypatch):
     """Azure answers the size in the case it was created with (STANDARD_NC6). For a size outside the catalog
     there is no catalog spelling to fall back on: case alone must still not read as a replacement."""
-    import infra_cli.plan.desired as desired_module
+    import infra_cli.stack.cluster_fields as fields_module
 
     class NoCatalog:
         def get(self, name):
             return None
 
-    monkeypatch.setattr(desired_module, "load_catalog", lambda: NoCatalog())
+    monkeypatch.setattr(fields_module, "load_catalog", lambda: NoCatalog())
     for spelled in ("Standard_NC6", "standard_nc6"):
         loaded, resources = desired(tmp_path, STACK.replace("size: Standard_NC6", f"size: {spelled}"))
         (cluster,) = resources
