@@ -35,9 +35,6 @@ ENVIRONMENT = {"properties": {"image": "mcr.microsoft.com/azureml/openmpi4.1.0-u
 NOT_CHECKED = {
     "get_workspace": "Workspace's definition (workspaceRP.json, with its dozens of nested ones) is not checked in yet",
     "put_workspace": "Workspace's definition is not checked in yet",
-    "list_jobs": "JobBase and CommandJob (and the ~40 definitions they reach in mfe.json) are not checked in yet",
-    "get_job": "JobBase and CommandJob are not checked in yet",
-    "put_job": "JobBase and CommandJob are not checked in yet",
     "cancel_job": "answers 202 with no body (Job/cancel.json records none)",
     "cancel_status": "answers 200/202 with no body",
     "discovery": "the registry discovery document is not an ARM resource (no definition in the REST specs)",
@@ -245,6 +242,90 @@ def test_pending_upload_answer_meets_the_definition(emulator):
     assert body["blobReferenceForConsumption"]["credential"]["credentialType"] == "SAS"
 
 
+
+JOB_GET_API, JOB_PUT_API = "2024-01-01-preview", "2025-01-01-preview"   # azure-ai-ml's jobs.get/list, create
+JOB_STATUSES = {"NotStarted", "Starting", "Provisioning", "Preparing", "Queued", "Running", "Finalizing",
+                "CancelRequested", "Completed", "Failed", "Canceled"}
+
+
+def _job(emulator, name: str) -> dict:
+    return conforms(call(emulator, "GET", f"{W}/jobs/{name}", api=JOB_GET_API), 200, "JobBaseResource",
+                    ASSETS_PREVIEW_SPEC)
+
+
+def _until_terminal(emulator, name: str, timeout: float = 60) -> dict:
+    """Every answer on the way (NotStarted .. Completed/Canceled) held to the definition, the last returned."""
+    deadline = time.time() + timeout
+    while True:
+        body = _job(emulator, name)
+        if body["properties"]["status"] in ("Completed", "Failed", "Canceled") or time.time() > deadline:
+            return body
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def submitted(emulator):
+    """A command job submitted through azure-ai-ml (the body the SDK sends), with a literal input, an output
+    and a PyTorch distribution, on a cluster and environment created through the SDK too."""
+    from azure.ai.ml import Output, PyTorchDistribution, command
+    from azure.ai.ml.entities import AmlCompute, Environment
+
+    from infra_cli.azure.clients import build_clients
+    from infra_cli.stack.model import Workspace
+
+    ml = build_clients(Workspace(subscription_id=SUB, resource_group=RG, name=WS, location="eastus"), local=True,
+                       emulator=emulator).ml
+    ml.compute.begin_create_or_update(AmlCompute(name="jobs", size="Standard_ND96asr_v4", max_instances=2)).result()
+    ml.environments.create_or_update(Environment(name="jobs", version="1", image=ENVIRONMENT["properties"]["image"]))
+    job = command(command="echo ${{inputs.epochs}}", inputs={"epochs": 2},
+                  outputs={"model": Output(type="uri_folder")}, environment="jobs:1", compute="jobs",
+                  instance_count=2, distribution=PyTorchDistribution(process_count_per_instance=1),
+                  environment_variables={"CONFORM": "1"}, description="conformance")
+    return ml, ml.jobs.create_or_update(job).name
+
+
+def test_job_answers_meet_the_definitions(emulator, submitted):
+    ml, name = submitted
+    first = _job(emulator, name)
+    props = first["properties"]
+    assert (props["jobType"], props["distribution"]["distributionType"]) == ("Command", "PyTorch")
+    assert props["inputs"]["epochs"]["jobInputType"] == "literal"
+    assert props["outputs"]["model"]["jobOutputType"] == "uri_folder"
+    assert props["status"] in JOB_STATUSES
+    done = _until_terminal(emulator, name)
+    assert done["properties"]["status"] == "Completed", done["properties"]["status"]
+    listed = conforms(call(emulator, "GET", f"{W}/jobs", api=JOB_GET_API), 200, "JobBaseResourceArmPaginatedResult",
+                      ASSETS_PREVIEW_SPEC)
+    assert name in [j["name"] for j in listed["value"]]
+
+
+def test_job_put_answers_meet_the_definition(emulator, submitted):
+    ml, name = submitted
+    # the body azure-ai-ml sent, as the emulator kept it, less what only the service writes
+    body = {"properties": {k: v for k, v in _job(emulator, name)["properties"].items()
+                           if k not in ("status", "services")}}
+    created = conforms(call(emulator, "PUT", f"{W}/jobs/{name}-again", body, api=JOB_PUT_API), 201,
+                       "JobBaseResource", ASSETS_PREVIEW_SPEC)
+    assert created["properties"]["status"] == "NotStarted"
+    body["properties"]["description"] = "changed"
+    updated = conforms(call(emulator, "PUT", f"{W}/jobs/{name}-again", body, api=JOB_PUT_API), 200,
+                       "JobBaseResource", ASSETS_PREVIEW_SPEC)
+    assert updated["properties"]["description"] == "changed"
+    _until_terminal(emulator, f"{name}-again")
+
+
+def test_canceled_job_answers_meet_the_definition(emulator, submitted):
+    ml, name = submitted
+    body = {"properties": {k: v for k, v in _job(emulator, name)["properties"].items()
+                           if k not in ("status", "services")}}
+    body["properties"]["command"] = "sleep 30"
+    body["properties"].pop("inputs")
+    call(emulator, "PUT", f"{W}/jobs/{name}-cancel", body, api=JOB_PUT_API)
+    canceled = call(emulator, "POST", f"{W}/jobs/{name}-cancel/cancel", api=JOB_GET_API)
+    assert canceled.status_code == 202 and canceled.content == b""
+    assert _job(emulator, f"{name}-cancel")["properties"]["status"] in ("CancelRequested", "Canceled")
+    assert _until_terminal(emulator, f"{name}-cancel")["properties"]["status"] == "Canceled"
+
 @pytest.mark.parametrize("method,path,body,status", [
     ("GET", f"{W}/computes/absent", None, 404),
     ("PUT", f"{W}/computes/life", {**CLUSTER, "properties": {**CLUSTER["properties"], "computeType": "AKS"}}, 400),
@@ -285,7 +366,8 @@ def test_every_arm_route_is_accounted_for():
     checked = {"get_compute", "list_computes", "put_compute", "patch_compute", "delete_compute", "operation_status",
                "list_versions", "get_version", "put_version", "resource_skus", "ml_usages", "ml_vm_sizes",
                "compute_usages", "list_datastores", "get_datastore", "list_containers", "get_container",
-               "put_container", "start_pending_upload", "list_environments", "get_environment"}
+               "put_container", "start_pending_upload", "list_environments", "get_environment",
+               "list_jobs", "get_job", "put_job"}
     arm = {r.handler.__name__ for r in routes.ROUTES if r.api_version}
     assert arm - checked - set(NOT_CHECKED) == set()
     assert set(NOT_CHECKED) <= arm, "NOT_CHECKED names a route that is gone"
