@@ -33,6 +33,9 @@ ENVIRONMENT = {"properties": {"image": "mcr.microsoft.com/azureml/openmpi4.1.0-u
 
 # route handler -> why its answer is not checked against a definition here
 NOT_CHECKED = {
+    # not yet: workspaceRP.json 2024-10-01-preview's WorkspaceProperties reaches EncryptionProperty, ManagedNetworkSettings
+    # (OutboundRule and its subtypes), PrivateEndpointConnection, SharedPrivateLinkResource, NotebookResourceInfo,
+    # FeatureStoreSettings, WorkspaceHubConfig, ServerlessComputeSettings, ServiceManagedResourcesSettings
     "get_workspace": "Workspace's definition (workspaceRP.json, with its dozens of nested ones) is not checked in yet",
     "put_workspace": "Workspace's definition is not checked in yet",
     "cancel_job": "answers 202 with no body (Job/cancel.json records none)",
