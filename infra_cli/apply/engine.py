@@ -15,9 +15,9 @@ from infra_cli.apply.lock import StackLock, force_unlock
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
-from infra_cli.plan.engine import PlanOutcome
+from infra_cli.plan.engine import PlanOutcome, plan_stack
 from infra_cli.plan.live import read_cluster, record_smoke, refresh
-from infra_cli.plan.model import Plan, Resource, content_hash
+from infra_cli.plan.model import Plan, Resource, canonical_json, content_hash
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.planfile import load_planned_stack, read_plan_file, stack_changed_since
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
@@ -51,15 +51,27 @@ def prepare_from_plan_file(path: Path, *, local: bool) -> PlanOutcome:
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
                   emit: Callable[[Event], None] = lambda e: None, operation: str = "apply",
                   stop: threading.Event | None = None) -> ApplyResult:
-    """Lock, check the live state still matches the plan, execute, unlock."""
+    """Lock, check the live state still matches the plan, execute, unlock.
+
+    A saved plan (outcome.live is None) must find the live state it was made against. A plan made moments ago
+    by this command is planned again under the lock when Azure moved meanwhile (a cluster another apply left
+    Creating finished): it goes on if the new plan makes the same changes, and is stale otherwise."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
     with StackLock(provider.clients.ml, plan.stack, operation):
         live = refresh(provider, plan.desired)
         if live.fingerprint() != plan.live_fingerprint:
-            raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
-                         str(loaded.path))
+            again = plan_stack(loaded, provider, mode=plan.mode).plan if outcome.live is not None else None
+            if again is None or again.has_errors() or _changes(again) != _changes(plan):
+                raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
+                             "changed)", str(loaded.path))
+            plan = again
         mark_smokes_pending(plan, loaded, provider)
         return execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
+
+
+def _changes(plan: Plan) -> list[tuple[str, list[str], str]]:
+    """What a plan would do: each change's address, actions and the values it writes."""
+    return [(c.address, c.actions, canonical_json(c.after)) for c in plan.changes]
 
 
 def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:
