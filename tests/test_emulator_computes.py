@@ -7,7 +7,6 @@ import pytest
 from azure.ai.ml.entities import AmlCompute, NetworkSettings
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
-from emulator_fixtures import *  # noqa: F401,F403
 from emulator_fixtures import TEST_PROVISIONING_DELAY_S, start_emulator
 
 

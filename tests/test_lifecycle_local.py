@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from emulator_fixtures import *  # noqa: F401,F403
+from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, start_emulator
 
 from infra_cli.apply.engine import apply_outcome, import_resource
 from infra_cli.apply.lock import LockHeld, StackLock

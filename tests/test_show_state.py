@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from emulator_fixtures import *  # noqa: F401,F403
+from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE
 
 from infra_cli.apply.engine import apply_outcome
 from infra_cli.azure.provider import Provider

@@ -20,7 +20,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.paths import local_state_dir
 
 if TYPE_CHECKING:
@@ -165,7 +167,6 @@ def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
 
 def _environment_faults() -> "FaultConfig":
     """Fault injection for the in-process emulator, from the INFRA_EMULATOR_* variables."""
-    from infra_cli.diagnostics import Diagnostic, DiagnosticError
     from infra_cli.emulator.faults import fault_config_from_environment
 
     try:
@@ -224,9 +225,6 @@ class EmulatorTarget:
 def served_emulator(url: str, local_dir: Path) -> EmulatorTarget:
     """INFRA_EMULATOR_URL: an `infra emulator serve` on this machine, trusted with the certificate and token in
     its state directory (INFRA_LOCAL_DIR). Only a loopback https URL: the token must not leave the machine."""
-    from urllib.parse import urlsplit
-
-    from infra_cli.diagnostics import Diagnostic, DiagnosticError
     from infra_cli.emulator.auth import read_token
 
     def refuse(message: str, hint: str) -> DiagnosticError:

@@ -6,11 +6,13 @@ not import azure.*, torch, jinja2 or the emulator.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 from typer.core import TyperGroup
 
+from infra_cli import __version__
 from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
 from infra_cli.commands.output import EXIT_OK, report_error
 
@@ -42,8 +44,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from infra_cli import __version__
-
         print(f"infra v{__version__}")
         raise typer.Exit(EXIT_OK)
 
@@ -62,8 +62,6 @@ for group in (validate, skus, render, lifecycle, state, smoke, image, emulator):
 
 
 def main() -> None:
-    import os
-
     # before anything imports azure.ai.ml, which reads it at import time (clients.py imports no azure module);
     # imported only when the variable is there: --help and validate do not load the client module
     if "AZUREML_CURRENT_CLOUD" in os.environ:

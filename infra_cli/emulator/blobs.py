@@ -9,6 +9,7 @@ Azure's naming rules before they touch the file system, so no name reaches outsi
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import shutil
@@ -243,8 +244,6 @@ def _metadata(req: Request) -> dict[str, str]:
 
 
 def _written(etag: str, data: bytes) -> Response:
-    import base64
-
     return Response(201, b"", {"ETag": etag, "Last-Modified": formatdate(usegmt=True),
                                "Content-MD5": base64.b64encode(hashlib.md5(data).digest()).decode(),
                                "x-ms-request-server-encrypted": "true", **_common_headers()})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from infra_cli.emulator.backend import Backend
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
-from infra_cli.knowledge.curated import RegistryEnvironment, curated_registries
+from infra_cli.knowledge.curated import RegistryEnvironment, curated_registries, parse_environment_reference
 
 # Where the registries of the emulated world live (Azure answers the subscription and group that own them).
 REGISTRY_SUBSCRIPTION = "00000000-0000-0000-0000-00000000a2e1"
@@ -117,8 +117,6 @@ def check_job_environment(environment_id: str) -> None:
     """A job's environmentId that names a registry environment (azureml://registries/R/environments/N/versions/V
     or /labels/L) or a curated one (azureml:AzureML-N@latest, azureml:AzureML-N:V) must exist, as Azure refuses
     a job whose environment does not; workspace environments are the caller's to check."""
-    from infra_cli.knowledge.curated import parse_environment_reference
-
     if not environment_id.startswith(("azureml://registries/", "azureml:", "AzureML-")) or "/workspaces/" in environment_id:
         return
     ref = parse_environment_reference(environment_id)

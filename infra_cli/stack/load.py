@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,8 +27,6 @@ class LoadedStack:
 
 def _owner_model(loc: tuple) -> type[BaseModel] | None:
     """Walk a pydantic error location, skipping user-chosen map keys, to the owning model class."""
-    from typing import get_args, get_origin
-
     model: Any = Stack
     i = 0
     while i < len(loc):

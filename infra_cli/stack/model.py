@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from infra_cli.validate.launch import launcher_for as derived_launcher
+
 _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # Curated references Azure ML resolves: azureml:NAME@latest, azureml:NAME:VERSION, or a registry URI.
 _CURATED_REFERENCE = re.compile(
@@ -346,8 +348,6 @@ class Distribution(_Strict):
         # The command says how processes start (torchrun ... is per-node); a declared `launcher` is kept as
         # written so `infra validate` can report where it disagrees with the command.
         if "launcher" not in self.model_fields_set:
-            from infra_cli.validate.launch import launcher_for as derived_launcher
-
             try:
                 derived = derived_launcher(self.command, self.framework)
             except (OSError, LookupError, TypeError, ValueError):  # a broken validators/: the rules report it

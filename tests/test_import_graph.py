@@ -1,0 +1,229 @@
+"""The floors of docs/ARCHITECTURE.md, checked on the source: no module imports from a higher floor, the
+module-level import graph has no cycle, and a function-level import is there only to keep a fast path light
+(it loads something heavy: an SDK, torch, jinja2, the emulator...), which tests/test_cli_basics.py measures.
+
+Read from the source with `ast`, so a module that is never imported by the tests is checked all the same.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "infra_cli"
+
+# floor of each top-level part of infra_cli (a package or a module); a new one must be placed here
+FLOORS = {
+    "commands": 4, "__main__": 4,
+    "plan": 3, "apply": 3, "smoke": 3, "image": 3,
+    "azure": 2, "emulator": 2,
+    "stack": 1, "validate": 1, "knowledge": 1,
+    "diagnostics": 0, "paths": 0, "conventions": 0, "__init__": 0,
+}
+# What a function-level import may load lazily: third-party modules that cost start-up time, and the
+# infra_cli modules that import one of them when loaded.
+# Lazy imports a fast path needs that the rule above cannot see, each with why.
+LAZY_BY_DESIGN = {
+    ("infra_cli.plan.image_requirements", "infra_cli.image.check"): "plan reads images only with --check-images",
+}
+# What `infra --help` may load below the commands: the default of `image check --timeout`, which it prints.
+HELP_LOADS = {"infra_cli.image", "infra_cli.image.limits", "infra_cli.image.errors"}
+HEAVY_ROOTS = ("azure", "torch", "jinja2", "rich", "cryptography", "isal", "zstandard", "certifi", "numpy",
+               "infra_cli.emulator", "infra_cli.azure")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+class Imports(ast.NodeVisitor):
+    """(target, line, at module level) for each import, TYPE_CHECKING blocks left out."""
+
+    def __init__(self, module: str, is_package: bool):
+        self.module, self.is_package = module, is_package
+        self.found: list[tuple[str, int, bool]] = []
+        self.depth = 0
+
+    def _resolve(self, node: ast.ImportFrom) -> list[str]:
+        if not node.level:
+            base = node.module or ""
+        else:
+            parts = self.module.split(".")
+            keep = len(parts) - node.level + (1 if self.is_package else 0)
+            base = ".".join(parts[:keep] + ([node.module] if node.module else []))
+        # `from infra_cli.commands import lifecycle` imports the submodule: count both
+        return [base] + [f"{base}.{a.name}" for a in node.names]
+
+    def visit_If(self, node: ast.If) -> None:
+        if not _is_type_checking(node):
+            self.generic_visit(node)
+
+    def _nested(self, node) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _nested
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.found += [(a.name, node.lineno, self.depth == 0) for a in node.names]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        self.found += [(t, node.lineno, self.depth == 0) for t in self._resolve(node)]
+
+
+def all_imports() -> dict[str, list[tuple[str, int, bool]]]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        visitor = Imports(module_name(path), path.name == "__init__.py")
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        out[visitor.module] = visitor.found
+    return out
+
+
+IMPORTS = all_imports()
+MODULES = set(IMPORTS)
+
+
+def internal(target: str) -> str | None:
+    """The infra_cli module a dotted import names (a name imported from a module maps to the module)."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target if target.startswith("infra_cli") else None
+
+
+def floor(module: str) -> int:
+    parts = module.split(".")
+    return FLOORS[parts[1] if len(parts) > 1 else "__init__"]
+
+
+def test_every_module_has_a_floor():
+    unplaced = sorted({m.split(".")[1] for m in MODULES if "." in m} - set(FLOORS))
+    assert not unplaced, f"place these in a floor (docs/ARCHITECTURE.md and FLOORS here): {unplaced}"
+
+
+def test_no_module_imports_from_a_higher_floor():
+    upward = []
+    for module, found in IMPORTS.items():
+        for target, line, _ in found:
+            inner = internal(target)
+            if inner and floor(inner) > floor(module):
+                upward.append(f"{module}:{line} (floor {floor(module)}) imports {inner} (floor {floor(inner)})")
+    assert not upward, "\n".join(sorted(set(upward)))
+
+
+def _module_level_graph() -> dict[str, set[str]]:
+    graph = {m: set() for m in MODULES}
+    for module, found in IMPORTS.items():
+        for target, _, top in found:
+            inner = internal(target)
+            if top and inner and inner != module:
+                graph[module].add(inner)
+    return graph
+
+
+def test_no_import_cycle():
+    graph = _module_level_graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
+
+
+def _loading(direct: set[str]) -> set[str]:
+    """`direct` and every infra_cli module that loads one of them when imported (module-level imports)."""
+    graph = _module_level_graph()
+    heavy, changed = set(direct), True
+    while changed:
+        changed = False
+        for module, targets in graph.items():
+            if module not in heavy and targets & heavy:
+                heavy.add(module)
+                changed = True
+    return heavy
+
+
+def _heavy_modules() -> set[str]:
+    """infra_cli modules that load a heavy module when imported."""
+    return _loading({m for m, found in IMPORTS.items()
+                     if any(top and t.startswith(HEAVY_ROOTS) for t, _, top in found) or m.startswith(HEAVY_ROOTS)})
+
+
+def test_function_level_imports_only_keep_a_fast_path_light():
+    """Lazy imports are for heavy modules, and for the engines a command loads only when it runs (so that
+    `infra --help` loads none: test_help_loads_no_engine)."""
+    heavy = _heavy_modules()
+    engines = _loading({m for m in MODULES if floor(m) in (1, 2, 3)})
+    light = []
+    for module, found in IMPORTS.items():
+        for target, line, top in found:
+            if top:
+                continue
+            inner = internal(target)
+            if target.startswith(HEAVY_ROOTS) or (inner and inner in heavy):
+                continue
+            if module.startswith("infra_cli.commands.") and inner in engines:
+                continue
+            if (module, inner) in LAZY_BY_DESIGN:
+                continue
+            if inner is None and target.split(".")[0] != "infra_cli" and not _third_party(target):
+                light.append(f"{module}:{line} imports the standard library's {target} inside a function")
+            elif inner is not None or _third_party(target):
+                light.append(f"{module}:{line} imports {inner or target} inside a function, which loads nothing heavy")
+    assert not light, "move these to the top of their module:\n" + "\n".join(sorted(set(light)))
+
+
+def test_help_loads_no_engine():
+    """Why the commands import their engines inside the command: `infra --help` loads none of them."""
+    import re
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "infra_cli", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(re.findall(r"\|\s+(infra_cli[\w.]*)$", done.stderr, re.M))
+    assert "infra_cli.commands.lifecycle" in loaded   # the parse works
+    engines = sorted(m for m in loaded if floor(m) in (1, 2, 3) and m not in HELP_LOADS)
+    assert not engines, f"`infra --help` loads {engines}"
+
+
+def _third_party(target: str) -> bool:
+    import sys
+
+    return target.split(".")[0] not in sys.stdlib_module_names
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ("from infra_cli.commands.output import fail\n", "imports infra_cli.commands.output"),
+])
+def test_the_check_sees_an_upward_import(tmp_path, bad, expected):
+    """The visitor finds an import a floor-1 module must not make (the test above can fail)."""
+    visitor = Imports("infra_cli.stack.load", False)
+    visitor.visit(ast.parse(bad))
+    inner = internal(visitor.found[0][0])
+    assert inner == "infra_cli.commands.output" and floor(inner) > floor("infra_cli.stack.load")
