@@ -42,7 +42,6 @@ def _new_workspace(scope: Scope, location: str, request: dict) -> dict:
             "keyVault": f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.KeyVault/vaults/kv-local",
             "applicationInsights": f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Insights/components/ai-local",
             "hbiWorkspace": False, "publicNetworkAccess": "Enabled", "v1LegacyMode": False,
-            "creationTime": now,
         },
     }
 
@@ -72,7 +71,8 @@ def put_workspace(backend: Backend, req: Request, scope: Scope) -> Response:
             location = request.get("location")
             if not location:
                 raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
-            body, status = _new_workspace(scope, location, request), 201
+            # Workspaces_CreateOrUpdate answers 200 (or 202), never 201 (workspaceRP.json, Workspace/create.json)
+            body, status = _new_workspace(scope, location, request), 200
         backend.store.put("workspace", scope.group_key, scope.workspace, body)
     return json_response(status, _with_urls(backend, body))
 

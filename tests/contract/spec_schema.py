@@ -35,6 +35,7 @@ SKUS_SPEC = SPEC_ROOT + "compute/resource-manager/Microsoft.Compute/Skus/stable/
 _ML_PREVIEW = SPEC_ROOT + "machinelearningservices/resource-manager/Microsoft.MachineLearningServices/preview/"
 ML_LOCATION_SPEC = _ML_PREVIEW + "2023-08-01-preview/machineLearningServices.json"
 ASSETS_PREVIEW_SPEC = _ML_PREVIEW + "2024-10-01-preview/mfe.json"
+WORKSPACE_SPEC = _ML_PREVIEW + "2024-10-01-preview/workspaceRP.json"
 COMPUTE_RP_SPEC = SPEC_ROOT + "compute/resource-manager/Microsoft.Compute/ComputeRP/stable/2025-04-01/computeRPCommon.json"
 _FILES = {
     COMPUTE_SPEC: "machineLearningServices-2024-10-01.json",
@@ -42,6 +43,7 @@ _FILES = {
     SKUS_SPEC: "skus-2021-07-01.json",
     ML_LOCATION_SPEC: "machineLearningServices-2023-08-01-preview.json",
     ASSETS_PREVIEW_SPEC: "mfe-2024-10-01-preview.json",
+    WORKSPACE_SPEC: "workspaceRP-2024-10-01-preview.json",
     COMPUTE_RP_SPEC: "computeRPCommon-2025-04-01.json",
     SPEC_ROOT + "common-types/resource-management/v3/types.json": "common-types-v3-types.json",
     SPEC_ROOT + "common-types/resource-management/v3/managedidentity.json": "common-types-v3-managedidentity.json",
@@ -146,6 +148,12 @@ def response_definition(spec: str, path: str, method: str = "get", status: str =
     """The definition the spec's operation answers with (a trimmed copy that keeps its `paths`)."""
     ref = _documents()[spec]["paths"][path][method]["responses"][status]["schema"]["$ref"]
     return urldefrag(ref)[1].rsplit("/", 1)[-1]
+
+
+def declared(spec: str, definition: str) -> set[str]:
+    """The property names a definition declares, its allOf parents' included: Swagger admits others unless
+    additionalProperties is false, so problems() lets through a key Azure never answers; this names what it can."""
+    return set(_flattened(f"{spec}#/definitions/{definition}").get("properties", {}))
 
 
 def problems(instance: object, definition: str, *, request: bool, spec: str = COMPUTE_SPEC) -> list[str]:

@@ -19,7 +19,7 @@ from contract_support import ml_example, response_body
 from emulator_fixtures import TEST_PROVISIONING_DELAY_S, start_emulator
 from infra_cli.emulator import routes
 from spec_schema import (ASSETS_PREVIEW_SPEC, ASSETS_SPEC, COMPUTE_RP_SPEC, COMPUTE_SPEC, ML_LOCATION_SPEC, SKUS_SPEC,
-                         SPEC_ROOT, problems, response_definition)
+                         SPEC_ROOT, WORKSPACE_SPEC, declared, problems, response_definition)
 
 TYPES_SPEC = SPEC_ROOT + "common-types/resource-management/v3/types.json"
 SUB, RG, WS = "00000000-0000-0000-0000-0000000000c1", "rg-conform", "ws-conform"
@@ -33,11 +33,6 @@ ENVIRONMENT = {"properties": {"image": "mcr.microsoft.com/azureml/openmpi4.1.0-u
 
 # route handler -> why its answer is not checked against a definition here
 NOT_CHECKED = {
-    # not yet: workspaceRP.json 2024-10-01-preview's WorkspaceProperties reaches EncryptionProperty, ManagedNetworkSettings
-    # (OutboundRule and its subtypes), PrivateEndpointConnection, SharedPrivateLinkResource, NotebookResourceInfo,
-    # FeatureStoreSettings, WorkspaceHubConfig, ServerlessComputeSettings, ServiceManagedResourcesSettings
-    "get_workspace": "Workspace's definition (workspaceRP.json, with its dozens of nested ones) is not checked in yet",
-    "put_workspace": "Workspace's definition is not checked in yet",
     "cancel_job": "answers 202 with no body (Job/cancel.json records none)",
     "cancel_status": "answers 200/202 with no body",
     "discovery": "the registry discovery document is not an ARM resource (no definition in the REST specs)",
@@ -246,6 +241,63 @@ def test_pending_upload_answer_meets_the_definition(emulator):
 
 
 
+WORKSPACE_API = "2024-10-01-preview"   # azure-ai-ml's workspaces operations (its 2024-10-01-preview client)
+WORKSPACE_PATH = ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/"
+                  "Microsoft.MachineLearningServices/workspaces/{workspaceName}")
+
+
+def _workspace(response: requests.Response, method: str) -> dict:
+    """The answer held to the operation's definition, and to the keys Workspace and WorkspaceProperties declare
+    (neither forbids others, so a key of the emulator's own would pass the schema unseen)."""
+    body = conforms(response, 200, response_definition(WORKSPACE_SPEC, WORKSPACE_PATH, method), WORKSPACE_SPEC)
+    assert set(body) - declared(WORKSPACE_SPEC, "Workspace") == set()
+    assert set(body["properties"]) - declared(WORKSPACE_SPEC, "WorkspaceProperties") == set()
+    return body
+
+
+def test_workspace_get_answer_meets_the_definition(emulator):
+    got = _workspace(call(emulator, "GET", W, api=WORKSPACE_API), "get")
+    assert (got["name"], got["location"], got["properties"]["provisioningState"]) == (WS, "eastus", "Succeeded")
+    assert got["properties"]["discoveryUrl"].startswith(emulator.url)
+    # and azure-ai-ml reads it as the workspace it asked for
+    from infra_cli.azure.clients import build_clients
+    from infra_cli.stack.model import Workspace
+
+    ml = build_clients(Workspace(subscription_id=SUB, resource_group=RG, name=WS, location="eastus"), local=True,
+                       emulator=emulator).ml
+    read = ml.workspaces.get(WS)
+    assert (read.name, read.location, read.discovery_url) == (WS, "eastus", got["properties"]["discoveryUrl"])
+
+
+def test_workspace_put_answers_meet_the_definition(emulator):
+    from azure.ai.ml.entities import Workspace as SdkWorkspace
+
+    from infra_cli.azure.clients import EmulatorTarget
+    from infra_cli.stack.model import Workspace
+
+    # `infra --local` against a served emulator: a GET, then a PUT of {"location": ...} for an absent workspace
+    target = EmulatorTarget(emulator.url, emulator.port, emulator.cert_path, emulator.token)
+    emulator.stats.reset()
+    target.ensure_workspace(Workspace(subscription_id=SUB, resource_group=RG, name="ws-infra", location="eastus"), 0)
+    assert [(r.method, r.status) for r in emulator.stats.matching(path_contains="/workspaces/ws-infra")] == \
+        [("GET", 404), ("PUT", 200)]
+    _workspace(call(emulator, "GET", W.replace(WS, "ws-infra"), api=WORKSPACE_API), "get")
+    created = _workspace(call(emulator, "PUT", W.replace(WS, "ws-bare"), {"location": "eastus"}, api=WORKSPACE_API),
+                         "put")
+    assert created["properties"]["provisioningState"] == "Succeeded"
+
+    # the body azure-ai-ml builds for a workspace (its 2024-10-01-preview model), created, then its tags changed
+    body = SdkWorkspace(name="ws-sdk", location="eastus", description="conformance",
+                        tags={"infra.stack": "conform"})._to_rest_object().as_dict()
+    sdk = W.replace(WS, "ws-sdk")
+    first = _workspace(call(emulator, "PUT", sdk, body, api=WORKSPACE_API), "put")
+    assert (first["tags"], first["properties"]["description"]) == ({"infra.stack": "conform"}, "conformance")
+    body["tags"] = {"infra.stack": "changed"}
+    again = _workspace(call(emulator, "PUT", sdk, body, api=WORKSPACE_API), "put")
+    assert again["tags"] == {"infra.stack": "changed"}
+    assert again["properties"]["workspaceId"] == first["properties"]["workspaceId"]
+
+
 JOB_GET_API, JOB_PUT_API = "2024-01-01-preview", "2025-01-01-preview"   # azure-ai-ml's jobs.get/list, create
 JOB_STATUSES = {"NotStarted", "Starting", "Provisioning", "Preparing", "Queued", "Running", "Finalizing",
                 "CancelRequested", "Completed", "Failed", "Canceled"}
@@ -335,6 +387,7 @@ def test_canceled_job_answers_meet_the_definition(emulator, submitted):
     ("PATCH", f"{W}/computes/absent", {"properties": {}}, 404),
     ("GET", f"{W}/environments/absent/versions/1", None, 404),
     ("PUT", f"{W}/environments/conform/versions/1", {"properties": {}}, 400),
+    ("PUT", W.replace(WS, "ws-nowhere"), {"properties": {}}, 400),
     ("GET", f"subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.MachineLearningServices/workspaces/none/computes",
      None, 404),
     # routes the emulator does not serve, for the token's holder: ARM's error shape, not a bare 404
@@ -370,7 +423,7 @@ def test_every_arm_route_is_accounted_for():
                "list_versions", "get_version", "put_version", "resource_skus", "ml_usages", "ml_vm_sizes",
                "compute_usages", "list_datastores", "get_datastore", "list_containers", "get_container",
                "put_container", "start_pending_upload", "list_environments", "get_environment",
-               "list_jobs", "get_job", "put_job"}
+               "list_jobs", "get_job", "put_job", "get_workspace", "put_workspace"}
     arm = {r.handler.__name__ for r in routes.ROUTES if r.api_version}
     assert arm - checked - set(NOT_CHECKED) == set()
     assert set(NOT_CHECKED) <= arm, "NOT_CHECKED names a route that is gone"
