@@ -23,6 +23,8 @@ Outcome = Literal["pass", "fail", "skipped"]
 
 @dataclass(frozen=True)
 class Judgement:
+    """One check of a smoke job (ranks, DDP, busbw, transport, ...): passed, failed or skipped, and why."""
+
     name: str
     outcome: Outcome
     detail: str

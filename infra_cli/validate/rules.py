@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -49,6 +49,12 @@ class Context:
     def sku(self, cluster_name: str) -> Sku | None:
         cluster = self.stack.clusters.get(cluster_name)
         return self.catalog.get(cluster.size) if cluster else None
+
+    def distributions_with_framework(self) -> Iterator[tuple[str, Any, Any]]:
+        """(name, distribution, its framework's facts from frameworks.yaml or None) for each distribution."""
+        fws = frameworks()
+        for name, dist in self.stack.distributions.items():
+            yield name, dist, (fws.get(dist.framework) if dist.framework else None)
 
 
 Rule = Callable[[Context], Iterator[Diagnostic]]
@@ -571,11 +577,9 @@ def _parses(spec: str) -> bool:
 
 @rule
 def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
-    fws = frameworks()
     mpi_types = types_needing_mpi()
-    for name, dist in ctx.stack.distributions.items():
+    for name, dist, fw in ctx.distributions_with_framework():
         env = ctx.stack.environments.get(dist.environment)
-        fw = fws.get(dist.framework) if dist.framework else None
         needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
         if env is None or not needs:
             continue
@@ -603,10 +607,8 @@ def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
 @rule
 def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
     """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
-    fws = frameworks()
-    for name, dist in ctx.stack.distributions.items():
+    for name, dist, fw in ctx.distributions_with_framework():
         env = ctx.stack.environments.get(dist.environment)
-        fw = fws.get(dist.framework) if dist.framework else None
         wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
         if env is None or not wanted:
             continue
@@ -630,9 +632,7 @@ def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
-    fws = frameworks()
-    for name, dist in ctx.stack.distributions.items():
-        fw = fws.get(dist.framework) if dist.framework else None
+    for name, dist, fw in ctx.distributions_with_framework():
         if fw is None:
             continue
         if dist.type not in fw.types:
@@ -886,9 +886,7 @@ _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
 
 @rule
 def distribution_lightning(ctx: Context) -> Iterator[Diagnostic]:
-    fws = frameworks()
-    for name, dist in ctx.stack.distributions.items():
-        fw = fws.get(dist.framework) if dist.framework else None
+    for name, dist, fw in ctx.distributions_with_framework():
         step = _training(dist)
         sku = ctx.sku(dist.cluster)
         if fw is None or not fw.nodes_flags or step is None or step.kind != "script":
@@ -978,9 +976,7 @@ def distribution_tensorflow(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_transformers_local_rank(ctx: Context) -> Iterator[Diagnostic]:
-    fws = frameworks()
-    for name, dist in ctx.stack.distributions.items():
-        fw = fws.get(dist.framework) if dist.framework else None
+    for name, dist, fw in ctx.distributions_with_framework():
         needle = fw.per_process_command_must_contain if fw else None
         if not (needle and dist.launcher == "per-process" and dist.command):
             continue
@@ -999,8 +995,8 @@ def distribution_ib_disabled(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist in ctx.stack.distributions.items():
         sku = ctx.sku(dist.cluster)
         env = dist.environment_variables
-        if sku and sku.infiniband_eligible and dist.instance_count > 1 and (
-                env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"):
+        ib_off = env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"
+        if ib_off and sku and sku.infiniband_eligible and dist.instance_count > 1:
             yield ctx.at(("distributions", name, "environment_variables"), "distribution.infiniband-disabled",
                          f"distribution {name!r} disables NCCL's InfiniBand on {sku.name}, which you pay for",
                          "remove NCCL_IB_DISABLE / NCCL_NET=Socket (keep them only as a deliberate negative control)",
