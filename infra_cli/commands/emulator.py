@@ -9,7 +9,6 @@ from typing import Optional
 import typer
 
 from infra_cli.commands.output import Command
-from infra_cli.paths import local_state_dir
 
 
 def serve(
@@ -26,6 +25,8 @@ def serve(
     """Serve https://127.0.0.1:PORT/ as Azure Resource Manager, Azure ML and blob storage, in the foreground."""
     from infra_cli.emulator.faults import FaultConfig
     from infra_cli.emulator.server import EmulatorServer
+
+    from infra_cli.paths import local_state_dir   # (subprocess, tempfile...): not for --help
 
     state_dir = (directory or local_state_dir()).resolve()
     try:

@@ -1005,8 +1005,9 @@ def distribution_ib_disabled(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_launcher_variables(ctx: Context) -> Iterator[Diagnostic]:
+    set_by_type = launcher_variables()
     for name, dist in ctx.stack.distributions.items():
-        sets = launcher_variables().get(dist.type, {})
+        sets = set_by_type.get(dist.type, {})
         for var in dist.environment_variables:
             severity = sets.get(var)
             if severity is None:
