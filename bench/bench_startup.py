@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from bytecode_cache import cached_bytecode_env
 
 ROOT = Path(__file__).resolve().parent.parent
 # What typer 0.29 does before any command runs: a pydantic TypeAdapter per parameter (here a STACK... list),
@@ -71,18 +71,11 @@ def main() -> None:
                         help="run as a shell with PYTHONDONTWRITEBYTECODE set does: modules without a __pycache__ "
                         "beside them (a source checkout's) are compiled in every run")
     options = parser.parse_args()
-    runs = options.runs
-    env, cache = dict(os.environ), None
-    if not options.no_bytecode:
-        # a private bytecode cache, never the tree's __pycache__ (other checkouts' edits must not meet stale files)
-        cache = tempfile.mkdtemp(prefix="bench-startup-pyc-")
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = cache
-    try:
-        _measure(runs, env, options.no_bytecode)
-    finally:
-        if cache:
-            shutil.rmtree(cache, ignore_errors=True)
+    if options.no_bytecode:
+        _measure(options.runs, dict(os.environ), True)
+        return
+    with cached_bytecode_env() as env:
+        _measure(options.runs, env, False)
 
 
 def _measure(runs: int, env: dict[str, str], no_bytecode: bool) -> None:
