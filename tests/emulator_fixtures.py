@@ -20,6 +20,13 @@ TEST_SUBSCRIPTION = "00000000-0000-0000-0000-0000000000a1"
 TEST_RESOURCE_GROUP = "rg-test"
 TEST_WORKSPACE = "mlw-test"
 TEST_LOCATION = "eastus"
+# The `workspace:` block of a stack on the test workspace, as stack files write it.
+WORKSPACE_YAML = f"""workspace:
+  subscription_id: {TEST_SUBSCRIPTION}
+  resource_group: {TEST_RESOURCE_GROUP}
+  name: {TEST_WORKSPACE}
+  location: {TEST_LOCATION}
+"""
 # Short enough for fast tests, long enough that a client must really poll the operation.
 TEST_PROVISIONING_DELAY_S = 0.2
 

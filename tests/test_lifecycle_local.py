@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, start_emulator
+from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, WORKSPACE_YAML, start_emulator
 
 from infra_cli.apply.engine import apply_outcome, import_resource
 from infra_cli.apply.lock import LockHeld, StackLock
@@ -26,12 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 STACK = f"""
 stack: life
-workspace:
-  subscription_id: {TEST_SUBSCRIPTION}
-  resource_group: {TEST_RESOURCE_GROUP}
-  name: {TEST_WORKSPACE}
-  location: {TEST_LOCATION}
-clusters:
+{WORKSPACE_YAML}clusters:
   gpu:
     size: Standard_ND96asr_v4
     max_instances: 2

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE
+from emulator_fixtures import WORKSPACE_YAML
 
 from infra_cli.apply.engine import apply_outcome
 from infra_cli.azure.provider import Provider
@@ -29,12 +29,7 @@ OWNER = "owner-from-a-variable"
 
 STACK = f"""
 stack: shown
-workspace:
-  subscription_id: {TEST_SUBSCRIPTION}
-  resource_group: {TEST_RESOURCE_GROUP}
-  name: {TEST_WORKSPACE}
-  location: {TEST_LOCATION}
-clusters:
+{WORKSPACE_YAML}clusters:
   zeta:
     size: Standard_ND96asr_v4
     max_instances: 2

@@ -119,8 +119,7 @@ class Applier:
             if change.actions == REPLACE:
                 say("progress", "destroying (replace, step 1 of 2)")
                 self.provider.delete_cluster(change.name)
-            say("progress", {tuple(CREATE): "creating", tuple(REPLACE): "creating (replace, step 2 of 2)",
-                             tuple(UPDATE): "updating in place"}[tuple(change.actions)])
+            say("progress", "creating (replace, step 2 of 2)" if change.actions == REPLACE else change.action.verb)
         else:
             live = self._settled(change.name)
             if live is not None and self._unusable(live, desired):

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE,  # noqa: E402
-                               start_emulator)
+                               WORKSPACE_YAML, start_emulator)
 
 from infra_cli.apply.lock import LockHeld, StackLock  # noqa: E402
 
@@ -117,12 +117,7 @@ def test_transient_error_taking_the_lock_is_reported_as_such(tmp_path):
 
 STACK = f"""
 stack: hostile
-workspace:
-  subscription_id: {TEST_SUBSCRIPTION}
-  resource_group: {TEST_RESOURCE_GROUP}
-  name: {TEST_WORKSPACE}
-  location: {TEST_LOCATION}
-clusters:
+{WORKSPACE_YAML}clusters:
   a100:
     size: Standard_ND96asr_v4
     max_instances: 2
