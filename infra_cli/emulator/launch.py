@@ -20,6 +20,7 @@ import shutil
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 # Azure ML's MASTER_PORT unless the job sets its own (the guides above: "Azure ML sets MASTER_PORT to 6105").
 AZUREML_MASTER_PORT = 6105
@@ -115,25 +116,35 @@ def plan_launches(spec: JobSpec, workdir: Path, logs_dir: Path, *, mpirun: str |
         return _tensorflow(spec, workdir, nodes, int(dist.get("workerCount") or nodes),
                            int(dist.get("parameterServerCount") or 0))
     # No distribution: Azure ML runs the command once on every node.
-    return [Launch(["sh", "-c", resolve_command(spec, node_dir(workdir, n))], _node_env(spec, n),
-                   node_dir(workdir, n), _log_name(n, nodes)) for n in range(nodes)]
+    return [_process(spec, workdir, n, {}, _log_name(n, nodes)) for n in range(nodes)]
 
 
 def _node_env(spec: JobSpec, node: int) -> dict[str, str]:
     return {"AZUREML_NODE_HOSTNAME": node_hostname(spec, node), "AZUREML_CR_NODE_RANK": str(node)}
 
 
-def _pytorch(spec: JobSpec, workdir: Path, nodes: int, ppn: int, port: int) -> list[Launch]:
+def _process(spec: JobSpec, workdir: Path, node: int, env: dict[str, str], log: str) -> Launch:
+    """One process of the job's command on an emulated node: in the node's directory, with its variables."""
+    here = node_dir(workdir, node)
+    return Launch(["sh", "-c", resolve_command(spec, here)], {**_node_env(spec, node), **env}, here, log)
+
+
+# The variables of one rank: (node, local rank, rank, world size) -> environment.
+RankVariables = Callable[[int, int, int, int], dict[str, str]]
+
+
+def _every_rank(spec: JobSpec, workdir: Path, nodes: int, ppn: int, variables: RankVariables) -> list[Launch]:
+    """Azure ML starts each of the ppn processes of every node itself; ranks are numbered node by node."""
     world = nodes * ppn
-    launches = []
-    for node in range(nodes):
-        for local in range(ppn):
-            rank = node * ppn + local
-            env = {**_node_env(spec, node), "MASTER_ADDR": MASTER_ADDR, "MASTER_PORT": str(port),
-                   "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(local), "NODE_RANK": str(node)}
-            launches.append(Launch(["sh", "-c", resolve_command(spec, node_dir(workdir, node))], env,
-                                   node_dir(workdir, node), _log_name(rank, world)))
-    return launches
+    return [_process(spec, workdir, node, variables(node, local, node * ppn + local, world),
+                     _log_name(node * ppn + local, world))
+            for node in range(nodes) for local in range(ppn)]
+
+
+def _pytorch(spec: JobSpec, workdir: Path, nodes: int, ppn: int, port: int) -> list[Launch]:
+    return _every_rank(spec, workdir, nodes, ppn, lambda node, local, rank, world: {
+        "MASTER_ADDR": MASTER_ADDR, "MASTER_PORT": str(port), "WORLD_SIZE": str(world), "RANK": str(rank),
+        "LOCAL_RANK": str(local), "NODE_RANK": str(node)})
 
 
 def _mpi_master(nodes: int, port: int) -> dict[str, str]:
@@ -188,18 +199,11 @@ def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, 
 
 def _mpi_without_mpirun(spec: JobSpec, workdir: Path, nodes: int, ppn: int, port: int) -> list[Launch]:
     # Without Open MPI the ranks still get the variables mpirun would give them (no MPI transport).
-    world = nodes * ppn
-    launches = []
-    for node in range(nodes):
-        for local in range(ppn):
-            rank = node * ppn + local
-            # Open MPI's NODE_RANK is the process's rank among those of the job on its node (not the node's index).
-            env = {**_node_env(spec, node), **_mpi_master(nodes, port), "OMPI_COMM_WORLD_RANK": str(rank),
-                   "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
-                   "OMPI_COMM_WORLD_LOCAL_SIZE": str(ppn), "OMPI_COMM_WORLD_NODE_RANK": str(local)}
-            launches.append(Launch(["sh", "-c", resolve_command(spec, node_dir(workdir, node))], env,
-                                   node_dir(workdir, node), _log_name(rank, world)))
-    return launches
+    # Open MPI's NODE_RANK is the process's rank among those of the job on its node (not the node's index).
+    return _every_rank(spec, workdir, nodes, ppn, lambda node, local, rank, world: {
+        **_mpi_master(nodes, port), "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(world),
+        "OMPI_COMM_WORLD_LOCAL_RANK": str(local), "OMPI_COMM_WORLD_LOCAL_SIZE": str(ppn),
+        "OMPI_COMM_WORLD_NODE_RANK": str(local)})
 
 
 def _tensorflow(spec: JobSpec, workdir: Path, nodes: int, workers: int, ps: int) -> list[Launch]:
@@ -214,9 +218,7 @@ def _tensorflow(spec: JobSpec, workdir: Path, nodes: int, workers: int, ps: int)
         tf_config = {"cluster": cluster, "task": {"type": task_type, "index": task_index}, "environment": "cloud"}
         log = (f"user_logs/std_log_{task_type}_{task_index}.txt" if task_type == "ps"
                else _log_name(task_index, len(tasks)))
-        launches.append(Launch(["sh", "-c", resolve_command(spec, node_dir(workdir, node))],
-                               {**_node_env(spec, node), "TF_CONFIG": json.dumps(tf_config)},
-                               node_dir(workdir, node), log))
+        launches.append(_process(spec, workdir, node, {"TF_CONFIG": json.dumps(tf_config)}, log))
     return launches
 
 

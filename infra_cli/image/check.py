@@ -39,9 +39,9 @@ class RequirementResult:
     requirement: str
     met: bool
     reason: str
+    evidence: list[dict]      # the files and rules that found it (empty when nothing was found)
     variant: str | None = None
     version: str | None = None
-    evidence: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"requirement": self.requirement, "met": self.met, "reason": self.reason, "variant": self.variant,
@@ -128,14 +128,14 @@ def _requirement_result(req: Requirement, findings: list[VariantFinding]) -> Req
         if req.met_by(f.version):
             source = f" (version from {f.version_source['source']})" if f.version_source else ""
             return RequirementResult(str(req), True, f"{f.variant}{' ' + f.version if f.version else ''} found{source}",
-                                     f.variant, f.version, [e for r in f.rules for e in r.evidence])
+                                     [e for r in f.rules for e in r.evidence], f.variant, f.version)
     if present:
         f = present[0]
         why = "version unknown" if f.version is None else f"version {f.version} does not satisfy {req.op}{req.version}"
-        return RequirementResult(str(req), False, f"{f.variant} found but {why}", f.variant, f.version,
-                                 [e for r in f.rules for e in r.evidence])
+        return RequirementResult(str(req), False, f"{f.variant} found but {why}",
+                                 [e for r in f.rules for e in r.evidence], f.variant, f.version)
     missing = sorted({r.rule for f in findings for r in f.rules if r.state is not State.FOUND})
-    return RequirementResult(str(req), False, "not found: " + "; ".join(missing))
+    return RequirementResult(str(req), False, "not found: " + "; ".join(missing), [])
 
 
 def _decided(findings: list[VariantFinding], req: Requirement) -> bool:

@@ -18,15 +18,12 @@ from infra_cli.smoke.spec import SMOKED_FRAMEWORKS, processes_per_node
 from infra_cli.smoke.transport import UNKNOWN, classify_transport
 from infra_cli.stack.model import Distribution
 
-Outcome = Literal["pass", "fail", "skipped"]
-
-
 @dataclass(frozen=True)
 class Judgement:
     """One check of a smoke job (ranks, DDP, busbw, transport, ...): passed, failed or skipped, and why."""
 
     name: str
-    outcome: Outcome
+    outcome: Literal["pass", "fail", "skipped"]
     detail: str
 
     def to_json(self) -> dict:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import yaml
 
@@ -20,14 +20,14 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.docker_templates import template_parameters
 from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.knowledge.curated import curated_info, image_info
-from infra_cli.knowledge.frameworks import frameworks, launcher_variables, types_needing_mpi
+from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks, launcher_variables, types_needing_mpi
 from infra_cli.knowledge.launchers import launchers
 from infra_cli.knowledge.names import name_rules, tag_limits
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.paths import context_files, inside, project_root, templates_dir
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
-from infra_cli.stack.model import Distribution, Environment
+from infra_cli.stack.model import Cluster, Distribution, Environment
 from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
 
@@ -46,15 +46,17 @@ class Context:
            key: bool = False) -> Diagnostic:
         return self.loaded.source.diagnostic(path, rule, message, hint, severity, key=key)
 
+    def warning(self, path: tuple, rule: str, message: str, hint: str) -> Diagnostic:
+        return self.at(path, rule, message, hint, "warning")
+
     def sku(self, cluster_name: str) -> Sku | None:
         cluster = self.stack.clusters.get(cluster_name)
         return self.catalog.get(cluster.size) if cluster else None
 
-    def distributions_with_framework(self) -> Iterator[tuple[str, Any, Any]]:
-        """(name, distribution, its framework's facts from frameworks.yaml or None) for each distribution."""
-        fws = frameworks()
-        for name, dist in self.stack.distributions.items():
-            yield name, dist, (fws.get(dist.framework) if dist.framework else None)
+    @staticmethod
+    def framework(dist: Distribution) -> FrameworkInfo | None:
+        """The distribution's framework facts from frameworks.yaml (None without a framework)."""
+        return frameworks().get(dist.framework) if dist.framework else None
 
 
 Rule = Callable[[Context], Iterator[Diagnostic]]
@@ -64,6 +66,19 @@ RULES: list[Rule] = []
 def rule(fn: Rule) -> Rule:
     RULES.append(fn)
     return fn
+
+
+def rule_for_each(section: str, *, framework: bool = False) -> Callable[[Callable[..., Iterator[Diagnostic]]], Rule]:
+    """A rule judged once per entry of a stack section (clusters, environments, distributions):
+    fn(ctx, name, entry) yields the entry's diagnostics; with framework=True (distributions),
+    fn(ctx, name, dist, fw) also gets the framework's facts from frameworks.yaml (None without one)."""
+    def register(fn: Callable[..., Iterator[Diagnostic]]) -> Rule:
+        def each_entry(ctx: Context) -> Iterator[Diagnostic]:
+            for name, entry in getattr(ctx.stack, section).items():
+                yield from (fn(ctx, name, entry, ctx.framework(entry)) if framework else fn(ctx, name, entry))
+        each_entry.__name__, each_entry.__doc__ = fn.__name__, fn.__doc__
+        return rule(each_entry)
+    return register
 
 
 def _ib_reason(sku: Sku) -> str:
@@ -137,134 +152,124 @@ def _retirement(sku: Sku) -> str:
     return when + (f" ({sku.retirement_source})" if sku.retirement_source else "")
 
 
-@rule
-def cluster_size(ctx: Context) -> Iterator[Diagnostic]:
-    for name, cluster in ctx.stack.clusters.items():
-        path = ("clusters", name, "size")
-        sku = ctx.catalog.get(cluster.size)
-        if sku is None:
-            parsed = parse_size_name(cluster.size)
-            family = {n.lower(): n for n in _same_family(cluster.size, ctx.catalog)}  # Azure reads names in any case
-            close = [family[c] for c in difflib.get_close_matches(cluster.size.lower(), list(family), n=1, cutoff=0.75)]
-            mean = f"did you mean {close[0]!r}? " if close else ""
-            if parsed is None:
-                yield ctx.at(path, "cluster.size-unknown",
-                             f"size {cluster.size!r} is not an Azure VM size name (Standard_<family><vCPUs><features>"
-                             "[_<accelerator>][_v<version>])",
-                             mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
-            elif parsed.gpu_or_hpc:  # the catalog sets out to cover these families: a gap worth saying
-                rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
-                yield ctx.at(path, "cluster.size-unknown",
-                             f"size {cluster.size!r} is not in the SKU catalog; judged by its name: {parsed.family} family, "
-                             f"{rdma}", mean + "add the size to validators/skus.yaml (with its source) so its GPUs and "
-                             "InfiniBand can be checked", "warning")
-        elif sku.retired_as_of(ctx.today):
-            # Azure creates no new VM of a retired size; a cluster that exists keeps its nodes until Azure
-            # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
-            yield ctx.at(path, "cluster.size-retired",
-                         f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
-                         f"choose a current size, e.g. {_ib_sizes(ctx.catalog).split(', ')[0]} "
-                         "(`infra plan` reports a cluster that already exists as a warning)")
-        elif sku.retiring_as_of(ctx.today):
-            yield ctx.at(path, "cluster.size-retiring",
-                         f"Azure retires {sku.name}{_retirement(sku)}; the cluster stops working then",
-                         "plan the move to a current size (`infra skus`)", "warning")
+@rule_for_each("clusters")
+def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    path = ("clusters", name, "size")
+    sku = ctx.catalog.get(cluster.size)
+    if sku is None:
+        parsed = parse_size_name(cluster.size)
+        family = {n.lower(): n for n in _same_family(cluster.size, ctx.catalog)}  # Azure reads names in any case
+        close = [family[c] for c in difflib.get_close_matches(cluster.size.lower(), list(family), n=1, cutoff=0.75)]
+        mean = f"did you mean {close[0]!r}? " if close else ""
+        if parsed is None:
+            yield ctx.at(path, "cluster.size-unknown",
+                         f"size {cluster.size!r} is not an Azure VM size name (Standard_<family><vCPUs><features>"
+                         "[_<accelerator>][_v<version>])",
+                         mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
+        elif parsed.gpu_or_hpc:  # the catalog sets out to cover these families: a gap worth saying
+            rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
+            yield ctx.warning(path, "cluster.size-unknown",
+                         f"size {cluster.size!r} is not in the SKU catalog; judged by its name: {parsed.family} family, "
+                         f"{rdma}", mean + "add the size to validators/skus.yaml (with its source) so its GPUs and "
+                         "InfiniBand can be checked")
+    elif sku.retired_as_of(ctx.today):
+        # Azure creates no new VM of a retired size; a cluster that exists keeps its nodes until Azure
+        # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
+        yield ctx.at(path, "cluster.size-retired",
+                     f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
+                     f"choose a current size, e.g. {_ib_sizes(ctx.catalog).split(', ')[0]} "
+                     "(`infra plan` reports a cluster that already exists as a warning)")
+    elif sku.retiring_as_of(ctx.today):
+        yield ctx.warning(path, "cluster.size-retiring",
+                     f"Azure retires {sku.name}{_retirement(sku)}; the cluster stops working then",
+                     "plan the move to a current size (`infra skus`)")
 
 
-@rule
-def cluster_infiniband(ctx: Context) -> Iterator[Diagnostic]:
-    for name, cluster in ctx.stack.clusters.items():
-        if cluster.infiniband != "required":
-            continue
-        path = ("clusters", name, "size")
-        sku = ctx.catalog.get(cluster.size)
-        parsed = parse_size_name(cluster.size) if sku is None else None
-        if sku is not None and not sku.infiniband_eligible:
-            yield ctx.at(path, "cluster.infiniband-ineligible",
-                         f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
-                         f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
-        elif parsed is not None and not parsed.rdma:
-            yield ctx.at(path, "cluster.infiniband-ineligible",
-                         f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
-                         f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
-        elif parsed is not None:
-            yield ctx.at(path, "cluster.infiniband-unverified",
-                         f"cluster {name!r} requires InfiniBand; {cluster.size} is an RDMA size by its name, but "
-                         "whether NCCL and MPI can use it (SR-IOV) is unconfirmed: NC24r-class sizes cannot",
-                         "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`",
-                         "warning")
+@rule_for_each("clusters")
+def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    if cluster.infiniband != "required":
+        return
+    path = ("clusters", name, "size")
+    sku = ctx.catalog.get(cluster.size)
+    parsed = parse_size_name(cluster.size) if sku is None else None
+    if sku is not None and not sku.infiniband_eligible:
+        yield ctx.at(path, "cluster.infiniband-ineligible",
+                     f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
+                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+    elif parsed is not None and not parsed.rdma:
+        yield ctx.at(path, "cluster.infiniband-ineligible",
+                     f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
+                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+    elif parsed is not None:
+        yield ctx.warning(path, "cluster.infiniband-unverified",
+                     f"cluster {name!r} requires InfiniBand; {cluster.size} is an RDMA size by its name, but "
+                     "whether NCCL and MPI can use it (SR-IOV) is unconfirmed: NC24r-class sizes cannot",
+                     "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
 
 
-@rule
-def cluster_ssh(ctx: Context) -> Iterator[Diagnostic]:
-    for name, cluster in ctx.stack.clusters.items():
-        ssh = cluster.ssh_settings
-        if cluster.ssh_public_access_enabled and not (ssh and ssh.admin_username and (ssh.ssh_key_value or ssh.admin_password)):
-            yield ctx.at(("clusters", name, "ssh_public_access_enabled"), "cluster.ssh-settings",
-                         f"cluster {name!r} enables SSH access without an admin user and key",
-                         "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}")
+@rule_for_each("clusters")
+def cluster_ssh(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    ssh = cluster.ssh_settings
+    if cluster.ssh_public_access_enabled and not (ssh and ssh.admin_username and (ssh.ssh_key_value or ssh.admin_password)):
+        yield ctx.at(("clusters", name, "ssh_public_access_enabled"), "cluster.ssh-settings",
+                     f"cluster {name!r} enables SSH access without an admin user and key",
+                     "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}")
 
 
-@rule
-def cluster_ssh_secret_inline(ctx: Context) -> Iterator[Diagnostic]:
-    for name, cluster in ctx.stack.clusters.items():
-        if cluster.ssh_settings is None or cluster.ssh_settings.admin_password is None:
-            continue
-        path = ("clusters", name, "ssh_settings", "admin_password")
-        if path not in ctx.loaded.source.interpolated:
-            yield ctx.at(path, "cluster.ssh-password-inline",
-                         f"cluster {name!r} has its SSH admin password written in the stack file, where anyone who "
-                         "reads the file (or its git history) has it",
-                         "write admin_password: ${NODE_ADMIN_PASSWORD} and set that variable where infra runs, "
-                         "or use ssh_key_value instead", "warning")
+@rule_for_each("clusters")
+def cluster_ssh_secret_inline(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    if cluster.ssh_settings is None or cluster.ssh_settings.admin_password is None:
+        return
+    path = ("clusters", name, "ssh_settings", "admin_password")
+    if path not in ctx.loaded.source.interpolated:
+        yield ctx.warning(path, "cluster.ssh-password-inline",
+                     f"cluster {name!r} has its SSH admin password written in the stack file, where anyone who "
+                     "reads the file (or its git history) has it",
+                     "write admin_password: ${NODE_ADMIN_PASSWORD} and set that variable where infra runs, "
+                     "or use ssh_key_value instead")
 
 
-@rule
-def cluster_location(ctx: Context) -> Iterator[Diagnostic]:
+@rule_for_each("clusters")
+def cluster_location(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     ws = ctx.stack.workspace.location
-    for name, cluster in ctx.stack.clusters.items():
-        if cluster.location and cluster.location.replace(" ", "").lower() != ws:
-            yield ctx.at(("clusters", name, "location"), "cluster.location",
-                         f"cluster {name!r} is in {cluster.location} but the workspace is in {ws}",
-                         "remove `location` (clusters default to the workspace's region) unless cross-region compute is intended",
-                         "warning")
+    if cluster.location and cluster.location.replace(" ", "").lower() != ws:
+        yield ctx.warning(("clusters", name, "location"), "cluster.location",
+                     f"cluster {name!r} is in {cluster.location} but the workspace is in {ws}",
+                     "remove `location` (clusters default to the workspace's region) unless cross-region compute is intended")
 
 
-@rule
-def cluster_node_public_ip(ctx: Context) -> Iterator[Diagnostic]:
-    for name, cluster in ctx.stack.clusters.items():
-        if not cluster.enable_node_public_ip and not (cluster.network_settings and cluster.network_settings.subnet):
-            # Azure ML refuses it: nodes without public IPs need a subnet to live in (and its outbound route).
-            yield ctx.at(("clusters", name, "enable_node_public_ip"), "cluster.public-ip-without-subnet",
-                         f"cluster {name!r} turns node public IPs off without a subnet; Azure ML requires a virtual "
-                         "network subnet for a cluster with no public IP",
-                         "add network_settings: {subnet: ...} (see https://learn.microsoft.com/azure/machine-learning/"
-                         "how-to-secure-training-vnet) or remove enable_node_public_ip: false")
+@rule_for_each("clusters")
+def cluster_node_public_ip(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    if not cluster.enable_node_public_ip and not (cluster.network_settings and cluster.network_settings.subnet):
+        # Azure ML refuses it: nodes without public IPs need a subnet to live in (and its outbound route).
+        yield ctx.at(("clusters", name, "enable_node_public_ip"), "cluster.public-ip-without-subnet",
+                     f"cluster {name!r} turns node public IPs off without a subnet; Azure ML requires a virtual "
+                     "network subnet for a cluster with no public IP",
+                     "add network_settings: {subnet: ...} (see https://learn.microsoft.com/azure/machine-learning/"
+                     "how-to-secure-training-vnet) or remove enable_node_public_ip: false")
 
 
-@rule
-def cluster_subnet_needs_vnet(ctx: Context) -> Iterator[Diagnostic]:
-    for name, cluster in ctx.stack.clusters.items():
-        net = cluster.network_settings
-        if net and net.subnet and not net.vnet_name and not net.subnet.startswith("/"):
-            # A subnet name means nothing without its virtual network: the SDK would send
-            # .../virtualNetworks/None/subnets/NAME, and Azure answers a full ARM id either way.
-            yield ctx.at(("clusters", name, "network_settings", "subnet"), "cluster.subnet-without-vnet",
-                         f"cluster {name!r} names subnet {net.subnet!r} without its virtual network",
-                         "add network_settings.vnet_name, or give the subnet's full ARM id (/subscriptions/.../"
-                         "virtualNetworks/VNET/subnets/NAME), see https://learn.microsoft.com/azure/machine-learning/"
-                         "reference-yaml-compute-aml")
+@rule_for_each("clusters")
+def cluster_subnet_needs_vnet(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    net = cluster.network_settings
+    if net and net.subnet and not net.vnet_name and not net.subnet.startswith("/"):
+        # A subnet name means nothing without its virtual network: the SDK would send
+        # .../virtualNetworks/None/subnets/NAME, and Azure answers a full ARM id either way.
+        yield ctx.at(("clusters", name, "network_settings", "subnet"), "cluster.subnet-without-vnet",
+                     f"cluster {name!r} names subnet {net.subnet!r} without its virtual network",
+                     "add network_settings.vnet_name, or give the subnet's full ARM id (/subscriptions/.../"
+                     "virtualNetworks/VNET/subnets/NAME), see https://learn.microsoft.com/azure/machine-learning/"
+                     "reference-yaml-compute-aml")
 
 
-@rule
-def cluster_compute_name(ctx: Context) -> Iterator[Diagnostic]:
-    for name, cluster in ctx.stack.clusters.items():
-        if cluster.name is not None and cluster.name != name:
-            # One name per cluster: the key is the plan address (cluster.KEY) and the Azure ML compute name.
-            yield ctx.at(("clusters", name, "name"), "cluster.name-mismatch",
-                         f"cluster {name!r} says name: {cluster.name!r}; a pasted compute YAML's name must equal "
-                         "its key under clusters:",
-                         f"rename the key to {cluster.name!r} or remove `name:`")
+@rule_for_each("clusters")
+def cluster_compute_name(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    if cluster.name is not None and cluster.name != name:
+        # One name per cluster: the key is the plan address (cluster.KEY) and the Azure ML compute name.
+        yield ctx.at(("clusters", name, "name"), "cluster.name-mismatch",
+                     f"cluster {name!r} says name: {cluster.name!r}; a pasted compute YAML's name must equal "
+                     "its key under clusters:",
+                     f"rename the key to {cluster.name!r} or remove `name:`")
 
 
 # ---- environments ---------------------------------------------------------------------------------------
@@ -297,15 +302,14 @@ def build_template_pip_extras(name: str) -> dict[str, tuple[str, ...]]:
     return {pkg: tuple(more) for pkg, more in (data.get("pip_extras") or {}).items()}
 
 
-@rule
-def environment_requires(ctx: Context) -> Iterator[Diagnostic]:
-    for name, env in ctx.stack.environments.items():
-        for i, spec in enumerate(env.requires):
-            try:
-                parse_requirement(spec)
-            except SpecError as exc:
-                yield ctx.at(("environments", name, "requires", i), "environment.requires-spec", str(exc),
-                             "write a spec such as openmpi>=4.1, mpi, ibverbs, nccl>=2.18")
+@rule_for_each("environments")
+def environment_requires(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
+    for i, spec in enumerate(env.requires):
+        try:
+            parse_requirement(spec)
+        except SpecError as exc:
+            yield ctx.at(("environments", name, "requires", i), "environment.requires-spec", str(exc),
+                         "write a spec such as openmpi>=4.1, mpi, ibverbs, nccl>=2.18")
 
 
 def _outside_project(ctx: Context, path: tuple, what: str, relative: str) -> Diagnostic | None:
@@ -325,9 +329,9 @@ def _skipped_entries(ctx: Context, path: tuple, what: str, directory: Path) -> I
     if listing.skipped:
         more = len(listing.skipped) - 5
         shown = "; ".join(listing.skipped[:5]) + (f"; and {more} more" if more > 0 else "")
-        yield ctx.at(path, "paths.context-skipped", f"{what} {directory} has entries that are not uploaded: {shown}",
+        yield ctx.warning(path, "paths.context-skipped", f"{what} {directory} has entries that are not uploaded: {shown}",
                      "symlinks are never followed out of a context (nor into directories); copy what is needed "
-                     "into it, or list the entries in its .amlignore", "warning")
+                     "into it, or list the entries in its .amlignore")
 
 
 def _context_diagnostics(ctx: Context, path: tuple, context: Path, dockerfile_path: str) -> Iterator[Diagnostic]:
@@ -339,155 +343,147 @@ def _context_diagnostics(ctx: Context, path: tuple, context: Path, dockerfile_pa
     yield from _skipped_entries(ctx, path, "build context", context)
 
 
-@rule
-def environment_files(ctx: Context) -> Iterator[Diagnostic]:
+@rule_for_each("environments")
+def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     base = ctx.loaded.base_dir
-    for name, env in ctx.stack.environments.items():
-        if env.conda_file:
-            where = ("environments", name, "conda_file")
-            outside = _outside_project(ctx, where, "conda_file", env.conda_file)
-            if outside is not None:
-                yield outside
-            elif not (base / env.conda_file).is_file():
-                yield ctx.at(where, "environment.file-missing",
-                             f"conda file {env.conda_file!r} does not exist (looked in {base})",
-                             "conda_file is relative to the stack file")
-        if env.build and env.build.path:
-            where = ("environments", name, "build", "path")
-            context = base / env.build.path
-            outside = _outside_project(ctx, where, "build.path", env.build.path)
-            if outside is not None:
-                yield outside
-            elif not context.is_dir():
-                yield ctx.at(where, "environment.file-missing",
-                             f"build context {env.build.path!r} is not a directory (looked in {base})",
-                             "build.path is relative to the stack file")
-            elif not (context / env.build.dockerfile_path).is_file():
-                # Azure ML uploads the whole directory before it finds there is nothing to build.
-                yield ctx.at(where, "environment.file-missing",
-                             f"build context {env.build.path!r} has no {env.build.dockerfile_path} "
-                             f"(looked for {context / env.build.dockerfile_path})",
-                             "point build.path at the directory that holds the Dockerfile, or set build.dockerfile_path")
-            else:
-                yield from _context_diagnostics(ctx, where, context, env.build.dockerfile_path)
-        if env.build and env.build.template and build_template_provides(env.build.template) is None:
-            known = sorted(p.name for p in (templates_dir() / "docker").glob("*") if (p / "template.yaml").is_file()) \
-                if (templates_dir() / "docker").is_dir() else []
-            yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
-                         f"no Dockerfile template named {env.build.template!r} in templates/docker/",
-                         f"known templates: {', '.join(known) or '(none)'}")
+    if env.conda_file:
+        where = ("environments", name, "conda_file")
+        outside = _outside_project(ctx, where, "conda_file", env.conda_file)
+        if outside is not None:
+            yield outside
+        elif not (base / env.conda_file).is_file():
+            yield ctx.at(where, "environment.file-missing",
+                         f"conda file {env.conda_file!r} does not exist (looked in {base})",
+                         "conda_file is relative to the stack file")
+    if env.build and env.build.path:
+        where = ("environments", name, "build", "path")
+        context = base / env.build.path
+        outside = _outside_project(ctx, where, "build.path", env.build.path)
+        if outside is not None:
+            yield outside
+        elif not context.is_dir():
+            yield ctx.at(where, "environment.file-missing",
+                         f"build context {env.build.path!r} is not a directory (looked in {base})",
+                         "build.path is relative to the stack file")
+        elif not (context / env.build.dockerfile_path).is_file():
+            # Azure ML uploads the whole directory before it finds there is nothing to build.
+            yield ctx.at(where, "environment.file-missing",
+                         f"build context {env.build.path!r} has no {env.build.dockerfile_path} "
+                         f"(looked for {context / env.build.dockerfile_path})",
+                         "point build.path at the directory that holds the Dockerfile, or set build.dockerfile_path")
+        else:
+            yield from _context_diagnostics(ctx, where, context, env.build.dockerfile_path)
+    if env.build and env.build.template and build_template_provides(env.build.template) is None:
+        known = sorted(p.name for p in (templates_dir() / "docker").glob("*") if (p / "template.yaml").is_file()) \
+            if (templates_dir() / "docker").is_dir() else []
+        yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
+                     f"no Dockerfile template named {env.build.template!r} in templates/docker/",
+                     f"known templates: {', '.join(known) or '(none)'}")
 
 
-@rule
-def code_paths(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        if dist.code:
-            where = ("distributions", name, "code")
-            outside = _outside_project(ctx, where, "code", dist.code)
-            if outside is not None:
-                yield outside
-            elif (ctx.loaded.base_dir / dist.code).is_dir():  # `az ml job create` would follow its links out
-                yield from _skipped_entries(ctx, where, "code directory", ctx.loaded.base_dir / dist.code)
+@rule_for_each("distributions")
+def code_paths(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    if dist.code:
+        where = ("distributions", name, "code")
+        outside = _outside_project(ctx, where, "code", dist.code)
+        if outside is not None:
+            yield outside
+        elif (ctx.loaded.base_dir / dist.code).is_dir():  # `az ml job create` would follow its links out
+            yield from _skipped_entries(ctx, where, "code directory", ctx.loaded.base_dir / dist.code)
 
 
-@rule
-def environment_template_parameters(ctx: Context) -> Iterator[Diagnostic]:
-    for name, env in ctx.stack.environments.items():
-        if not (env.build and env.build.template) or build_template_provides(env.build.template) is None:
-            continue  # no template: environment_files reports it
-        try:
-            template_parameters(env.build.template, dict(env.build.parameters))
-        except DiagnosticError as exc:  # the template's own check, pointed at the stack instead of template.yaml
-            for d in exc.diagnostics:
-                yield ctx.at(("environments", name, "build", "parameters"), "environment.template-parameters",
-                             d.message, d.hint or f"see templates/docker/{env.build.template}/template.yaml")
+@rule_for_each("environments")
+def environment_template_parameters(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
+    if not (env.build and env.build.template) or build_template_provides(env.build.template) is None:
+        return  # no template: environment_files reports it
+    try:
+        template_parameters(env.build.template, dict(env.build.parameters))
+    except DiagnosticError as exc:  # the template's own check, pointed at the stack instead of template.yaml
+        for d in exc.diagnostics:
+            yield ctx.at(("environments", name, "build", "parameters"), "environment.template-parameters",
+                         d.message, d.hint or f"see templates/docker/{env.build.template}/template.yaml")
 
 
 # ---- distributions --------------------------------------------------------------------------------------
 
-@rule
-def distribution_references(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        for section, ref in (("clusters", dist.cluster), ("environments", dist.environment)):
-            known = list(getattr(ctx.stack, section))
-            if ref not in known:
-                close = difflib.get_close_matches(ref, known, n=1)
-                field = section[:-1]
-                yield ctx.at(("distributions", name, field), "distribution.dangling-reference",
-                             f"distribution {name!r} names {field} {ref!r}, which the stack does not declare",
-                             (f"did you mean {close[0]!r}? " if close else "") +
-                             (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
+@rule_for_each("distributions")
+def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    for section, ref in (("clusters", dist.cluster), ("environments", dist.environment)):
+        known = list(getattr(ctx.stack, section))
+        if ref not in known:
+            close = difflib.get_close_matches(ref, known, n=1)
+            field = section[:-1]
+            yield ctx.at(("distributions", name, field), "distribution.dangling-reference",
+                         f"distribution {name!r} names {field} {ref!r}, which the stack does not declare",
+                         (f"did you mean {close[0]!r}? " if close else "") +
+                         (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
 
 
-@rule
-def distribution_infiniband(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        cluster = ctx.stack.clusters.get(dist.cluster)
-        if cluster is None or dist.instance_count < 2:
-            continue
-        sku = ctx.sku(dist.cluster)
-        path = ("distributions", name, "instance_count")
-        if sku is not None:
-            if sku.infiniband_eligible:
-                continue
-            reason = _ib_reason(sku)
-        else:
-            parsed = parse_size_name(cluster.size)
-            if parsed is None:
-                continue  # cluster.size-unknown says the name is wrong
-            if parsed.rdma:
-                yield ctx.at(path, "distribution.infiniband-unverified",
-                             f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
-                             "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
-                             "InfiniBand (SR-IOV) is unconfirmed",
-                             "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`",
-                             "warning")
-                continue
-            reason = f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand"
-        message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, "
-                   f"but {reason}: inter-node traffic falls back to TCP sockets")
-        if cluster.infiniband == "optional":
-            yield ctx.at(path, "distribution.multinode-without-infiniband", message,
-                         "expect a fraction of InfiniBand bandwidth", "warning")
-        else:
-            yield ctx.at(path, "distribution.multinode-without-infiniband", message,
-                         f"use an InfiniBand size ({_ib_sizes(ctx.catalog)}), run on one node, "
-                         f"or set `infiniband: optional` on cluster {dist.cluster!r} to accept sockets")
+@rule_for_each("distributions")
+def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    cluster = ctx.stack.clusters.get(dist.cluster)
+    if cluster is None or dist.instance_count < 2:
+        return
+    sku = ctx.sku(dist.cluster)
+    path = ("distributions", name, "instance_count")
+    if sku is not None:
+        if sku.infiniband_eligible:
+            return
+        reason = _ib_reason(sku)
+    else:
+        parsed = parse_size_name(cluster.size)
+        if parsed is None:
+            return  # cluster.size-unknown says the name is wrong
+        if parsed.rdma:
+            yield ctx.warning(path, "distribution.infiniband-unverified",
+                         f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
+                         "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
+                         "InfiniBand (SR-IOV) is unconfirmed",
+                         "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
+            return
+        reason = f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand"
+    message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, "
+               f"but {reason}: inter-node traffic falls back to TCP sockets")
+    if cluster.infiniband == "optional":
+        yield ctx.warning(path, "distribution.multinode-without-infiniband", message,
+                     "expect a fraction of InfiniBand bandwidth")
+    else:
+        yield ctx.at(path, "distribution.multinode-without-infiniband", message,
+                     f"use an InfiniBand size ({_ib_sizes(ctx.catalog)}), run on one node, "
+                     f"or set `infiniband: optional` on cluster {dist.cluster!r} to accept sockets")
 
 
-@rule
-def distribution_gpus(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        sku = ctx.sku(dist.cluster)
-        if sku is None or dist.type == "tensorflow":
-            continue
-        per_node = dist.processes_per_instance
-        path = ("distributions", name, "process_count_per_instance")
-        if dist.launcher == "per-node":
-            continue  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
-        if sku.gpus == 0:
-            yield ctx.at(("distributions", name, "cluster"), "distribution.no-gpus",
-                         f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
-                         "use a GPU size for GPU training (CPU MPI jobs on HB/HC sizes are fine)", "warning")
-        elif per_node > sku.gpus:
-            yield ctx.at(path, "distribution.gpus-exceeded",
-                         f"process_count_per_instance {per_node} exceeds the {sku.gpus} GPU(s) of {sku.name}",
-                         f"set process_count_per_instance: {sku.gpus} (one process per GPU)")
-        elif per_node < sku.gpus:
-            yield ctx.at(path, "distribution.gpus-underused",
-                         f"process_count_per_instance {per_node} uses {per_node} of the {sku.gpus} GPUs of {sku.name}",
-                         f"set process_count_per_instance: {sku.gpus} to use every GPU you pay for", "warning")
+@rule_for_each("distributions")
+def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    sku = ctx.sku(dist.cluster)
+    if sku is None or dist.type == "tensorflow":
+        return
+    per_node = dist.processes_per_instance
+    path = ("distributions", name, "process_count_per_instance")
+    if dist.launcher == "per-node":
+        return  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
+    if sku.gpus == 0:
+        yield ctx.warning(("distributions", name, "cluster"), "distribution.no-gpus",
+                     f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
+                     "use a GPU size for GPU training (CPU MPI jobs on HB/HC sizes are fine)")
+    elif per_node > sku.gpus:
+        yield ctx.at(path, "distribution.gpus-exceeded",
+                     f"process_count_per_instance {per_node} exceeds the {sku.gpus} GPU(s) of {sku.name}",
+                     f"set process_count_per_instance: {sku.gpus} (one process per GPU)")
+    elif per_node < sku.gpus:
+        yield ctx.warning(path, "distribution.gpus-underused",
+                     f"process_count_per_instance {per_node} uses {per_node} of the {sku.gpus} GPUs of {sku.name}",
+                     f"set process_count_per_instance: {sku.gpus} to use every GPU you pay for")
 
 
-@rule
-def distribution_instances(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        cluster = ctx.stack.clusters.get(dist.cluster)
-        if cluster is not None and dist.instance_count > cluster.max_instances:
-            yield ctx.at(("distributions", name, "instance_count"), "distribution.instance-count",
-                         f"instance_count {dist.instance_count} exceeds max_instances {cluster.max_instances} "
-                         f"of cluster {dist.cluster!r}: the job would queue forever",
-                         f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
+@rule_for_each("distributions")
+def distribution_instances(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    cluster = ctx.stack.clusters.get(dist.cluster)
+    if cluster is not None and dist.instance_count > cluster.max_instances:
+        yield ctx.at(("distributions", name, "instance_count"), "distribution.instance-count",
+                     f"instance_count {dist.instance_count} exceeds max_instances {cluster.max_instances} "
+                     f"of cluster {dist.cluster!r}: the job would queue forever",
+                     f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
 
 
 @dataclass(frozen=True)
@@ -575,79 +571,75 @@ def _parses(spec: str) -> bool:
         return False
 
 
-@rule
-def distribution_mpi(ctx: Context) -> Iterator[Diagnostic]:
+@rule_for_each("distributions", framework=True)
+def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     mpi_types = types_needing_mpi()
-    for name, dist, fw in ctx.distributions_with_framework():
-        env = ctx.stack.environments.get(dist.environment)
-        needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
-        if env is None or not needs:
-            continue
-        carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
-        # Open MPI is recommended; another MPI (Intel MPI, MPICH) also runs Azure ML's MPI jobs (the guide).
-        if carries.provides & {"openmpi", "hpcx", "mpi"}:
-            continue
-        why = f"distribution {name!r} ({dist.framework + ' under ' if dist.framework else ''}type {dist.type}) " \
-              f"is launched by Azure ML with mpirun"
-        if carries.complete:
-            yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
-                         f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
-                         f"({carries.evidence})",
-                         f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
-                         "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
-                         "base image, or build from templates/docker/openmpi-rdma")
-        else:
-            yield ctx.at(("distributions", name, "environment"), "distribution.mpi-unverified",
-                         f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
-                         f"{carries.evidence}",
-                         "declare `requires: [openmpi]` on the environment so `infra image check` can prove it",
-                         "warning")
+    env = ctx.stack.environments.get(dist.environment)
+    needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
+    if env is None or not needs:
+        return
+    carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
+    # Open MPI is recommended; another MPI (Intel MPI, MPICH) also runs Azure ML's MPI jobs (the guide).
+    if carries.provides & {"openmpi", "hpcx", "mpi"}:
+        return
+    why = f"distribution {name!r} ({dist.framework + ' under ' if dist.framework else ''}type {dist.type}) " \
+          f"is launched by Azure ML with mpirun"
+    if carries.complete:
+        yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
+                     f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
+                     f"({carries.evidence})",
+                     f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
+                     "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
+                     "base image, or build from templates/docker/openmpi-rdma")
+    else:
+        yield ctx.warning(("distributions", name, "environment"), "distribution.mpi-unverified",
+                     f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
+                     f"{carries.evidence}",
+                     "declare `requires: [openmpi]` on the environment so `infra image check` can prove it")
 
 
-@rule
-def distribution_packages(ctx: Context) -> Iterator[Diagnostic]:
+@rule_for_each("distributions", framework=True)
+def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
-    for name, dist, fw in ctx.distributions_with_framework():
-        env = ctx.stack.environments.get(dist.environment)
-        wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
-        if env is None or not wanted:
-            continue
-        carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
-        missing = [p for p in wanted if p not in carries.provides]
-        if not missing:
-            continue
-        what = f"{fw.name} under type {dist.type} imports {', '.join(wanted)} on every rank"
-        listed = ", ".join(missing)
-        hint = (f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by "
-                f"`infra image check`){', or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)' if fw.name == 'deepspeed' else ''}")
-        if carries.complete:
-            yield ctx.at(("distributions", name, "environment"), "distribution.packages-missing",
-                         f"{what}, but environment {dist.environment!r} is not known to carry {listed} "
-                         f"({carries.evidence})", hint)
-        else:
-            yield ctx.at(("distributions", name, "environment"), "distribution.packages-unverified",
-                         f"{what}; whether environment {dist.environment!r} carries {listed} is unknown "
-                         f"({carries.evidence})", hint, "warning")
+    env = ctx.stack.environments.get(dist.environment)
+    wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
+    if env is None or not wanted:
+        return
+    carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
+    missing = [p for p in wanted if p not in carries.provides]
+    if not missing:
+        return
+    what = f"{fw.name} under type {dist.type} imports {', '.join(wanted)} on every rank"
+    listed = ", ".join(missing)
+    hint = (f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by "
+            f"`infra image check`){', or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)' if fw.name == 'deepspeed' else ''}")
+    if carries.complete:
+        yield ctx.at(("distributions", name, "environment"), "distribution.packages-missing",
+                     f"{what}, but environment {dist.environment!r} is not known to carry {listed} "
+                     f"({carries.evidence})", hint)
+    else:
+        yield ctx.warning(("distributions", name, "environment"), "distribution.packages-unverified",
+                     f"{what}; whether environment {dist.environment!r} carries {listed} is unknown "
+                     f"({carries.evidence})", hint)
 
 
-@rule
-def distribution_framework(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist, fw in ctx.distributions_with_framework():
-        if fw is None:
-            continue
-        if dist.type not in fw.types:
-            yield ctx.at(("distributions", name, "type"), "distribution.framework-type",
-                         f"framework {fw.name} does not run under distribution type {dist.type}",
-                         f"use type: {' or '.join(fw.types)} ({fw.source})")
-        if dist.launcher not in fw.launchers:
-            declared = ("distributions", name, "launcher") in ctx.loaded.source.keys
-            yield ctx.at(("distributions", name, "launcher" if declared or not dist.command else "command"),
-                         "distribution.framework-launcher",
-                         f"framework {fw.name} is not launched {dist.launcher}"
-                         + ("" if declared else " (the command's launcher starts processes per node)"),
-                         f"use launcher: {' or '.join(fw.launchers)}" if declared else
-                         f"launch {fw.name} {' or '.join(fw.launchers)}: e.g. `command: python train.py` with "
-                         "process_count_per_instance set to the GPUs per node")
+@rule_for_each("distributions", framework=True)
+def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
+    if fw is None:
+        return
+    if dist.type not in fw.types:
+        yield ctx.at(("distributions", name, "type"), "distribution.framework-type",
+                     f"framework {fw.name} does not run under distribution type {dist.type}",
+                     f"use type: {' or '.join(fw.types)} ({fw.source})")
+    if dist.launcher not in fw.launchers:
+        declared = ("distributions", name, "launcher") in ctx.loaded.source.keys
+        yield ctx.at(("distributions", name, "launcher" if declared or not dist.command else "command"),
+                     "distribution.framework-launcher",
+                     f"framework {fw.name} is not launched {dist.launcher}"
+                     + ("" if declared else " (the command's launcher starts processes per node)"),
+                     f"use launcher: {' or '.join(fw.launchers)}" if declared else
+                     f"launch {fw.name} {' or '.join(fw.launchers)}: e.g. `command: python train.py` with "
+                     "process_count_per_instance set to the GPUs per node")
 
 
 # ---- the command: what it launches (validate/launch.py reads it; validators/launchers.yaml knows launchers)
@@ -701,14 +693,13 @@ def _per_node_processes(step: Launch, dist: Distribution, gpus: int) -> tuple[in
     return None, ""
 
 
-@rule
-def distribution_command_syntax(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        error = _parsed(dist.command)[1] if dist.command else None
-        if error:
-            yield _command_at(ctx, name, "distribution.command-syntax",
-                              f"the command of distribution {name!r} is not valid shell ({error})",
-                              "close the quote or escape the character; Azure ML runs the command with bash")
+@rule_for_each("distributions")
+def distribution_command_syntax(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    error = _parsed(dist.command)[1] if dist.command else None
+    if error:
+        yield _command_at(ctx, name, "distribution.command-syntax",
+                          f"the command of distribution {name!r} is not valid shell ({error})",
+                          "close the quote or escape the character; Azure ML runs the command with bash")
 
 
 @rule
@@ -738,32 +729,31 @@ def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
             f"`command: python {script} ...`; set instance_count and process_count_per_instance (one per GPU) instead")
 
 
-@rule
-def distribution_launcher(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        if dist.launcher != "per-node" or dist.processes_per_instance <= 1 or dist.type == "tensorflow":
-            continue
-        step = _training(dist)
-        sku = ctx.sku(dist.cluster)
-        gpus = sku.gpus if sku else 0
-        if step is not None and step.kind == "per-node":
-            each, _ = _per_node_processes(step, dist, gpus)
-            what = step.invoked_as
-        else:
-            each, what = (gpus or None), (f"{dist.framework} (a per-node launcher)" if dist.framework else
-                                          "the per-node launcher")
-        ppi = dist.processes_per_instance
-        result = f"{ppi} x {each} = {ppi * each} processes per node" if each else f"{ppi} launchers per node"
-        if each and sku and sku.gpus:
-            result += f" for {sku.gpus} GPUs"
-        message = (f"distribution {name!r} runs {what}, which starts the processes of its node itself; "
-                   f"process_count_per_instance {ppi} starts it {ppi} times on each node: {result}")
-        hint = "remove process_count_per_instance (or set it to 1): the launcher starts one process per GPU"
-        if dist.command and step is not None:
-            yield _command_at(ctx, name, "distribution.per-node-launcher", message, hint)
-        else:
-            yield ctx.at(("distributions", name, "process_count_per_instance"), "distribution.per-node-launcher",
-                         message, hint)
+@rule_for_each("distributions")
+def distribution_launcher(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    if dist.launcher != "per-node" or dist.processes_per_instance <= 1 or dist.type == "tensorflow":
+        return
+    step = _training(dist)
+    sku = ctx.sku(dist.cluster)
+    gpus = sku.gpus if sku else 0
+    if step is not None and step.kind == "per-node":
+        each, _ = _per_node_processes(step, dist, gpus)
+        what = step.invoked_as
+    else:
+        each, what = (gpus or None), (f"{dist.framework} (a per-node launcher)" if dist.framework else
+                                      "the per-node launcher")
+    ppi = dist.processes_per_instance
+    result = f"{ppi} x {each} = {ppi * each} processes per node" if each else f"{ppi} launchers per node"
+    if each and sku and sku.gpus:
+        result += f" for {sku.gpus} GPUs"
+    message = (f"distribution {name!r} runs {what}, which starts the processes of its node itself; "
+               f"process_count_per_instance {ppi} starts it {ppi} times on each node: {result}")
+    hint = "remove process_count_per_instance (or set it to 1): the launcher starts one process per GPU"
+    if dist.command and step is not None:
+        yield _command_at(ctx, name, "distribution.per-node-launcher", message, hint)
+    else:
+        yield ctx.at(("distributions", name, "process_count_per_instance"), "distribution.per-node-launcher",
+                     message, hint)
 
 
 @rule
@@ -884,141 +874,134 @@ def _script_text(ctx: Context, dist: Distribution, script: str | None) -> str | 
 _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
 
 
-@rule
-def distribution_lightning(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist, fw in ctx.distributions_with_framework():
-        step = _training(dist)
-        sku = ctx.sku(dist.cluster)
-        if fw is None or not fw.nodes_flags or step is None or step.kind != "script":
-            continue
-        found: dict[str, tuple[str, str]] = {}   # nodes/devices -> (value, where it was read)
-        for key, flags in (("nodes", fw.nodes_flags), ("devices", fw.devices_flags)):
-            for s in _parsed(dist.command)[0]:
-                value = s.script_option(flags)
-                if value:
-                    found[key] = (value, next(f for f in flags if s.script_option([f]) is not None))
-                    break
-        text = _script_text(ctx, dist, step.script) if len(found) < 2 else None
-        if text is not None:
-            for key, keyword in (fw.trainer_keywords or {}).items():
-                m = None if key in found else re.search(_TRAINER_KEYWORD.format(re.escape(keyword)), text)
-                if m:
-                    line = text.count("\n", 0, m.start()) + 1
-                    found[key] = (m.group(1).strip("'\""), f"{keyword}= in {dist.code}/{step.script}:{line}")
-        if "nodes" in found:
-            value, where = found["nodes"]
-            if count(value) is not None and count(value) != dist.instance_count:
+@rule_for_each("distributions", framework=True)
+def distribution_lightning(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
+    step = _training(dist)
+    sku = ctx.sku(dist.cluster)
+    if fw is None or not fw.nodes_flags or step is None or step.kind != "script":
+        return
+    found: dict[str, tuple[str, str]] = {}   # nodes/devices -> (value, where it was read)
+    for key, flags in (("nodes", fw.nodes_flags), ("devices", fw.devices_flags)):
+        for s in _parsed(dist.command)[0]:
+            value = s.script_option(flags)
+            if value:
+                found[key] = (value, next(f for f in flags if s.script_option([f]) is not None))
+                break
+    text = _script_text(ctx, dist, step.script) if len(found) < 2 else None
+    if text is not None:
+        for key, keyword in (fw.trainer_keywords or {}).items():
+            m = None if key in found else re.search(_TRAINER_KEYWORD.format(re.escape(keyword)), text)
+            if m:
+                line = text.count("\n", 0, m.start()) + 1
+                found[key] = (m.group(1).strip("'\""), f"{keyword}= in {dist.code}/{step.script}:{line}")
+    if "nodes" in found:
+        value, where = found["nodes"]
+        if count(value) is not None and count(value) != dist.instance_count:
+            yield _command_at(ctx, name, "distribution.lightning-trainer",
+                              f"Lightning's {where} {value} but the job runs on instance_count {dist.instance_count} "
+                              "node(s): the trainer waits for a world size that never forms",
+                              f"set it to {dist.instance_count} (or change instance_count)")
+    if "devices" in found and sku is not None and sku.gpus:
+        value, where = found["devices"]
+        devices = sku.gpus if value in ("-1", "auto") else count(value)
+        if devices is None:
+            return
+        if dist.launcher == "per-process" and dist.processes_per_instance > 1:
+            if devices != dist.processes_per_instance:
                 yield _command_at(ctx, name, "distribution.lightning-trainer",
-                                  f"Lightning's {where} {value} but the job runs on instance_count {dist.instance_count} "
-                                  "node(s): the trainer waits for a world size that never forms",
-                                  f"set it to {dist.instance_count} (or change instance_count)")
-        if "devices" in found and sku is not None and sku.gpus:
-            value, where = found["devices"]
-            devices = sku.gpus if value in ("-1", "auto") else count(value)
-            if devices is None:
-                continue
-            if dist.launcher == "per-process" and dist.processes_per_instance > 1:
-                if devices != dist.processes_per_instance:
-                    yield _command_at(ctx, name, "distribution.lightning-trainer",
-                                      f"Lightning's {where} {value} but Azure ML starts {dist.processes_per_instance} "
-                                      "processes per node (process_count_per_instance): the ranks disagree on the "
-                                      "world size", f"set it to {dist.processes_per_instance}")
-            elif devices > sku.gpus:
-                yield _command_at(ctx, name, "distribution.gpus-exceeded",
-                                  f"Lightning's {where} {value} but {sku.name} has {sku.gpus} GPU(s)",
-                                  f"set it to {sku.gpus}")
-            elif devices < sku.gpus:
-                yield _command_at(ctx, name, "distribution.gpus-underused",
-                                  f"Lightning's {where} {value} uses {devices} of the {sku.gpus} GPUs of {sku.name}",
-                                  f"set it to {sku.gpus} to use every GPU you pay for", "warning")
+                                  f"Lightning's {where} {value} but Azure ML starts {dist.processes_per_instance} "
+                                  "processes per node (process_count_per_instance): the ranks disagree on the "
+                                  "world size", f"set it to {dist.processes_per_instance}")
+        elif devices > sku.gpus:
+            yield _command_at(ctx, name, "distribution.gpus-exceeded",
+                              f"Lightning's {where} {value} but {sku.name} has {sku.gpus} GPU(s)",
+                              f"set it to {sku.gpus}")
+        elif devices < sku.gpus:
+            yield _command_at(ctx, name, "distribution.gpus-underused",
+                              f"Lightning's {where} {value} uses {devices} of the {sku.gpus} GPUs of {sku.name}",
+                              f"set it to {sku.gpus} to use every GPU you pay for", "warning")
 
 
-@rule
-def distribution_tensorflow(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        base = ("distributions", name)
-        if dist.type != "tensorflow":
-            for field_name in ("worker_count", "parameter_server_count"):
-                if getattr(dist, field_name) is not None:
-                    yield ctx.at(base + (field_name,), "distribution.tensorflow-counts",
-                                 f"{field_name} applies only to type tensorflow (this is {dist.type})",
-                                 f"remove {field_name}, or set type: tensorflow")
-            continue
-        if dist.process_count_per_instance is not None:
-            # Azure ML's TensorFlow distribution has only worker_count and parameter_server_count.
-            yield ctx.at(base + ("process_count_per_instance",), "distribution.tensorflow-counts",
-                         "process_count_per_instance does not apply to type tensorflow",
-                         "remove it and set worker_count (one worker per node uses all its GPUs)")
-        nodes = dist.instance_count
-        workers = dist.worker_count or nodes
-        ps = dist.parameter_server_count or 0
-        at = base + ("worker_count",)
-        # Azure ML places the worker_count + parameter_server_count tasks on instance_count nodes: parameter
-        # servers may share a node with a worker (2 workers + 1 ps on 2 nodes, as the guides show), two workers
-        # may not (each worker's strategy claims every GPU of its node).
-        if workers > nodes:
-            yield ctx.at(at, "distribution.tensorflow-counts",
-                         f"{workers} workers on instance_count {nodes} node(s): Azure ML would put two workers on a "
-                         "node, and each worker's strategy claims every GPU of its node",
-                         f"set instance_count: {workers} or worker_count: {nodes} (one worker per node)")
-        elif workers + ps < nodes:
-            yield ctx.at(at, "distribution.tensorflow-idle-nodes",
-                         f"{workers} worker(s){f' + {ps} parameter server(s)' if ps else ''} on instance_count {nodes} "
-                         f"nodes: {nodes - workers - ps} node(s) run no task and are paid for idle",
-                         f"set worker_count: {nodes - ps} (MultiWorkerMirroredStrategy: one worker per node) or "
-                         f"instance_count: {workers + ps}", "warning")
-        if ps and ps >= workers:
-            yield ctx.at(base + ("parameter_server_count",), "distribution.tensorflow-counts",
-                         f"{ps} parameter server(s) for {workers} worker(s) is unusual and wastes nodes",
-                         "use fewer parameter servers than workers (or none with MultiWorkerMirroredStrategy)",
-                         "warning")
+@rule_for_each("distributions")
+def distribution_tensorflow(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    base = ("distributions", name)
+    if dist.type != "tensorflow":
+        for field_name in ("worker_count", "parameter_server_count"):
+            if getattr(dist, field_name) is not None:
+                yield ctx.at(base + (field_name,), "distribution.tensorflow-counts",
+                             f"{field_name} applies only to type tensorflow (this is {dist.type})",
+                             f"remove {field_name}, or set type: tensorflow")
+        return
+    if dist.process_count_per_instance is not None:
+        # Azure ML's TensorFlow distribution has only worker_count and parameter_server_count.
+        yield ctx.at(base + ("process_count_per_instance",), "distribution.tensorflow-counts",
+                     "process_count_per_instance does not apply to type tensorflow",
+                     "remove it and set worker_count (one worker per node uses all its GPUs)")
+    nodes = dist.instance_count
+    workers = dist.worker_count or nodes
+    ps = dist.parameter_server_count or 0
+    at = base + ("worker_count",)
+    # Azure ML places the worker_count + parameter_server_count tasks on instance_count nodes: parameter
+    # servers may share a node with a worker (2 workers + 1 ps on 2 nodes, as the guides show), two workers
+    # may not (each worker's strategy claims every GPU of its node).
+    if workers > nodes:
+        yield ctx.at(at, "distribution.tensorflow-counts",
+                     f"{workers} workers on instance_count {nodes} node(s): Azure ML would put two workers on a "
+                     "node, and each worker's strategy claims every GPU of its node",
+                     f"set instance_count: {workers} or worker_count: {nodes} (one worker per node)")
+    elif workers + ps < nodes:
+        yield ctx.warning(at, "distribution.tensorflow-idle-nodes",
+                     f"{workers} worker(s){f' + {ps} parameter server(s)' if ps else ''} on instance_count {nodes} "
+                     f"nodes: {nodes - workers - ps} node(s) run no task and are paid for idle",
+                     f"set worker_count: {nodes - ps} (MultiWorkerMirroredStrategy: one worker per node) or "
+                     f"instance_count: {workers + ps}")
+    if ps and ps >= workers:
+        yield ctx.warning(base + ("parameter_server_count",), "distribution.tensorflow-counts",
+                     f"{ps} parameter server(s) for {workers} worker(s) is unusual and wastes nodes",
+                     "use fewer parameter servers than workers (or none with MultiWorkerMirroredStrategy)")
 
 
-@rule
-def distribution_transformers_local_rank(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist, fw in ctx.distributions_with_framework():
-        needle = fw.per_process_command_must_contain if fw else None
-        if not (needle and dist.launcher == "per-process" and dist.command):
-            continue
-        steps, error = _parsed(dist.command)
-        # HF's argument parser accepts --local_rank and --local-rank alike
-        spellings = (needle, needle.replace("_", "-"))
-        if error is None and not any(s.script_option(spellings) is not None for s in steps):
-            yield _command_at(ctx, name, "distribution.transformers-local-rank",
-                              f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only "
-                              "the LOCAL_RANK variable",
-                              f"append `{needle} $LOCAL_RANK` to the command")
+@rule_for_each("distributions", framework=True)
+def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
+    needle = fw.per_process_command_must_contain if fw else None
+    if not (needle and dist.launcher == "per-process" and dist.command):
+        return
+    steps, error = _parsed(dist.command)
+    # HF's argument parser accepts --local_rank and --local-rank alike
+    spellings = (needle, needle.replace("_", "-"))
+    if error is None and not any(s.script_option(spellings) is not None for s in steps):
+        yield _command_at(ctx, name, "distribution.transformers-local-rank",
+                          f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only "
+                          "the LOCAL_RANK variable",
+                          f"append `{needle} $LOCAL_RANK` to the command")
 
 
-@rule
-def distribution_ib_disabled(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist in ctx.stack.distributions.items():
-        sku = ctx.sku(dist.cluster)
-        env = dist.environment_variables
-        ib_off = env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"
-        if ib_off and sku and sku.infiniband_eligible and dist.instance_count > 1:
-            yield ctx.at(("distributions", name, "environment_variables"), "distribution.infiniband-disabled",
-                         f"distribution {name!r} disables NCCL's InfiniBand on {sku.name}, which you pay for",
-                         "remove NCCL_IB_DISABLE / NCCL_NET=Socket (keep them only as a deliberate negative control)",
-                         "warning")
+@rule_for_each("distributions")
+def distribution_ib_disabled(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    sku = ctx.sku(dist.cluster)
+    env = dist.environment_variables
+    ib_off = env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"
+    if ib_off and sku and sku.infiniband_eligible and dist.instance_count > 1:
+        yield ctx.warning(("distributions", name, "environment_variables"), "distribution.infiniband-disabled",
+                     f"distribution {name!r} disables NCCL's InfiniBand on {sku.name}, which you pay for",
+                     "remove NCCL_IB_DISABLE / NCCL_NET=Socket (keep them only as a deliberate negative control)")
 
 
-@rule
-def distribution_launcher_variables(ctx: Context) -> Iterator[Diagnostic]:
+@rule_for_each("distributions")
+def distribution_launcher_variables(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     set_by_type = launcher_variables()
-    for name, dist in ctx.stack.distributions.items():
-        sets = set_by_type.get(dist.type, {})
-        for var in dist.environment_variables:
-            severity = sets.get(var)
-            if severity is None:
-                continue
-            per_process = severity == "error"
-            yield ctx.at(("distributions", name, "environment_variables", var), "distribution.launcher-variable",
-                         f"distribution {name!r} sets {var}, which Azure ML's {dist.type} launcher sets "
-                         + ("for each process: one value for every process breaks the ranks" if per_process else
-                            "to the rendezvous it starts: another value leaves ranks waiting for a peer that never comes"),
-                         f"remove {var} from environment_variables; Azure ML sets it",
-                         severity, key=True)
+    sets = set_by_type.get(dist.type, {})
+    for var in dist.environment_variables:
+        severity = sets.get(var)
+        if severity is None:
+            continue
+        per_process = severity == "error"
+        yield ctx.at(("distributions", name, "environment_variables", var), "distribution.launcher-variable",
+                     f"distribution {name!r} sets {var}, which Azure ML's {dist.type} launcher sets "
+                     + ("for each process: one value for every process breaks the ranks" if per_process else
+                        "to the rendezvous it starts: another value leaves ranks waiting for a peer that never comes"),
+                     f"remove {var} from environment_variables; Azure ML sets it",
+                     severity, key=True)
 
 
 def run_rules(loaded: LoadedStack, catalog: Catalog, today: datetime.date | None = None) -> list[Diagnostic]:
