@@ -1,3 +1,3 @@
-from infra_cli.commands.main import main
+from infra_cli.commands.main import run
 
-main()
+run()

@@ -144,8 +144,9 @@ def test_unknown_distribution_is_a_diagnostic():
 
 
 def test_smoke_help_imports_nothing_heavy():
-    code = ("import sys, runpy; sys.argv = ['infra', 'smoke', '--help']\n"
-            "try:\n    runpy.run_module('infra_cli', run_name='__main__')\nexcept SystemExit: pass\n"
+    code = ("import sys; sys.argv = ['infra', 'smoke', '--help']\n"
+            "from infra_cli.commands.main import main\n"
+            "try:\n    main()\nexcept SystemExit: pass\n"
             "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'jinja2') or m.startswith('azure.')"
             " or m.startswith('infra_cli.emulator.server')]\n"
             "print('HEAVY', heavy)")

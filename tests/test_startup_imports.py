@@ -17,10 +17,11 @@ from infra_cli.azure.clients import EMULATOR_CLOUD_PREFIX
 ROOT = Path(__file__).resolve().parent.parent
 
 _RUN_AND_LIST = """
-import json, os, runpy, sys
+import json, os, sys
 out, sys.argv = sys.argv[1], ["infra", *sys.argv[2:]]
 try:
-    runpy.run_module("infra_cli", run_name="__main__", alter_sys=True)
+    from infra_cli.commands.main import main   # main(): run() would end the process without teardown
+    main()
 except SystemExit as exc:
     status = exc.code
 else:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.output import Command
+from infra_cli.commands.output import Command, Group
 
 
 def serve(
@@ -73,6 +73,6 @@ Ctrl-C stops it; the state stays in {state_dir}."""
 
 
 def register(app: typer.Typer) -> None:
-    emulator_app = typer.Typer(help="Run the local Azure emulator.", no_args_is_help=True)
+    emulator_app = typer.Typer(cls=Group, help="Run the local Azure emulator.", no_args_is_help=True)
     emulator_app.command("serve", cls=Command)(serve)
     app.add_typer(emulator_app, name="emulator")

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import Command, print_diagnostics
+from infra_cli.commands.output import Command, Group, print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S
 
@@ -58,6 +58,6 @@ def check(
 
 
 def register(app: typer.Typer) -> None:
-    image_app = typer.Typer(help="Inspect container images without a Docker daemon.", no_args_is_help=True)
+    image_app = typer.Typer(cls=Group, help="Inspect container images without a Docker daemon.", no_args_is_help=True)
     image_app.command("check", cls=Command)(check)
     app.add_typer(image_app, name="image")

@@ -6,18 +6,19 @@ not import azure.*, torch, jinja2 or the emulator.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 
 import typer
-from typer.core import TyperGroup
 
 from infra_cli import __version__
 from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
-from infra_cli.commands.output import EXIT_OK, report_error
+from infra_cli.commands.output import EXIT_OK, Group, report_error
 
 
-class _ReportingGroup(TyperGroup):
+class _ReportingGroup(Group):
     """Every command runs inside this: an exception no command handled becomes one line (report_error)."""
 
     def invoke(self, ctx):
@@ -78,3 +79,24 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+
+
+def run() -> None:
+    """The `infra` program (its console script and `python -m infra_cli`): main(), then an exit that skips
+    the interpreter's teardown. Freeing every module and object of a short-lived process costs 0.05-0.07 s
+    here (a sixth of `infra validate`), and nothing needs it once the exit handlers have run and the
+    output is flushed. A process with other threads still running exits as usual (they are joined)."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    if threading.active_count() > 1 or not (code is None or isinstance(code, int)):
+        sys.exit(code)
+    atexit._run_exitfuncs()   # what normal exit runs first: logging's flush, temporary directories' cleanup
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # a closed pipe (infra plan | head): nothing more can be written
+            pass
+    os._exit(code or 0)

@@ -11,8 +11,9 @@ import traceback
 from typing import Any
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
+from infra_cli.commands import params
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -26,6 +27,18 @@ class Command(TyperCommand):
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         return [_plain_usage(piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        params.install(self.get_params(ctx))   # plain values are read without pydantic (params.py says why)
+        return super().parse_args(ctx, args)
+
+
+class Group(TyperGroup):
+    """A group of commands (the root, `image`, `state`, `emulator`): its options are read as a Command's."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        params.install(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
 
 def _plain_usage(piece: str) -> str:

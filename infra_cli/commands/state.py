@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.output import EXIT_OK, Command, fail, print_diagnostics
+from infra_cli.commands.output import EXIT_OK, Command, Group, fail, print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -80,7 +80,7 @@ def state_list(
 
 def register(app: typer.Typer) -> None:
     app.command(cls=Command)(show)
-    state_app = typer.Typer(help="Read what a stack owns in Azure (infra's state is the tags it writes).",
+    state_app = typer.Typer(cls=Group, help="Read what a stack owns in Azure (infra's state is the tags it writes).",
                             no_args_is_help=True)
     state_app.command("list", cls=Command)(state_list)
     app.add_typer(state_app, name="state")
