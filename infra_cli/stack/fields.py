@@ -205,7 +205,7 @@ SECRET = _SecretText()
 # Rust's trim() and f64 parsing, which pydantic's number parsing uses (Python's strip() also trims \x1c-\x1f).
 _WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009" \
               "\u200a\u2028\u2029\u202f\u205f\u3000"
-_INT_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+_JSON_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _FLOAT_TEXT = re.compile(r"[+-]?(?:(?i:inf|infinity|nan)|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
 _I64 = 2 ** 63
 
@@ -251,15 +251,66 @@ class Int(_Number):
                 return _fail(problems, loc, "int_parsing_size", value)
             number = int(value)
         elif isinstance(value, str):
-            text = value.strip(_WHITESPACE)
-            if len(text) > 4300:  # Python's own limit on int() of text
-                return _fail(problems, loc, "int_parsing_size", value)
-            if not _INT_TEXT.fullmatch(text):
-                return _fail(problems, loc, "int_parsing", value)
-            number = int(text.split(".")[0])
+            number = _int_text(value)
+            if number is None or number is _TOO_LONG:
+                return _fail(problems, loc, "int_parsing" if number is None else "int_parsing_size", value)
         else:
             return _fail(problems, loc, "int_type", value)
         return self.bounded(value, number, loc, problems)
+
+
+_TOO_LONG = object()
+_MAX_DIGITS = 4300  # Python's own limit on int() of text
+
+
+def _int_text(text: str) -> Any:
+    """An integer from text as pydantic reads one: JSON's integer syntax; else the text without surrounding
+    whitespace, a sign, leading zeros (and separators among them), a `.000` tail and digit separators, which
+    must then be JSON's integer syntax. None: not an integer; _TOO_LONG: too many digits."""
+    if _JSON_INT.fullmatch(text):
+        return int(text) if len(text) <= _MAX_DIGITS else _TOO_LONG
+    cleaned = _cleaned_int_text(text)
+    if cleaned is None or not _JSON_INT.fullmatch(cleaned) or len(cleaned) > _MAX_DIGITS:
+        return None
+    return int(cleaned)
+
+
+def _cleaned_int_text(original: str) -> str | None:
+    text = original.strip(_WHITESPACE)
+    if text.startswith("+"):
+        text = text[1:]
+        if text.startswith("-"):
+            return None
+    sign = ""
+    if text.startswith("-"):
+        text, sign = text[1:], "-"
+        if text[:1] in ("-", "+"):
+            return None
+    text = _without_leading_zeros(text)
+    if text is None:
+        return None
+    whole, dot, fraction = text.partition(".")
+    if dot and fraction and not fraction.strip("0"):
+        text = whole
+    if "_" in text and text[0] != "_" and text[-1] != "_" and "__" not in text:
+        return sign + text.replace("_", "")
+    return None if len(text) == len(original) else sign + text  # nothing to clean: not an integer
+
+
+def _without_leading_zeros(text: str) -> str | None:
+    """The text from its first significant character; one zero stays before a `.`, and of an all-zero text."""
+    if not text or text[0] in "123456789-":
+        return text or None
+    if text[0] != "0":
+        return None
+    for i, c in enumerate(text):
+        if c in "123456789-":
+            return text[i:]
+        if c == ".":
+            return text[i - 1:]
+        if c not in "0_":
+            return None
+    return text[-1]
 
 
 def _float_text(value: str) -> float | None:
@@ -310,8 +361,8 @@ class Bool(Kind):
             if value == 0 or value == 1:
                 return value == 1
             # whole numbers within 64 bits are "unable to interpret"; others are not booleans at all
-            whole = isinstance(value, int) or value.is_integer()
-            if whole and -_I64 <= value < _I64:
+            in_range = -_I64 <= value < _I64 if isinstance(value, int) else value.is_integer() and -_I64 < value < _I64
+            if in_range:
                 return _fail(problems, loc, "bool_parsing", value)
         return _fail(problems, loc, "bool_type", value)
 
@@ -590,7 +641,7 @@ def _dumped(value: Any, mode: str, exclude_none: bool) -> Any:
     if isinstance(value, Model):
         return value.model_dump(mode=mode, exclude_none=exclude_none)
     if isinstance(value, dict):
-        return {k: _dumped(v, mode, exclude_none) for k, v in value.items() if not (exclude_none and v is None)}
+        return {k: _dumped(v, mode, exclude_none) for k, v in value.items()}  # exclude_none: fields only
     if isinstance(value, (list, tuple)):
         return [_dumped(v, mode, exclude_none) for v in value]
     if mode == "json":
