@@ -113,6 +113,9 @@ class Kind:
     before: Callable[[Any], Any] | None = None
     after: Callable[[Any], Any] | None = None
 
+    def __init__(self, *, before: Callable[[Any], Any] | None = None, after: Callable[[Any], Any] | None = None):
+        self.before, self.after = before, after
+
     def check(self, value: Any, loc: tuple, problems: list[Problem]) -> Any:
         raw = value
         if self.before is not None:
@@ -164,7 +167,8 @@ class _Wrapped(Kind):
     field_validator wraps the whole field."""
 
     def __init__(self, inner: Kind, before, after):
-        self.inner, self.before, self.after = inner, before, after
+        super().__init__(before=before, after=after)
+        self.inner = inner
 
     def read(self, value, loc, problems):
         return self.inner.check(value, loc, problems)
@@ -175,7 +179,8 @@ class _Wrapped(Kind):
 
 class Str(Kind):
     def __init__(self, *, pattern: str | None = None, before=None, after=None):
-        self.pattern, self.before, self.after = pattern, before, after
+        super().__init__(before=before, after=after)
+        self.pattern = pattern
         # pydantic matches with Rust's regex, whose `$` is the end of the text only (Python's \Z): "a\n" fails
         self._regex = re.compile(pattern.replace("$", r"\Z")) if pattern else None
 
@@ -235,9 +240,6 @@ class _Number(Kind):
 
 class Int(_Number):
     json_type = "integer"
-
-    def __init__(self, *, before=None, after=None):
-        self.before, self.after = before, after
 
     def read(self, value, loc, problems):
         if isinstance(value, int):
@@ -325,9 +327,6 @@ def _float_text(value: str) -> float | None:
 
 class Float(_Number):
     json_type = "number"
-
-    def __init__(self, *, before=None, after=None):
-        self.before, self.after = before, after
 
     def read(self, value, loc, problems):
         if isinstance(value, float):
