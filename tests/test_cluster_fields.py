@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import json
 import sys
-import typing
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -101,10 +100,10 @@ def test_every_row_names_what_exists():
 def _model_has(path: str) -> bool:
     model = Cluster
     for step in path.split("."):
-        field = getattr(model, "model_fields", {}).get(step)
+        field = model.model_fields.get(step) if model is not None else None
         if field is None:
             return False
-        model = next((a for a in typing.get_args(field.annotation) if a is not type(None)), field.annotation)
+        model = field.model
     return True
 
 

@@ -1,1 +1,1 @@
-"""Stack files: YAML with source positions, ${VAR} interpolation, and the pydantic model."""
+"""Stack files: YAML with source positions, ${VAR} interpolation, and the stack model."""

@@ -5,11 +5,10 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, get_args, get_origin
-
-from pydantic import BaseModel, ValidationError
+from typing import Any, Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.stack.fields import Model, ValidationError
 from infra_cli.stack.model import Stack, flatten_distribution
 from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text
 
@@ -25,36 +24,25 @@ class LoadedStack:
         return self.path.parent
 
 
-def _owner_model(loc: tuple) -> type[BaseModel] | None:
-    """Walk a pydantic error location, skipping user-chosen map keys, to the owning model class."""
-    model: Any = Stack
+def _owner_model(loc: tuple) -> type[Model] | None:
+    """Walk an error location, skipping user-chosen map keys and list indices, to the owning model class."""
+    model: type[Model] | None = Stack
     i = 0
     while i < len(loc):
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        if model is None:
             return None
         field = model.model_fields.get(loc[i])
         if field is None:
             return model if i == len(loc) - 1 else None
-        ann = field.annotation
-        args = [a for a in get_args(ann) if a is not type(None)]
-        if get_origin(ann) not in (dict, list) and len(args) == 1:
-            ann = args[0]  # X | None -> X
-        if get_origin(ann) is dict:
-            ann = get_args(ann)[1]
-            i += 1  # skip the user's key
-        elif get_origin(ann) is list:
-            ann = get_args(ann)[0]
-            i += 1  # skip the list index
-        model = ann
-        i += 1
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+        i += 2 if field.keyed else 1  # a map key or list index follows the field
+        model = field.model
+    return model
 
 
-def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:
+def _model_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:
     out = []
-    for err in exc.errors(include_url=False, include_context=False):
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        kind = err["type"]
+    for err in exc.errors():
+        loc, kind = err.loc, err.type
         where = ".".join(str(p) for p in loc) or "(top level)"
         if kind == "extra_forbidden":
             key = loc[-1]
@@ -69,10 +57,10 @@ def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagn
             out.append(source.diagnostic(loc[:-1], "stack.missing-key", f"{where} is required",
                                          f"add `{loc[-1]}:` here", key=True))
         else:
-            msg = err["msg"]
+            msg = err.msg
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
-            got = err.get("input")
+            got = err.input
             shown = "" if isinstance(got, (dict, list)) or got is None or _is_secret_path(loc) else f" (got {_short(got)})"
             out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", _type_hint(kind, loc)))
     return out
@@ -143,7 +131,7 @@ def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None) 
     try:
         return Stack.model_validate(data), source
     except ValidationError as exc:
-        raise DiagnosticError(_pydantic_diagnostics(exc, source)) from None
+        raise DiagnosticError(_model_diagnostics(exc, source)) from None
 
 
 def load_stack(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedStack:
