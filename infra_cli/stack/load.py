@@ -5,12 +5,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.fields import Model, ValidationError
 from infra_cli.stack.model import Stack, flatten_distribution
-from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text
+from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text, short_repr
 
 
 @dataclass(frozen=True)
@@ -61,15 +61,9 @@ def _model_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnost
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
             got = err.input
-            shown = "" if isinstance(got, (dict, list)) or got is None or _is_secret_path(loc) else f" (got {_short(got)})"
+            shown = "" if isinstance(got, (dict, list)) or got is None or _is_secret_path(loc) else f" (got {short_repr(got)})"
             out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", _type_hint(kind, loc)))
     return out
-
-
-def _short(value: Any) -> str:
-    """A value as echoed in a diagnostic: its repr, cut to a line (a hostile stack can hold megabytes)."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def _is_secret_path(loc: tuple) -> bool:

@@ -38,6 +38,12 @@ _CORE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float",
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
 
+def short_repr(value: Any) -> str:
+    """A value as echoed in a diagnostic: its repr, cut to a line (a hostile stack can hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 @dataclass
 class SourceMap:
     file: str
@@ -161,7 +167,7 @@ class _Builder:
             return self._scalars.construct_object(node)
         except (ValueError, TypeError, ArithmeticError, yaml.YAMLError) as exc:
             what = node.tag.rsplit(":", 1)[-1]
-            self._error(node, "stack.syntax", f"{node.value!r} is not a valid {what}: {exc}",
+            self._error(node, "stack.syntax", f"{short_repr(node.value)} is not a valid {what}: {exc}",
                         f"write a valid {what}, or quote the value to make it text")
             return None
 

@@ -213,3 +213,30 @@ def test_a_long_wrong_value_is_not_echoed_whole(tmp_path):
     r = infra("validate", str(stack))
     assert r.returncode == 1 and "error[stack.invalid]" in rules_of(r)
     assert len(r.stdout) + len(r.stderr) < 2_000
+
+
+def test_a_number_too_long_to_read_is_not_echoed_whole(tmp_path):
+    # Python reads no int of more than 4300 digits: the YAML reader's own error echoed all of them.
+    stack = tmp_path / "digits.yaml"
+    stack.write_text("stack: d\n" + WORKSPACE + "clusters:\n  c: {max_instances: " + "9" * 50_000 + "}\n")
+    r = infra("validate", str(stack))
+    assert r.returncode == 1 and "error[stack.syntax]" in rules_of(r) and "(50002 characters)" in r.stderr
+    assert len(r.stdout) + len(r.stderr) < 2_000
+
+
+def test_hostile_values_in_every_kind_of_field_are_diagnostics(tmp_path):
+    # The stack model's own reader (infra_cli/stack/fields.py): odd types and sizes anywhere are diagnostics
+    # with a place, never a crash, and the process ends in time.
+    odd = ["[]", "{}", "null", "true", "-1", "1e400", "-.inf", ".nan", "'   '", "2024-01-02", "0x10", "1_0",
+           "'" + "y" * 10_000 + "'"]
+    fields = ["size", "tier", "min_instances", "max_instances", "idle_time_before_scale_down", "tags",
+              "enable_node_public_ip", "identity", "ssh_settings", "lifecycle", "name", "$schema"]
+    body = "".join(f"  c{i}_{j}: {{{field}: {value}}}\n" for i, field in enumerate(fields) for j, value in enumerate(odd))
+    stack = tmp_path / "odd.yaml"
+    stack.write_text("stack: odd\n" + WORKSPACE + "clusters:\n" + body)
+    r = infra("validate", "--json", str(stack))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    import json
+    found = json.loads(r.stdout)
+    assert found and all(d["line"] and d["file"] for d in found)
+    assert {d["rule"] for d in found} <= {"stack.invalid", "stack.syntax", "stack.unknown-key", "stack.missing-key"}
