@@ -35,7 +35,9 @@ def _parameters() -> list[tuple[str, object, object]]:
 
 PARAMETERS = _parameters()
 VALUES = ["stacks/ib-a100.yaml", "", "-", "x", "0", "1", "7", "64", "65", "-3", "+4", " 5", "5 ", "1e3", "0.5", "1.0",
-          ".5", "5.", "1_000", "nan", "inf", "-0.0", "0x10", "١٢", "true", "no", "ä/ö", "..", "/", str(ROOT / "stacks")]
+          ".5", "5.", "1_000", "nan", "inf", "-0.0", "0x10", "١٢", "true", "no", "ä/ö", "..", "/", str(ROOT / "stacks"),
+          # past 64 bits, past Python's 4300-digit limit on reading an int, past a float's range
+          "9" * 19, "-" + "9" * 19, "9" * 5000, "9" * 400, "1e999", "-1e-999"]
 
 
 def _outcome(coercion, value, param, ctx):
@@ -52,7 +54,7 @@ def test_every_command_parameter_is_listed():
             "typing.List[pathlib.Path]", "typing.List[str]"} <= types, types
 
 
-@pytest.mark.parametrize("value", VALUES)
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: v if len(v) <= 20 else f"{v[:6]}..({len(v)} characters)")
 def test_plain_reading_equals_typers(value):
     checked = 0
     for path, command, param in PARAMETERS:

@@ -21,7 +21,7 @@ try:   # typer 0.29's coercion internals; with another typer every parameter kee
 except ImportError:
     build_runtime_param = coerce_cli_path = None
 
-_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")   # within 64 bits; longer text is typer's to refuse or read
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
