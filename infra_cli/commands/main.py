@@ -15,21 +15,19 @@ import typer
 
 from infra_cli import __version__
 from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
-from infra_cli.commands.output import EXIT_OK, Group, report_error
+from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Group, report_error
 
 
 class _ReportingGroup(Group):
-    """Every command runs inside this: an exception no command handled becomes one line (report_error)."""
+    """Every command runs inside this: an exception no command handled becomes one line (report_error),
+    whether a command raised it or an option's callback while the command line was read (--version writing
+    to a full disk). Click's own exits, usage errors and a closed pipe are handled by click before this."""
 
-    def invoke(self, ctx):
-        # Typer carries its own copy of click: its exception classes are found through Typer's public ones.
-        click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    def main(self, *args, **kwargs):
         try:
-            return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click_exception):
-            raise
+            return super().main(*args, **kwargs)
         except Exception as exc:
-            raise typer.Exit(report_error(exc)) from None
+            sys.exit(report_error(exc))
 
 
 app = typer.Typer(
@@ -97,9 +95,14 @@ def run() -> None:
             or not (code is None or isinstance(code, int)):
         sys.exit(code)
     atexit._run_exitfuncs()   # what normal exit runs first: logging's flush, temporary directories' cleanup
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):   # a closed pipe (infra plan | head): nothing more can be written
-            pass
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:   # a full disk, a closed pipe: the output is incomplete, never a success
+        code = code or EXIT_ERROR
+        if not isinstance(exc, BrokenPipeError):   # a reader that stopped (infra plan | head) wants no message
+            print(f"error: the output could not be written: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
     os._exit(code or 0)
