@@ -68,6 +68,25 @@ def test_plain_reading_equals_typers(value):
     assert checked == len(PARAMETERS) > 50
 
 
+def test_defaults_and_typed_values_are_what_typer_gives():
+    # defaults reach the coercion as they are written (`--timeout`'s 120.0), not as text
+    checked = 0
+    for path, command, param in PARAMETERS:
+        ctx = Context(command, info_name=path)
+        multi = param.multiple or param.nargs == -1
+        for value in (param.default, 0, 7, 2.5, float("nan"), float("inf"), True, Path("stacks"), 10 ** 30):
+            if value is None or callable(value):
+                continue
+            given = tuple(value) if multi and isinstance(value, (list, tuple)) else (value,) if multi else value
+            plain = params.PlainParam(param, lambda d=param.type_descriptor: build_runtime_param(d))
+            theirs = build_runtime_param(param.type_descriptor)
+            mine, typers = _outcome(plain, given, param, ctx), _outcome(theirs, given, param, ctx)
+            same_nan = all(isinstance(v, float) and v != v for v in (mine[1], typers[1]))
+            assert mine == typers or same_nan, (path, param.name, given, mine, typers)
+            checked += 1
+    assert checked > 200
+
+
 def test_no_value_is_what_typer_gives():
     for path, command, param in PARAMETERS:
         ctx = Context(command, info_name=path)

@@ -63,21 +63,26 @@ def read_plain(value: Any, descriptor: Any, param: Any, ctx: Any) -> Any:
 
 
 def _read_one(value: Any, annotation: Any, info: Any, param: Any, ctx: Any) -> Any:
-    if not isinstance(value, str):
-        return UNDECIDED
-    if annotation is str:
+    """Text from the command line, or a default already of the parameter's type (`--timeout`'s 120.0)."""
+    if annotation is str and isinstance(value, str):
         return value
-    if annotation is Path and info.path_type is None:
+    if annotation is Path and info.path_type is None and isinstance(value, (str, Path)):
         return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
-    if annotation is int and _INTEGER.fullmatch(value):
-        return _bounded(int(value), info)
-    if annotation is float and _DECIMAL.fullmatch(value):
-        return _bounded(float(value), info)
+    if annotation is int:
+        if type(value) is int:
+            return _bounded(value, info)
+        if isinstance(value, str) and _INTEGER.fullmatch(value):
+            return _bounded(int(value), info)
+    if annotation is float:
+        if type(value) in (int, float):
+            return _bounded(float(value), info)
+        if isinstance(value, str) and _DECIMAL.fullmatch(value):
+            return _bounded(float(value), info)
     return UNDECIDED
 
 
 def _bounded(number: int | float, info: Any) -> Any:
-    if getattr(info, "clamp", False):
+    if getattr(info, "clamp", False) or number != number:   # clamping, and NaN against bounds, are typer's
         return UNDECIDED
     if (info.min is not None and number < info.min) or (info.max is not None and number > info.max):
         return UNDECIDED   # typer says what the bounds are
