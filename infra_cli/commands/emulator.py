@@ -1,7 +1,5 @@
 """`infra emulator ...` commands. Only typer at import time: the emulator loads inside the command."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Optional

@@ -1,7 +1,5 @@
 """`infra image ...` commands (thin: parse, call the engine, render, exit code)."""
 
-from __future__ import annotations
-
 import json
 import sys
 from typing import List, Optional

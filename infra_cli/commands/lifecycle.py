@@ -4,8 +4,6 @@ Errors the commands do not handle (Azure's refusals, local OS errors, bugs) are 
 wrapper (commands/output.py report_error).
 """
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path

@@ -1,7 +1,5 @@
 """`infra graph` and `infra render`: the stack written out as DOT, or as Azure ML CLI v2 files."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import typer

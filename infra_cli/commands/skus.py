@@ -1,7 +1,5 @@
 """`infra skus`: the catalog of sizes, with live availability from the emulator when asked."""
 
-from __future__ import annotations
-
 import json
 from typing import Optional
 

@@ -1,7 +1,5 @@
 """`infra smoke`: parse, run the stack's smoke jobs through the SDK, print verdicts, exit 0 only if all passed."""
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path

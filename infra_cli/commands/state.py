@@ -4,8 +4,6 @@
 `show STACK` and `state list STACK` read what the stack owns in Azure now (infra's state is the ownership tags).
 """
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path

@@ -1,7 +1,5 @@
 """`infra validate` and `infra schema`: offline, no Azure."""
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path
