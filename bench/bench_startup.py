@@ -84,8 +84,16 @@ def _measure(runs: int, env: dict[str, str], no_bytecode: bool) -> None:
     print(f"{'command':40} {'median s':>9} {'min s':>7} {'- baseline':>10} {'cpu s':>7}  goal (median wall)")
     baseline = None
     failed = False
+    # Round-robin: run i of every case comes before run i + 1 of any, so a machine that slows down for a
+    # while (this one's speed drifts by 15%) slows every case alike instead of the few measured then.
+    measured = {label: ([], []) for label, _, _ in CASES}
+    for _ in range(runs):
+        for label, args, _ in CASES:
+            walls, cpus = wall_times(args, 1, env)
+            measured[label][0].extend(walls)
+            measured[label][1].extend(cpus)
     for label, args, goal in CASES:
-        times, cpus = wall_times(args, runs, env)
+        times, cpus = measured[label]
         median = statistics.median(times)
         baseline = median if baseline is None else baseline
         verdict = ""
