@@ -150,6 +150,32 @@ def test_cancel_stops_a_running_job(ready, tmp_path):
     assert ready.ml.jobs.get(name).status == "Canceled"
 
 
+def test_a_cancel_accepted_while_the_job_starts_is_not_undone(ready, emulator, tmp_path):
+    """CI once saw a job read `Starting` right after its cancel was answered: the runner's thread wrote its
+    next step over CancelRequested. The race is laid out step by step on a job no thread runs: the cancel is
+    accepted, then the runner writes the steps it would have written had it been a moment slower."""
+    import copy
+
+    from infra_cli.emulator.backend import Scope
+
+    name = _running_sleeper(ready, tmp_path, 1)
+    store, runner = emulator.backend.store, emulator.backend.runner
+    [row] = [r for r in store.rows("job") if r.name == name.lower()]
+    body = copy.deepcopy(row.body)
+    body["name"], body["properties"]["status"] = "starting-job", "Starting"
+    store.put("job", row.scope, "starting-job", body)
+    scope = Scope(*row.scope.split("/"))
+
+    ready.ml.jobs.begin_cancel("starting-job")
+    assert ready.ml.jobs.get("starting-job").status == "CancelRequested"
+    for late_step in ("Starting", "Running", "Finalizing"):
+        runner._set_status(scope, "starting-job", late_step)
+        assert ready.ml.jobs.get("starting-job").status == "CancelRequested", late_step
+    runner._set_status(scope, "starting-job", "Canceled")
+    runner._set_status(scope, "starting-job", "Running")     # and an ended job stays ended
+    assert ready.ml.jobs.get("starting-job").status == "Canceled"
+
+
 def test_job_on_missing_compute_is_refused(ready, tmp_path):
     from azure.core.exceptions import HttpResponseError
 

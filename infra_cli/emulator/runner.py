@@ -316,6 +316,11 @@ class JobRunner:
             body = store.get("job", scope.key, name)
             if body is None:
                 return
+            # Statuses only move forward: a cancel accepted while the job was starting must not be hidden by
+            # the runner's next step (Starting, Running, Finalizing), and an ended job stays ended.
+            current = body["properties"].get("status")
+            if current in TERMINAL or (current == "CancelRequested" and status not in TERMINAL):
+                return
             private = dict(body.get("_private") or {})
             now = utc_now_iso()
             if status == "Running":
