@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from infra_cli.diagnostics import Diagnostic
+from infra_cli.knowledge.skus import load_catalog
 from infra_cli.stack.load import load_stack
 from infra_cli.validate.engine import validate_files, validate_stack
 from infra_cli.validate.rules import RULES
@@ -133,6 +134,24 @@ def test_retired_size_is_an_error_offline(tmp_path):
     r = check(tmp_path, "clusters:\n  gpu:\n    size: Standard_NC24r\n")
     d = r.one("cluster.size-retired", "error", "Standard_NC24r")
     assert "2023-09-06" in d.message and "infra plan" in d.hint
+
+
+@pytest.mark.parametrize("size, family", [
+    # a 4-GPU V100 without InfiniBand: current NC sizes, not the catalog's alphabetically first ND (GB200)
+    ("Standard_NC24s_v3", "Standard_NC"),
+    # with InfiniBand: no current NC keeps it, so InfiniBand sizes (ND) with at least its 4 GPUs
+    ("Standard_NC24rs_v3", "Standard_ND"),
+])
+def test_a_retired_sizes_hint_names_current_sizes_that_keep_its_gpus_and_infiniband(tmp_path, size, family):
+    d = check(tmp_path, f"clusters:\n  gpu:\n    size: {size}\n").one("cluster.size-retired", "error", size)
+    named = d.hint.split("e.g. ")[1].split(" (")[0].split(", ")
+    assert named and all(n.startswith(family) for n in named), d.hint
+    catalog = load_catalog()
+    old = catalog.get(size)
+    for n in named:
+        sku = catalog.get(n)
+        assert sku.retirement_date is None and sku.gpus >= old.gpus
+        assert sku.infiniband_eligible or not old.infiniband_eligible
 
 
 @pytest.mark.parametrize("size, reason", [

@@ -146,6 +146,18 @@ def _same_family(size: str, catalog: Catalog) -> list[str]:
     return catalog.family_names(parsed.family) if parsed else []
 
 
+def _successors(retired: Sku, ctx: Context) -> str:
+    """Current sizes of the retired one's family with at least its GPUs, and InfiniBand where it had it: an
+    NC24rs_v3 user is pointed at an NC with InfiniBand, not at the catalog's largest ND."""
+    def keeps(sku: Sku) -> bool:
+        return (sku.retirement_date is None and sku.gpus >= retired.gpus
+                and (sku.infiniband_eligible or not retired.infiniband_eligible))
+    family = [s for s in map(ctx.catalog.get, _same_family(retired.name, ctx.catalog)) if s and keeps(s)]
+    pool = family or [s for s in ctx.catalog if keeps(s) and s.gpus > 0 and s.accelerator == retired.accelerator]
+    picks = sorted(pool, key=lambda s: (s.gpus, s.vcpus, s.name))[:3]
+    return f", e.g. {', '.join(s.name for s in picks)}" if picks else " (`infra skus`)"
+
+
 def _retirement(sku: Sku) -> str:
     day = sku.retirement_date
     when = "" if day is None or day == datetime.date.min else f" on {day.isoformat()}"
@@ -177,7 +189,7 @@ def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnost
         # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
         yield ctx.at(path, "cluster.size-retired",
                      f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
-                     f"choose a current size, e.g. {_ib_sizes(ctx.catalog).split(', ')[0]} "
+                     f"choose a current size{_successors(sku, ctx)} "
                      "(`infra plan` reports a cluster that already exists as a warning)")
     elif sku.retiring_as_of(ctx.today):
         yield ctx.warning(path, "cluster.size-retiring",
