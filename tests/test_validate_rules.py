@@ -645,6 +645,15 @@ def test_declared_launcher_that_disagrees_with_the_command(tmp_path):
     r.one("distribution.launcher-mismatch", "error", "command: ")
 
 
+def test_a_mismatched_launcher_is_said_once_not_judged_as_per_process_too(tmp_path):
+    """Transformers under torchrun declared per-process: the mismatch is the one mistake; torchrun passes the
+    local rank itself, so no --local_rank error is piled on."""
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nframework: transformers\n"
+                                                          "launcher: per-process\n"
+                                                          "command: torchrun --nproc_per_node 8 run_glue.py\n"))
+    assert [d.rule for d in r.diagnostics] == ["distribution.launcher-mismatch"], r.diagnostics
+
+
 def test_a_script_that_launches_per_node_itself_may_declare_it(tmp_path):
     r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: mpi\nlauncher: per-node\ninstance_count: 2\n"
                                                           "command: python launch_node.py\n"))

@@ -472,7 +472,7 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
         return
     per_node = dist.processes_per_instance
     path = ("distributions", name, "process_count_per_instance")
-    if dist.launcher == "per-node":
+    if _launched_per_node(dist):
         return  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
     if sku.gpus == 0:
         yield ctx.warning(("distributions", name, "cluster"), "distribution.no-gpus",
@@ -674,6 +674,14 @@ def _launches(ctx: Context, kind: str) -> Iterator[tuple[str, Distribution, Laun
         step = _training(dist)
         if step is not None and step.kind == kind:
             yield name, dist, step
+
+
+def _launched_per_node(dist: Distribution) -> bool:
+    """How the processes really start: a command that starts a per-node launcher is per-node whatever
+    `launcher:` declares (distribution.launcher-mismatch says that once; the rules judging per-process
+    launch stay quiet rather than pile on)."""
+    step = _training(dist)
+    return dist.launcher == "per-node" or (step is not None and step.kind == "per-node")
 
 
 def _command_at(ctx: Context, name: str, rule_id: str, message: str, hint: str, severity: str = "error") -> Diagnostic:
@@ -976,7 +984,7 @@ def distribution_tensorflow(ctx: Context, name: str, dist: Distribution) -> Iter
 @rule_for_each("distributions", framework=True)
 def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     needle = fw.per_process_command_must_contain if fw else None
-    if not (needle and dist.launcher == "per-process" and dist.command):
+    if not (needle and dist.command) or _launched_per_node(dist):
         return
     steps, error = _parsed(dist.command)
     # HF's argument parser accepts --local_rank and --local-rank alike
