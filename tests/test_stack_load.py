@@ -225,6 +225,9 @@ def test_unknown_keys_at_every_level(path, key, expected):
 def test_unknown_key_with_nothing_close_lists_the_allowed_keys():
     d = one_error("stack: s\n" + WORKSPACE + "clusters:\n  gpu: {size: X, zzz: 1}\n")
     assert "allowed here:" in d.hint and "max_instances" in d.hint
+    # keys as a user writes them in YAML (a pasted compute.yml's `$schema`), not the model's attribute names
+    assert "$schema" in d.hint and "schema_url" not in d.hint
+    assert one_error("stack: s\n" + WORKSPACE + "clusters:\n  gpu: {size: X, schema: 1}\n").hint == "did you mean '$schema'?"
 
 
 @pytest.mark.parametrize("field, value, hint", [

@@ -47,7 +47,7 @@ def _model_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnost
         if kind == "extra_forbidden":
             key = loc[-1]
             owner = _owner_model(loc)
-            known = list(owner.model_fields) if owner else []
+            known = [f.key for f in owner.model_fields.values()] if owner else []  # as written in YAML ($schema)
             close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}?" if close else (
                 f"allowed here: {', '.join(known)}" if known else "remove it")
