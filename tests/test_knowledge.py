@@ -105,6 +105,23 @@ def test_a_broken_file_is_one_diagnostic_with_its_line(validators, name, change,
     assert "INFRA_VALIDATORS_DIR" in d.hint and name in d.hint
 
 
+def test_a_name_rule_whose_section_is_not_in_a_stack_is_a_diagnostic_not_a_crash(validators, tmp_path):
+    """A user's names.yaml row pointing at a place stacks do not have (a typo in `section`) was an
+    AttributeError in the middle of validate."""
+    from infra_cli.validate.engine import validate_stack
+
+    _edit(validators, "names.yaml", _set("names", "environment_variable", "section", "distributions.*.env"))
+    stack = tmp_path / "s.yaml"
+    stack.write_text("stack: s\nworkspace: {subscription_id: 00000000-0000-0000-0000-000000000000, "
+                     "resource_group: rg, name: mlw, location: eastus}\n"
+                     "distributions: {d: {cluster: c, environment: e, type: pytorch}}\n", encoding="utf-8")
+    with pytest.raises(DiagnosticError) as exc:
+        validate_stack(load_stack(stack))
+    [d] = exc.value.diagnostics
+    assert (d.rule, d.file) == ("knowledge.invalid", str(validators / "names.yaml"))
+    assert "'distributions.*.env'" in d.message and "INFRA_VALIDATORS_DIR" in d.hint
+
+
 def test_a_file_that_is_not_yaml_names_its_line(validators):
     (validators / "launchers.yaml").write_text("launchers:\n  torchrun: {kind: per-node\n", encoding="utf-8")
     with pytest.raises(DiagnosticError) as exc:

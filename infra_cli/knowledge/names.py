@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from infra_cli.knowledge.reader import at, load, mapping
+from infra_cli.knowledge.reader import at, invalid, load, mapping, path_of
 
 FILE = "names.yaml"
 HINT = ("fix validators/names.yaml: each name rule needs what, section, rule_id, pattern, rule and source; "
@@ -25,6 +25,22 @@ class NameRule:
     pattern: re.Pattern
     rule: str
     source: str
+
+    def names_in(self, stack: Any) -> list[tuple[str, tuple, bool]]:
+        """(name, path in the stack, whether the name is a key) of each name this rule governs in `stack`.
+        `section` is a dotted path whose `*` stands for every key of a mapping (distributions.*.x)."""
+        owners: list[tuple[Any, tuple]] = [(stack, ())]
+        try:
+            for part in self.section.split("."):
+                owners = [(child, path + (key,)) for owner, path in owners
+                          for key, child in (owner.items() if part == "*" else [(part, getattr(owner, part))])]
+            if self.field is not None:
+                return [(getattr(owner, self.field), path + (self.field,), False) for owner, path in owners]
+            return [(name, path + (name,), True) for owner, path in owners for name in owner]
+        except (AttributeError, TypeError):
+            where = f"section {self.section!r}" + (f" with field {self.field!r}" if self.field else "")
+            raise invalid(path_of(FILE), None, f"{FILE}: the name rule {self.rule_id}: {where} is not a place "
+                          "in a stack that holds names", HINT) from None
 
 
 @dataclass(frozen=True)

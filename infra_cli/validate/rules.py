@@ -100,11 +100,7 @@ def resource_names(ctx: Context) -> Iterator[Diagnostic]:
     """Names Azure would refuse (validators/names.yaml), matched whole: `rg/../x`, `../../etc` and a name
     with a trailing newline never reach a URL or a path."""
     for r in name_rules():
-        if r.field is not None:
-            names = [(getattr(getattr(ctx.stack, r.section), r.field), (r.section, r.field), False)]
-        else:
-            names = [(name, (r.section, name), True) for name in getattr(ctx.stack, r.section)]
-        for name, path, is_key in names:
+        for name, path, is_key in r.names_in(ctx.stack):
             if not r.pattern.fullmatch(name):
                 yield ctx.at(path, r.rule_id, f"{r.what} {name!r} is not a name Azure accepts",
                              f"use {r.rule} ({r.source})", key=is_key)

@@ -240,3 +240,22 @@ def test_hostile_values_in_every_kind_of_field_are_diagnostics(tmp_path):
     found = json.loads(r.stdout)
     assert found and all(d["line"] and d["file"] for d in found)
     assert {d["rule"] for d in found} <= {"stack.invalid", "stack.syntax", "stack.unknown-key", "stack.missing-key"}
+
+
+def test_environment_variable_names_no_job_could_set_are_refused(tmp_path):
+    """An empty name, or one holding '=', cannot be put in a process's environment (POSIX): it validated clean
+    and the job failed on Azure (here the emulator's runner failed it with a ValueError)."""
+    stack = tmp_path / "env.yaml"
+    stack.write_text("stack: env\n" + WORKSPACE +
+                     "clusters: {a100: {size: Standard_ND96asr_v4, max_instances: 2}}\n"
+                     "environments: {acpt: {curated: 'azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest'}}\n"
+                     "distributions:\n  d:\n    cluster: a100\n    environment: acpt\n    type: pytorch\n"
+                     "    process_count_per_instance: 8\n    environment_variables:\n"
+                     "      '': x\n      'X=1': y\n      NCCL_DEBUG: INFO\n      lower.dotted-name: z\n")
+    r = infra("validate", "--json", str(stack))
+    import json
+    found = json.loads(r.stdout)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert [(d["rule"], d["line"], d["column"]) for d in found] == [
+        ("distribution.environment-variable-name", 12, 7), ("distribution.environment-variable-name", 13, 7)], found
+    assert "'='" in found[0]["hint"] and found[0]["hint"].endswith("V1_chap08.html)")
