@@ -247,3 +247,9 @@ def test_state_commands_on_a_bad_stack_say_why_exit_1(tmp_path):
                  ["state", "list", str(tmp_path / "missing.yaml"), "--local"]):
         r = cli(*args)
         assert r.returncode == 1 and r.stdout == "" and "error[" in r.stderr, (args, r.stderr)
+
+
+def test_show_of_a_missing_file_names_both_forms_it_takes():
+    r = cli("show", "missing.plan")
+    assert r.returncode == 1 and r.stdout == "" and "error[show.not-found]: no such file: missing.plan" in r.stderr
+    assert "infra plan STACK --out FILE" in r.stderr and "stack file" in r.stderr

@@ -58,6 +58,9 @@ def show(
         raise fail([Diagnostic("error", "show.no-argument", "infra keeps no state file: name what to show",
                                None, None, None, "`infra show PLANFILE` (saved by `infra plan STACK --out FILE`) "
                                "or `infra show STACK` for what the stack owns in Azure now")])
+    if not target.exists():   # neither a plan nor a stack: say both forms, not only a stack's
+        raise fail([Diagnostic("error", "show.not-found", f"no such file: {target}", str(target), None, None,
+                               "pass a plan saved by `infra plan STACK --out FILE`, or a stack file")])
     if looks_like_plan_file(target):
         _show_plan(target, as_json)
         raise typer.Exit(EXIT_OK)
