@@ -74,7 +74,7 @@ def test_quota_is_enforced_on_create_with_needed_and_available(tmp_path, test_wo
             clients.ml.compute.begin_create_or_update(_cluster(max_instances=2))
         assert info.value.error.code == "QuotaExceeded"
         message = info.value.error.message
-        assert "standardNDASv4_A100Family" in message and "Current Limit: 96" in message
+        assert "'Standard NDASv4_A100 Family Cluster Dedicated vCPUs'" in message and "Current Limit: 96" in message
         assert "Additional Required: 192" in message and "Current Usage: 0" in message
         clients.ml.compute.begin_create_or_update(_cluster(max_instances=1)).result()
         usages = {u.name.value: (u.current_value, u.limit) for u in clients.compute.usage.list("eastus")}
@@ -83,6 +83,23 @@ def test_quota_is_enforced_on_create_with_needed_and_available(tmp_path, test_wo
         with pytest.raises(HttpResponseError) as info:
             clients.ml.compute.begin_create_or_update(_cluster(max_instances=2))
         assert info.value.error.code == "QuotaExceeded"
+
+
+def test_low_priority_nodes_draw_on_the_regions_low_priority_total_not_the_family(tmp_path, test_workspace):
+    from infra_cli.azure.clients import build_clients
+
+    world = tmp_path / "world.yaml"
+    world.write_text("regions: {eastus: {offers: all}}\n"
+                     "quota: {default_family_limit: 96, total_low_priority_limit: 200, total_dedicated_limit: 1000}\n")
+    with start_emulator(tmp_path / "local", world=world) as server:
+        clients = build_clients(test_workspace, local=True, emulator=server)
+        # 192 low-priority vCPUs: past the family's 96 dedicated, within the 200 low-priority total
+        clients.ml.compute.begin_create_or_update(_cluster(max_instances=2, tier="low_priority")).result()
+        with pytest.raises(HttpResponseError) as info:
+            clients.ml.compute.begin_create_or_update(_cluster(name="gpu2", max_instances=1, tier="low_priority"))
+        assert "'Total Cluster LowPriority Regional vCPUs'" in info.value.error.message
+        assert "Current Usage: 192" in info.value.error.message
+        clients.ml.compute.begin_create_or_update(_cluster(name="gpu3", max_instances=1)).result()   # dedicated: its own pools
 
 
 def test_restricted_or_unoffered_size_is_refused(clients, test_workspace):
@@ -129,5 +146,9 @@ def test_region_facts_through_both_sdks(clients):
     assert "Standard_NC24r" not in skus
     ml_sizes = {s.name for s in clients.ml.compute.list_sizes(location="westus2")}
     assert "Standard_ND96asr_v4" in ml_sizes and "Standard_ND96isr_H200_v5" not in ml_sizes
+    # Azure ML's own quota, named as its Usage/list.json example names it
     usage = {u.name["value"]: u for u in clients.ml.compute.list_usage(location="eastus")}
-    assert usage["standardNDASv4_A100Family"].limit == 960
+    assert usage["Standard NDASv4_A100 Family Cluster Dedicated vCPUs"].limit == 960
+    assert usage["Standard NDASv4_A100 Family Cluster LowPriority vCPUs"].limit == -1
+    assert usage["Total Cluster Dedicated Regional vCPUs"].type == "Microsoft.MachineLearningServices/dedicatedCores/usages"
+    assert usage["Total Cluster LowPriority Regional vCPUs"].limit == 960

@@ -34,7 +34,7 @@ API_ENVIRONMENTS = "2023-04-01-preview"
 API_REGISTRY_DISCOVERY = "v1.0"
 API_REGISTRY_ASSETS = "2021-10-01-dataplanepreview"
 API_SKUS = "2021-07-01"
-API_USAGES = "2026-04-01"
+API_USAGES = "2023-08-01-preview"   # azure-ai-ml's compute.list_usage
 MFE_PATH_PREFIX = "mferp/managementfrontend"
 # what azure-ai-ml calls each kind of compute (Compute._from_rest_object); any other is "unsupported"
 _SDK_COMPUTE_TYPES = {t: t for t in ("amlcompute", "computeinstance", "virtualmachine", "kubernetes", "synapsespark")}
@@ -260,15 +260,18 @@ class Provider:
         return {str(s["name"]).lower(): sku_offer(s, location) for s in skus
                 if s.get("resourceType") == "virtualMachines" and s.get("name")}
 
-    def usages(self, location: str) -> dict[str, dict[str, Any]]:
-        """family -> {family, current, limit}: the region's vCPU usage and quota (one paged list)."""
-        out = {}
-        for usage in self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/Microsoft.Compute/"
-                                           f"locations/{location}/usages", API_USAGES):
-            family = (usage.get("name") or {}).get("value")
-            if family:
-                out[family] = {"family": family, "current": int(usage.get("currentValue") or 0),
-                               "limit": int(usage.get("limit") or 0)}
+    def usages(self, location: str) -> list[dict[str, Any]]:
+        """Azure ML's vCPU usage and quota in a region, which AmlCompute draws on (not Microsoft.Compute's VM
+        quota): [{id, type, name, current, limit}], one paged list."""
+        out = []
+        for usage in self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/"
+                                           f"Microsoft.MachineLearningServices/locations/{location}/usages", API_USAGES):
+            name = (usage.get("name") or {}).get("value")
+            if name:
+                limit = usage.get("limit")
+                out.append({"id": usage.get("id"), "type": usage.get("type"), "name": name,
+                            "current": int(usage.get("currentValue") or 0),
+                            "limit": -1 if limit is None else int(limit)})
         return out
 
     # ---- smoke records (the last smoke of each distribution, on Azure) ------------------------------------

@@ -8,7 +8,7 @@ import re
 
 from infra_cli.knowledge.skus import Sku
 from infra_cli.emulator.backend import Backend
-from infra_cli.emulator.ml_computes import compute_usage
+from infra_cli.emulator.ml_computes import compute_usage, ml_family_quota_name
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
 
 _LOCATION_FILTER = re.compile(r"location\s+eq\s+'([^']+)'", re.IGNORECASE)
@@ -61,13 +61,27 @@ def compute_usages(backend: Backend, req: Request, subscription: str, location: 
 
 
 def ml_usages(backend: Backend, req: Request, subscription: str, location: str) -> Response:
+    """Azure ML's quota as its usages list gives it (Usage/list.json of the 2024-10-01 spec): the region's
+    dedicated and low-priority totals, and each family's dedicated and low-priority pools (the latter with no
+    limit of their own, -1)."""
     region = _location(location)
-    rows = [{"id": f"/subscriptions/{subscription}/providers/Microsoft.MachineLearningServices/locations/{region}"
-                   f"/usages/{r['name']['value']}",
-             "amlWorkspaceLocation": region, "type": "Microsoft.MachineLearningServices/vmFamily/usages",
-             "unit": "Count", "currentValue": r["currentValue"], "limit": r["limit"],
-             "name": {"value": r["name"]["value"], "localizedValue": f"Dedicated {r['name']['value']} Cores"}}
-            for r in _usages(backend, subscription, region)]
+    sub_id = f"/subscriptions/{subscription}"
+
+    def row(kind: str, name: str, used: int, limit: int, suffix: str = "") -> dict:
+        return {"id": f"{sub_id}/usages{suffix}", "amlWorkspaceLocation": region,
+                "type": f"Microsoft.MachineLearningServices/{kind}/usages", "unit": "Count",
+                "currentValue": used, "limit": limit, "name": {"value": name, "localizedValue": name}}
+
+    rows = []
+    for priority, kind in (("Dedicated", "dedicatedCores"), ("LowPriority", "lowPriorityCores")):
+        rows.append(row(kind, f"Total Cluster {priority} Regional vCPUs",
+                        compute_usage(backend, subscription, region, None, priority=priority),
+                        backend.world.total_limit(region, priority)))
+        for family in backend.world.families(region):
+            name = ml_family_quota_name(family, priority)
+            rows.append(row("vmFamily", name, compute_usage(backend, subscription, region, family, priority=priority),
+                            backend.world.family_limit(region, family) if priority == "Dedicated" else -1,
+                            "/" + name.replace(" ", "_")))
     return json_response(200, {"value": rows})
 
 

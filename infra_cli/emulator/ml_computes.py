@@ -49,9 +49,10 @@ def _credentials_fingerprint(creds: dict | None) -> str | None:
     return hashlib.sha256(json.dumps(creds, sort_keys=True).encode()).hexdigest()
 
 
-def compute_usage(backend: Backend, subscription: str, location: str, family: str, *,
-                  excluding: tuple[str, str] | None = None) -> int:
-    """vCPUs committed in a family and region: every live cluster's maximum nodes x the size's vCPUs.
+def compute_usage(backend: Backend, subscription: str, location: str, family: str | None, *,
+                  priority: str | None = None, excluding: tuple[str, str] | None = None) -> int:
+    """vCPUs committed in a family (None: every family) and region, of one priority (Dedicated, LowPriority;
+    None: both): every live cluster's maximum nodes x the size's vCPUs.
 
     Azure counts only allocated nodes; the emulator counts each cluster's maximum, so a create that could
     never scale to its maximum is refused up front, where plan and apply can report it."""
@@ -65,8 +66,10 @@ def compute_usage(backend: Backend, subscription: str, location: str, family: st
         if body["properties"].get("provisioningState") == "Failed":
             continue
         inner = _inner(body)
+        if priority is not None and str(inner.get("vmPriority") or "Dedicated").lower() != priority.lower():
+            continue
         sku = backend.world.catalog.get(inner.get("vmSize", ""))
-        if sku is not None and sku.family.lower() == family.lower():
+        if sku is not None and (family is None or sku.family.lower() == family.lower()):
             used += int((inner.get("scaleSettings") or {}).get("maxNodeCount", 0)) * sku.vcpus
     return used
 
@@ -215,19 +218,34 @@ def _check_size(backend: Backend, size: str, location: str) -> None:
 
 
 def _check_quota(backend: Backend, scope: Scope, name: str, inner: dict, location: str) -> None:
+    """Azure ML's quota, as its usages list shows it (compute_rp.ml_usages): dedicated nodes draw on their
+    family's pool and the region's dedicated total, low-priority nodes on the region's low-priority total."""
     sku = backend.world.catalog.get(inner["vmSize"])
     if sku is None:
         return
     needed = int((inner.get("scaleSettings") or {}).get("maxNodeCount", 0)) * sku.vcpus
-    used = compute_usage(backend, scope.subscription, location, sku.family,
-                         excluding=(scope.key, name.lower()))
-    limit = backend.world.family_limit(location, sku.family)
-    if used + needed > limit:
-        raise ArmError(400, "QuotaExceeded",
-                       f"Operation could not be completed as it results in exceeding approved {sku.family} Cores "
-                       f"quota. Location: {location}, Current Limit: {limit}, Current Usage: {used}, Additional "
-                       f"Required: {needed}, (Minimum) New Limit Required: {used + needed}. Lower max_instances "
-                       f"or request a quota increase for {sku.family} in {location}.", target="maxNodeCount")
+    priority = "LowPriority" if str(inner.get("vmPriority") or "").lower() == "lowpriority" else "Dedicated"
+    pools = [(f"Total Cluster {priority} Regional vCPUs", None, backend.world.total_limit(location, priority))]
+    if priority == "Dedicated":
+        pools.append((ml_family_quota_name(sku.family, priority), sku.family,
+                      backend.world.family_limit(location, sku.family)))
+    for pool, family, limit in pools:
+        used = compute_usage(backend, scope.subscription, location, family, priority=priority,
+                             excluding=(scope.key, name.lower()))
+        if used + needed > limit:
+            raise ArmError(400, "QuotaExceeded",
+                           f"Operation could not be completed as it results in exceeding approved quota of '{pool}'. "
+                           f"Location: {location}, Current Limit: {limit}, Current Usage: {used}, Additional "
+                           f"Required: {needed}, (Minimum) New Limit Required: {used + needed}. Lower max_instances "
+                           f"or request an Azure ML quota increase in {location}.", target="maxNodeCount")
+
+
+def ml_family_quota_name(family: str, priority: str) -> str:
+    """Azure ML's name for a size family's quota: standardNDASv4_A100Family, Dedicated ->
+    'Standard NDASv4_A100 Family Cluster Dedicated vCPUs' (Usage/list.json of the 2024-10-01 spec)."""
+    core = family[len("standard"):] if family.lower().startswith("standard") else family
+    core = core[: -len("family")] if core.lower().endswith("family") else core
+    return f"Standard {core} Family Cluster {priority} vCPUs"
 
 
 def _new_body(scope: Scope, name: str, request: dict, inner: dict, location: str) -> dict:

@@ -41,6 +41,8 @@ class World:
         self._family_limits = {k.lower(): int(v) for k, v in (quota.get("families") or {}).items()}
         self._region_limits = {r.lower(): {k.lower(): int(v) for k, v in (fams or {}).items()}
                                for r, fams in (quota.get("regions") or {}).items()}
+        self._total_limits = {"dedicated": int(quota.get("total_dedicated_limit", 4800)),
+                              "lowpriority": int(quota.get("total_low_priority_limit", 960))}
         self.names = {kind: NameRule(re.compile(r["pattern"]), r["rule"], r.get("source", ""))
                       for kind, r in (data.get("names") or {}).items()}
 
@@ -67,6 +69,10 @@ class World:
     def family_limit(self, region: str, family: str) -> int:
         region_limits = self._region_limits.get(region.lower(), {})
         return region_limits.get(family.lower(), self._family_limits.get(family.lower(), self._default_limit))
+
+    def total_limit(self, region: str, priority: str) -> int:
+        """The region's Azure ML vCPU total for a priority (Dedicated, LowPriority), over every family."""
+        return self._total_limits[priority.lower()]
 
     def families(self, region: str) -> list[str]:
         return sorted({o.sku.family for o in self.offers(region)})

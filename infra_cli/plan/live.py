@@ -8,6 +8,7 @@ the workspace's computes and environments are one list call each, whatever the s
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,7 +36,7 @@ class Provider(Protocol):
 
     def sku_offers(self, location: str) -> dict[str, dict[str, Any]]: ...
 
-    def usages(self, location: str) -> dict[str, dict[str, Any]]: ...
+    def usages(self, location: str) -> list[dict[str, Any]]: ...
 
     def record_smoke(self, stack: str, distribution: str, tags: dict[str, str]) -> None: ...
 
@@ -66,9 +67,41 @@ class LiveSku:
 
 @dataclass(frozen=True)
 class LiveQuota:
-    family: str
+    """One pool of Azure ML cluster vCPUs: a size family's, or a region's total, as Azure names it."""
+
+    name: str       # "Standard NDASv4_A100 Family Cluster Dedicated vCPUs", "Total Cluster Dedicated Regional vCPUs"
     current: int
-    limit: int
+    limit: int      # -1: the pool sets no limit of its own
+    workspace: str | None = None   # a workspace's share of a family pool, else the subscription's pool
+
+
+def family_key(name: str) -> str:
+    """A size family as both namings reduce to it: the SKU's `standardNDASv4_A100Family` and Azure ML's quota
+    `Standard NDASv4_A100 Family Cluster Dedicated vCPUs` are both `ndasv4a100`."""
+    key = re.sub(r"[^a-z0-9]", "", name.lower()).removeprefix("standard")
+    for tail in ("familyclusterdedicatedvcpus", "familyclusterlowpriorityvcpus", "family"):
+        key = key.removesuffix(tail)
+    return key
+
+
+@dataclass
+class AmlQuota:
+    """Azure ML's own quota in a region (Microsoft.MachineLearningServices/locations/{loc}/usages), which every
+    AmlCompute node draws on; a VM quota of Microsoft.Compute does not apply to it.
+    https://learn.microsoft.com/azure/machine-learning/how-to-manage-quotas"""
+
+    dedicated_total: LiveQuota | None = None
+    low_priority_total: LiveQuota | None = None
+    # family key -> pool, subscription-wide; and per workspace (lower-case name), where Azure sets one
+    families: dict[tuple[str, str], LiveQuota] = field(default_factory=dict)   # (tier, family) -> pool
+    workspace_families: dict[tuple[str, str, str], LiveQuota] = field(default_factory=dict)  # (ws, tier, family)
+
+    def pools(self, family: str, tier: str, workspace: str) -> list[LiveQuota]:
+        """The pools a cluster of `family` (the SKU's family name) and `tier` draws on, limited ones only."""
+        key, tier = family_key(family), "low_priority" if tier == "low_priority" else "dedicated"
+        found = [self.low_priority_total if tier == "low_priority" else self.dedicated_total,
+                 self.families.get((tier, key)), self.workspace_families.get((workspace.lower(), tier, key))]
+        return [q for q in found if q is not None and q.limit >= 0]
 
 
 @dataclass
@@ -76,7 +109,7 @@ class LiveFacts:
     location: str
     workspace_location: str | None  # None: the workspace does not exist
     skus: dict[str, LiveSku] = field(default_factory=dict)  # lower-case size -> sku
-    quota: dict[str, LiveQuota] = field(default_factory=dict)  # family -> usage
+    quota: AmlQuota = field(default_factory=AmlQuota)
 
 
 # ---- plain data -> plan's types ---------------------------------------------------------------------------
@@ -99,8 +132,30 @@ def live_skus(offers: dict[str, dict[str, Any]]) -> dict[str, LiveSku]:
             for k, o in offers.items()}
 
 
-def live_quota(usages: dict[str, dict[str, Any]]) -> dict[str, LiveQuota]:
-    return {k: LiveQuota(u["family"], u["current"], u["limit"]) for k, u in usages.items()}
+_WORKSPACE_USAGE = re.compile(r"/workspaces/([^/]+)/usages/", re.IGNORECASE)
+
+
+def live_quota(usages: list[dict[str, Any]]) -> AmlQuota:
+    """Azure ML's usage rows (id, type, name, current, limit) as the pools they describe. Rows of one compute
+    (`.../computes/X/usages/...`) say how a pool is used, not a limit of their own, and are passed over."""
+    quota = AmlQuota()
+    for u in usages:
+        kind, name, row_id = str(u.get("type") or "").lower(), str(u.get("name") or ""), str(u.get("id") or "")
+        workspace = _WORKSPACE_USAGE.search(row_id)
+        pool = LiveQuota(name, int(u.get("current") or 0), int(u.get("limit") if u.get("limit") is not None else -1),
+                         workspace.group(1) if workspace else None)
+        tier = "low_priority" if "lowpriority" in name.lower().replace(" ", "") else "dedicated"
+        if kind.endswith("/dedicatedcores/usages"):
+            quota.dedicated_total = pool
+        elif kind.endswith("/lowprioritycores/usages"):
+            quota.low_priority_total = pool
+        elif "/computes/" in row_id.lower() or "family" not in name.lower():
+            continue
+        elif pool.workspace is not None:
+            quota.workspace_families[(pool.workspace.lower(), tier, family_key(name))] = pool
+        elif kind.endswith("/vmfamily/usages"):
+            quota.families[(tier, family_key(name))] = pool
+    return quota
 
 
 # Smoke records are environment versions whose tags say the result and the inputs it was judged on.
@@ -197,7 +252,7 @@ def read_environment(provider: Provider, name: str, pinned: str | None) -> Resou
 
 
 def live_facts(provider: Provider, location: str) -> LiveFacts:
-    """Workspace location, size offers and restrictions, vCPU quota: three reads, concurrently."""
+    """Workspace location, size offers and restrictions, Azure ML's vCPU quota: three reads, concurrently."""
     with ThreadPoolExecutor(max_workers=3) as pool:
         ws_f = pool.submit(provider.workspace_location)
         skus_f = pool.submit(provider.sku_offers, location)

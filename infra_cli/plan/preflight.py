@@ -2,7 +2,8 @@
 
 Checks: the workspace exists and is where the clusters are; each size exists and is not restricted in the
 region (Microsoft.Compute resource SKUs); the live RdmaEnabled capability against the catalog (whose SR-IOV
-knowledge wins for NC24r-class sizes); the vCPU quota of each family covers the clusters' max_instances.
+knowledge wins for NC24r-class sizes); Azure ML's vCPU quota (the region's total for the tier, the size
+family's, the workspace's) covers the clusters' max_instances.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections import defaultdict
 
 from infra_cli.knowledge.skus import Catalog
 from infra_cli.diagnostics import Diagnostic
-from infra_cli.plan.live import LiveFacts
+from infra_cli.plan.live import LiveFacts, LiveQuota
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Resource, ResourceChange
 from infra_cli.stack.source import SourceMap
 
@@ -22,21 +23,23 @@ from infra_cli.stack.source import SourceMap
 LIVE_JUDGED_RULES = frozenset({"cluster.size-retired"})
 
 
-def _vcpus_delta(change: ResourceChange, facts: LiveFacts) -> tuple[str, int] | None:
-    """(family, extra vCPUs this change reserves) for a cluster change, else None."""
+def _vcpus_delta(change: ResourceChange, facts: LiveFacts) -> tuple[str, str, int] | None:
+    """(family, tier, extra vCPUs this change reserves at max_instances) for a cluster change, else None."""
     after, before = change.after or {}, change.before or {}
     sku = facts.skus.get(str(after.get("size", "")).lower())
     if sku is None:
         return None
+    tier = str(after.get("tier") or "dedicated")
     new = after.get("max_instances", 0) * sku.vcpus
     if change.actions == CREATE:
-        return sku.family, new
+        return sku.family, tier, new
     old_sku = facts.skus.get(str(before.get("size", "")).lower())
     old = before.get("max_instances", 0) * (old_sku.vcpus if old_sku else 0)
+    same_pool = old_sku is not None and old_sku.family == sku.family and (before.get("tier") or "dedicated") == tier
     if change.actions == REPLACE:
-        return sku.family, new - (old if old_sku and old_sku.family == sku.family else 0)
+        return sku.family, tier, new - (old if same_pool else 0)
     if change.actions == UPDATE:
-        return sku.family, new - old
+        return sku.family, tier, new - old
     return None
 
 
@@ -84,25 +87,30 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
                       f"check validators/skus.yaml's row for {size} against its source", "warning")
 
     out += retired_sizes(changes, catalog, source)
-    needed: dict[str, int] = defaultdict(int)
-    sizes: dict[str, set[str]] = defaultdict(set)
-    first_cluster: dict[str, str] = {}
+    # Azure ML's quota (not the subscription's VM quota): each cluster draws on its tier's regional total, its
+    # family's pool and the workspace's share of it, wherever Azure sets a limit.
+    needed: dict[LiveQuota, int] = defaultdict(int)
+    sizes: dict[LiveQuota, set[str]] = defaultdict(set)
+    first_cluster: dict[LiveQuota, str] = {}
     for change in clusters:
         delta = _vcpus_delta(change, facts)
-        if delta and delta[1] > 0:
-            needed[delta[0]] += delta[1]
-            sizes[delta[0]].add((change.after or {}).get("size", ""))
-            first_cluster.setdefault(delta[0], change.name)
-    for family, extra in sorted(needed.items()):
-        usage = facts.quota.get(family)
-        if usage is None:
+        if not delta or delta[2] <= 0:
             continue
-        available = usage.limit - usage.current
+        family, tier, extra = delta
+        for pool in facts.quota.pools(family, tier, workspace_name):
+            needed[pool] += extra
+            sizes[pool].add((change.after or {}).get("size", ""))
+            first_cluster.setdefault(pool, change.name)
+    for pool, extra in sorted(needed.items(), key=lambda item: (item[0].workspace or "", item[0].name)):
+        available = pool.limit - pool.current
         if extra > available:
-            error(("clusters", first_cluster[family], "max_instances"), "preflight.quota",
-                  f"not enough vCPU quota for {', '.join(sorted(sizes[family]))} in {facts.location}: the plan needs "
-                  f"{extra} more vCPUs of {family}, {available} are available ({usage.current} used of {usage.limit})",
-                  "request a quota increase for the family in this region, or lower max_instances")
+            share = f" in workspace {pool.workspace!r}" if pool.workspace else ""
+            error(("clusters", first_cluster[pool], "max_instances"), "preflight.quota",
+                  f"not enough Azure ML quota for {', '.join(sorted(sizes[pool]))} in {facts.location}: the plan needs "
+                  f"{extra} more vCPUs of '{pool.name}'{share} at max_instances, {max(available, 0)} are available "
+                  f"({pool.current} used of {pool.limit})",
+                  "request an Azure ML quota increase for this region (https://learn.microsoft.com/azure/"
+                  "machine-learning/how-to-manage-quotas), or lower max_instances")
     return out
 
 

@@ -1,6 +1,6 @@
-"""Resource SKUs and usages (Microsoft.Compute): Azure's recorded examples replayed through infra's real
-REST reader (azure/arm.py, the requests azure-mgmt-compute would send), and the live facts plan's preflight
-reads from them."""
+"""Resource SKUs (Microsoft.Compute) and Azure ML's usages: Azure's recorded examples replayed through infra's
+real REST reader (azure/arm.py, the requests azure-mgmt-compute and azure-ai-ml would send), and the live facts
+plan's preflight reads from them."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from responses import matchers
 from contract_support import ARM, azure_clients, example, query_of, replay, response_body, sent
 from spec_schema import SKUS_SPEC, problems
 
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import API_USAGES, Provider
 from infra_cli.plan.live import LiveQuota, LiveSku, live_quota, live_skus
 
 SKUS = example("compute/skus/2021-07-01/ListAvailableResourceSkusForARegion.json")
-USAGE_MAX = example("compute/ComputeRP/2025-04-01/Usage_List_MaximumSet_Gen.json")
-USAGE_MIN = example("compute/ComputeRP/2024-11-01/Usage_List_MinimumSet_Gen.json")
+ML_USAGES = example("machinelearningservices/2024-10-01/Usage/list.json")
 SUBSCRIPTION = "34adfa4f-cedf-4dc0-ba29-b6d1a69ab345"  # the examples say "{subscription-id}"
 WORKSPACE = {"subscriptionId": SUBSCRIPTION, "resourceGroupName": "testrg123", "workspaceName": "workspaces123"}
 SKUS_URL = f"{ARM}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/skus"
@@ -24,10 +23,6 @@ SKUS_URL = f"{ARM}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/skus
 @pytest.fixture
 def clients(monkeypatch):
     return azure_clients(monkeypatch, WORKSPACE, "westus")
-
-
-def usages_url(location: str) -> str:
-    return f"{ARM}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/{location}/usages"
 
 
 def test_skus_are_asked_for_as_recorded_and_read(clients):
@@ -67,20 +62,78 @@ def test_a_restricted_size_says_why(clients):
     assert skus["standard_a0"].restrictions == (), "a zone restriction leaves the region's other zones"
 
 
-def test_usages_follow_next_link_and_skip_nameless_ones(clients):
-    """Usage_List_MaximumSet_Gen ends with a nextLink placeholder ("aaa..."): the replay puts the usages URL
-    with a $skipToken there, and answers it with Usage_List_MinimumSet_Gen's page, whose usage has an empty
-    name (no family: nothing to hold a size's quota against)."""
-    location = "westus"
-    first = response_body(USAGE_MAX)
-    assert not first["nextLink"].startswith("https://"), "a placeholder, not a URL"
-    first["nextLink"] = f"{usages_url(location)}?api-version={USAGE_MAX['parameters']['api-version']}&$skipToken=p2"
+def ml_usages_url(location: str) -> str:
+    return f"{ARM}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.MachineLearningServices/locations/{location}/usages"
+
+
+def test_azure_ml_quota_is_read_from_its_usages_as_recorded(clients):
+    """Usage/list.json (Azure ML's usages, which AmlCompute draws on; not Microsoft.Compute's VM quota), split
+    into two pages by a nextLink: the regional totals per tier, each family's pools and a workspace's share
+    are read; rows of single computes and the cluster count are not pools of vCPUs."""
+    location = ML_USAGES["parameters"]["location"]
+    rows = response_body(ML_USAGES)["value"]
+    first = {"value": rows[:5], "nextLink": f"{ml_usages_url(location)}?api-version={API_USAGES}&$skipToken=p2"}
     with replay() as mock:
-        mock.get(usages_url(location), json=response_body(USAGE_MIN),
+        mock.get(ml_usages_url(location), json={"value": rows[5:]},
                  match=[matchers.query_param_matcher({"$skipToken": "p2"}, strict_match=False)])
-        mock.get(usages_url(location), json=first)
+        mock.get(ml_usages_url(location), json=first)
         quota = live_quota(Provider(clients).usages(location))
-    assert len(sent(mock, "GET")) == 2
-    recorded = USAGE_MAX["responses"]["200"]["body"]["value"][0]
-    family = recorded["name"]["value"]
-    assert quota == {family: LiveQuota(family, recorded["currentValue"], recorded["limit"])}
+    requests = sent(mock, "GET")
+    assert len(requests) == 2 and query_of(requests[0])["api-version"] == API_USAGES
+    assert quota.dedicated_total == LiveQuota("Total Cluster Dedicated Regional vCPUs", 14, 24)
+    assert quota.low_priority_total == LiveQuota("Total Cluster LowPriority Regional vCPUs", 18, 50)
+    assert quota.families == {
+        ("dedicated", "d"): LiveQuota("Standard D Family Cluster Dedicated vCPUs", 0, 48),
+        ("dedicated", "dsv2"): LiveQuota("Standard DSv2 Family Cluster Dedicated vCPUs", 2, 24),
+        ("dedicated", "nc"): LiveQuota("Standard NC Family Cluster Dedicated vCPUs", 12, 24),
+        ("dedicated", "ncv3"): LiveQuota("Standard NCv3 Family Cluster Dedicated vCPUs", 0, 0),
+        ("low_priority", "nc"): LiveQuota("Standard NC Family Cluster LowPriority vCPUs", 18, -1),
+    }
+    # the recorded workspace rows spell their type two ways (workspaces/usages, workspace/usages): the id says it
+    assert quota.workspace_families == {
+        ("demo_workspace1", "dedicated", "dsv2"): LiveQuota("Standard DSv2 Family Cluster Dedicated vCPUs", 2, 24,
+                                                            "demo_workspace1"),
+        ("demo_workspace1", "dedicated", "nc"): LiveQuota("Standard NC Family Cluster Dedicated vCPUs", 6, 24,
+                                                          "demo_workspace1"),
+        ("demo_workspace1", "low_priority", "nc"): LiveQuota("Standard NC Family Cluster LowPriority vCPUs", 6, -1,
+                                                             "demo_workspace1"),
+    }
+    # a size's family as Azure ML's vmSizes and the resource SKUs name it finds its pools
+    assert [q.name for q in quota.pools("standardDSv2Family", "dedicated", "demo_workspace1")] == [
+        "Total Cluster Dedicated Regional vCPUs", "Standard DSv2 Family Cluster Dedicated vCPUs",
+        "Standard DSv2 Family Cluster Dedicated vCPUs"]
+    assert [q.name for q in quota.pools("standardNCFamily", "low_priority", "other")] == [
+        "Total Cluster LowPriority Regional vCPUs"]     # the family's low-priority pool has no limit (-1)
+
+
+@pytest.mark.parametrize("tier, nodes, short", [
+    ("dedicated", 1, None),                                        # 6 vCPUs: 10 left in the total, 12 in NC
+    ("dedicated", 2, "Total Cluster Dedicated Regional vCPUs"),    # 12: past the total's 10
+    ("low_priority", 5, None),                                     # 30 of the low-priority total's 32
+    ("low_priority", 6, "Total Cluster LowPriority Regional vCPUs"),
+])
+def test_preflight_holds_a_new_cluster_to_the_recorded_quota(tmp_path, clients, tier, nodes, short):
+    from infra_cli.knowledge.skus import load_catalog
+    from infra_cli.plan.live import LiveFacts
+    from infra_cli.plan.model import CREATE, ResourceChange
+    from infra_cli.plan.preflight import preflight
+    from infra_cli.stack.load import load_stack
+
+    location = ML_USAGES["parameters"]["location"]
+    with replay() as mock:
+        mock.get(ml_usages_url(location), json=response_body(ML_USAGES))
+        quota = live_quota(Provider(clients).usages(location))
+    stack = tmp_path / "s.yaml"
+    stack.write_text("stack: s\nworkspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg,"
+                     f" name: demo_workspace1, location: {location}}}\n"
+                     f"clusters:\n  nc6:\n    size: Standard_NC6\n    tier: {tier}\n    max_instances: {nodes}\n")
+    after = {"size": "Standard_NC6", "tier": tier, "max_instances": nodes}
+    facts = LiveFacts(location, location, {"standard_nc6": LiveSku("Standard_NC6", "standardNCFamily", 6, False)}, quota)
+    found = [d for d in preflight([ResourceChange("cluster.nc6", "cluster", "nc6", CREATE, None, after)], [], facts,
+                                  load_catalog(), load_stack(stack).source, "demo_workspace1")
+             if d.rule == "preflight.quota"]
+    if short is None:
+        assert found == []
+    else:
+        [d] = found
+        assert f"'{short}'" in d.message and f"{nodes * 6} more vCPUs" in d.message and d.line == 7, d.message  # at max_instances
