@@ -600,6 +600,19 @@ def test_per_node_processes_against_the_gpus(tmp_path, command, rule, severity, 
     assert needle in d.message
 
 
+def test_a_total_process_count_is_hinted_as_a_total(tmp_path):
+    """accelerate's --num_processes counts every machine's processes: on 2 nodes of 8 GPUs the fix is 16 (the hint
+    said 8, the value already there, since it told per-node from total by the flag's spelling)."""
+    command = ("accelerate launch --multi_gpu --num_processes 8 --num_machines 2 --machine_rank $NODE_RANK "
+               "--main_process_ip $MASTER_ADDR --main_process_port $MASTER_PORT train.py")
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: pytorch\ninstance_count: 2\ncommand: {command}\n"))
+    d = r.one("distribution.gpus-underused", "warning", "command: accelerate")
+    assert "4 of the 8 GPUs" in d.message and d.hint.startswith("pass --num_processes 16 "), d.hint
+    over = command.replace("--num_processes 8", "--num_processes 32")
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: pytorch\ninstance_count: 2\ncommand: {over}\n"))
+    assert r.one("distribution.gpus-exceeded", "error", "command: accelerate").hint.startswith("pass --num_processes 16 ")
+
+
 RENDEZVOUS = "--node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
 
 

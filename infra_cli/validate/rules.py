@@ -793,18 +793,19 @@ def distribution_launcher_gpus(ctx: Context) -> Iterator[Diagnostic]:
         per_node, said = _per_node_processes(step, dist, sku.gpus)
         if per_node is None:
             continue
-        flag = step.launcher.flags.get("processes_per_node", step.launcher.flags.get("processes_total", ("",)))[0]
+        # the launcher's count is per node (torchrun) or across every node (accelerate's --num_processes)
+        flags = step.launcher.flags
+        flag, wanted = ((flags["processes_per_node"][0], sku.gpus) if flags.get("processes_per_node")
+                        else (flags.get("processes_total", ("",))[0], sku.gpus * dist.instance_count))
         if per_node > sku.gpus:
             yield _command_at(ctx, name, "distribution.gpus-exceeded",
                               f"{said} starts {per_node} processes on each node, but {sku.name} has {sku.gpus} GPU(s)",
-                              f"pass {flag} {sku.gpus if 'total' not in flag else sku.gpus * dist.instance_count} "
-                              "(one process per GPU)")
+                              f"pass {flag} {wanted} (one process per GPU)")
         elif per_node < sku.gpus:
             yield _command_at(ctx, name, "distribution.gpus-underused",
                               f"{said} starts {per_node} process(es) on each node: {per_node} of the {sku.gpus} GPUs "
                               f"of {sku.name}",
-                              f"pass {flag} {sku.gpus if 'total' not in flag else sku.gpus * dist.instance_count} "
-                              "to use every GPU you pay for", "warning")
+                              f"pass {flag} {wanted} to use every GPU you pay for", "warning")
 
 
 def _nodes_range(value: str) -> tuple[int, int] | None:
