@@ -78,3 +78,26 @@ def test_a_replacement_within_its_pool_needs_only_the_difference_and_across_tier
 def test_a_pool_azure_does_not_list_is_not_guessed(tmp_path):
     q = AmlQuota()   # no totals, no family rows (an older API, a family named otherwise)
     assert run(tmp_path, q, CREATE, {"size": "Standard_ND96isr_H100_v5", "tier": "dedicated", "max_instances": 99}) == []
+
+
+def test_facts_this_identity_may_not_read_are_warned_about_never_taken_as_nothing(tmp_path):
+    """A role on the workspace only (no subscription-scope read) gets 403 for the region's SKUs and Azure ML's
+    usages: the plan goes on with a warning for each, instead of calling every size "not offered"."""
+    create = {"size": "Standard_ND96asr_v4", "tier": "dedicated", "max_instances": 4}
+    stack = tmp_path / "s.yaml"
+    stack.write_text("stack: s\nworkspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg,"
+                     " name: mlw, location: eastus}\nclusters:\n  gpu:\n    size: Standard_ND96asr_v4\n"
+                     "    max_instances: 4\n", encoding="utf-8")
+
+    def found(facts: LiveFacts) -> list[tuple[str, str]]:
+        change = ResourceChange("cluster.gpu", "cluster", "gpu", CREATE, None, create)
+        return [(d.rule, d.severity) for d in preflight([change], [], facts, load_catalog(),
+                                                        load_stack(stack).source, "mlw")]
+
+    assert found(LiveFacts("eastus", "eastus", {}, AmlQuota(), ("skus", "quota"))) == [
+        ("preflight.skus-unread", "warning"), ("preflight.quota-unread", "warning")]
+    # the quota still read: the catalog's vCPUs for the size stand in for the unread SKUs
+    assert found(LiveFacts("eastus", "eastus", {}, quota(family=(0, 300)), ("skus",))) == [
+        ("preflight.skus-unread", "warning"), ("preflight.quota", "error")]
+    # both read, the size absent: that is "not offered"
+    assert found(LiveFacts("eastus", "eastus", {}, quota())) == [("preflight.size-unavailable", "error")]

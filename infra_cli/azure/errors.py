@@ -117,6 +117,11 @@ def is_not_found(exc: BaseException) -> bool:
     return type(exc).__name__ == "ValidationException" and "does not exist" in str(exc)
 
 
+def is_forbidden(exc: BaseException) -> bool:
+    """A 403: the identity may not read this (AuthorizationFailed), which retrying does not change."""
+    return getattr(exc, "status_code", None) == 403
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth another attempt: a connection failure, or a status or Azure error code listed as transient
     (validators/update_semantics.yaml)."""

@@ -19,6 +19,11 @@ def sku_availability(location: str, names: list[str], *, local: bool) -> dict[st
     workspace = Workspace(subscription_id=subscription, resource_group="infra-skus", name="infra-skus",
                           location=location)
     live = Provider(build_clients(workspace, local=local)).sku_offers(workspace.location)
+    if live is None:
+        raise DiagnosticError([Diagnostic(
+            "error", "skus.forbidden", f"this identity may not read the VM sizes of subscription {subscription}",
+            hint="sign in with a role that reads Microsoft.Compute/skus at the subscription (Reader does), or "
+                 "list sizes without --location")])
     if not live:  # every region offers some sizes: an empty answer means the name is not a region
         raise DiagnosticError([Diagnostic(
             "error", "skus.unknown-location", f"Azure offers no VM sizes in {location!r}: it is not a region name",

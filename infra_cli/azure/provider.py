@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from infra_cli.azure.errors import is_not_found
+from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK, path_value
@@ -253,19 +253,32 @@ class Provider:
         ws = self.clients.arm.get(self._workspace_path, API_WORKSPACE)
         return None if ws is None else (ws.get("location") or "").replace(" ", "").lower() or None
 
-    def sku_offers(self, location: str) -> dict[str, dict[str, Any]]:
-        """lower-case size -> sku_offer, for the virtual machine sizes of a region (one paged list)."""
-        skus = self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/Microsoft.Compute/skus",
-                                     API_SKUS, **{"$filter": f"location eq '{location}'"})
-        return {str(s["name"]).lower(): sku_offer(s, location) for s in skus
-                if s.get("resourceType") == "virtualMachines" and s.get("name")}
+    def _subscription_list(self, path: str, api_version: str, **query: Any) -> list[dict] | None:
+        """A subscription-scope list, None when this identity may not read it (403): an identity with a role on
+        the workspace only can still plan, without the region's facts."""
+        try:
+            return self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/{path}",
+                                         api_version, **query)
+        except Exception as exc:
+            if is_forbidden(exc):
+                return None
+            raise
 
-    def usages(self, location: str) -> list[dict[str, Any]]:
+    def sku_offers(self, location: str) -> dict[str, dict[str, Any]] | None:
+        """lower-case size -> sku_offer, for the virtual machine sizes of a region (one paged list); None: not
+        readable by this identity."""
+        skus = self._subscription_list("Microsoft.Compute/skus", API_SKUS, **{"$filter": f"location eq '{location}'"})
+        return None if skus is None else {str(s["name"]).lower(): sku_offer(s, location) for s in skus
+                                          if s.get("resourceType") == "virtualMachines" and s.get("name")}
+
+    def usages(self, location: str) -> list[dict[str, Any]] | None:
         """Azure ML's vCPU usage and quota in a region, which AmlCompute draws on (not Microsoft.Compute's VM
-        quota): [{id, type, name, current, limit}], one paged list."""
+        quota): [{id, type, name, current, limit}], one paged list; None: not readable by this identity."""
+        usages = self._subscription_list(f"Microsoft.MachineLearningServices/locations/{location}/usages", API_USAGES)
+        if usages is None:
+            return None
         out = []
-        for usage in self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/"
-                                           f"Microsoft.MachineLearningServices/locations/{location}/usages", API_USAGES):
+        for usage in usages:
             name = (usage.get("name") or {}).get("value")
             if name:
                 limit = usage.get("limit")

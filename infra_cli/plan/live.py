@@ -34,9 +34,9 @@ class Provider(Protocol):
 
     def workspace_location(self) -> str | None: ...
 
-    def sku_offers(self, location: str) -> dict[str, dict[str, Any]]: ...
+    def sku_offers(self, location: str) -> dict[str, dict[str, Any]] | None: ...   # None: not readable (403)
 
-    def usages(self, location: str) -> list[dict[str, Any]]: ...
+    def usages(self, location: str) -> list[dict[str, Any]] | None: ...           # None: not readable (403)
 
     def record_smoke(self, stack: str, distribution: str, tags: dict[str, str]) -> None: ...
 
@@ -110,6 +110,14 @@ class LiveFacts:
     workspace_location: str | None  # None: the workspace does not exist
     skus: dict[str, LiveSku] = field(default_factory=dict)  # lower-case size -> sku
     quota: AmlQuota = field(default_factory=AmlQuota)
+    unread: tuple[str, ...] = ()    # "skus", "quota": what this identity may not read (preflight says so)
+
+
+def region_facts(location: str, workspace_location: str | None, offers: dict[str, dict[str, Any]] | None,
+                 usages: list[dict[str, Any]] | None) -> LiveFacts:
+    """LiveFacts from the provider's answers; a None answer (403) is noted as unread, never as "nothing there"."""
+    unread = tuple(what for what, answer in (("skus", offers), ("quota", usages)) if answer is None)
+    return LiveFacts(location, workspace_location, live_skus(offers or {}), live_quota(usages or []), unread)
 
 
 # ---- plain data -> plan's types ---------------------------------------------------------------------------
@@ -224,7 +232,7 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
         environments = envs_f.result()
         out = LiveRead(_state(computes_f.result(), environments, wanted), resolved=resolved_f.result())
         if location:
-            out.facts = LiveFacts(location, ws_f.result(), live_skus(skus_f.result()), live_quota(quota_f.result()))
+            out.facts = region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
     out.records = _records(stack or "", records, environments)
     return out
 
@@ -257,7 +265,7 @@ def live_facts(provider: Provider, location: str) -> LiveFacts:
         ws_f = pool.submit(provider.workspace_location)
         skus_f = pool.submit(provider.sku_offers, location)
         quota_f = pool.submit(provider.usages, location)
-        return LiveFacts(location, ws_f.result(), live_skus(skus_f.result()), live_quota(quota_f.result()))
+        return region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
 
 
 def read_smoke_records(provider: Provider, stack: str, distributions: list[str]) -> dict[str, SmokeRecord | None]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
+from typing import Any
 
-from infra_cli.knowledge.skus import Catalog
+from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic
-from infra_cli.plan.live import LiveFacts, LiveQuota
+from infra_cli.plan.live import LiveFacts, LiveQuota, LiveSku
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Resource, ResourceChange
 from infra_cli.stack.source import SourceMap
 
@@ -23,17 +24,23 @@ from infra_cli.stack.source import SourceMap
 LIVE_JUDGED_RULES = frozenset({"cluster.size-retired"})
 
 
-def _vcpus_delta(change: ResourceChange, facts: LiveFacts) -> tuple[str, str, int] | None:
+def _size(size: Any, facts: LiveFacts, catalog: Catalog) -> LiveSku | Sku | None:
+    """A size's family and vCPUs: as the region's SKUs say, or as the catalog knows it when they were unread."""
+    live = facts.skus.get(str(size or "").lower())
+    return live if live is not None or "skus" not in facts.unread else catalog.get(str(size or ""))
+
+
+def _vcpus_delta(change: ResourceChange, facts: LiveFacts, catalog: Catalog) -> tuple[str, str, int] | None:
     """(family, tier, extra vCPUs this change reserves at max_instances) for a cluster change, else None."""
     after, before = change.after or {}, change.before or {}
-    sku = facts.skus.get(str(after.get("size", "")).lower())
+    sku = _size(after.get("size"), facts, catalog)
     if sku is None:
         return None
     tier = str(after.get("tier") or "dedicated")
     new = after.get("max_instances", 0) * sku.vcpus
     if change.actions == CREATE:
         return sku.family, tier, new
-    old_sku = facts.skus.get(str(before.get("size", "")).lower())
+    old_sku = _size(before.get("size"), facts, catalog)
     old = before.get("max_instances", 0) * (old_sku.vcpus if old_sku else 0)
     same_pool = old_sku is not None and old_sku.family == sku.family and (before.get("tier") or "dedicated") == tier
     if change.actions == REPLACE:
@@ -63,7 +70,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
             error(at + ("location",) if after.get("location") else ("workspace", "location"), "preflight.location-mismatch",
                   f"{change.address} is in {location} but workspace {workspace_name!r} is in {facts.workspace_location}",
                   f"remove the cluster's location or set it to {facts.workspace_location}")
-        if change.actions == UPDATE:
+        if change.actions == UPDATE or "skus" in facts.unread:
             continue
         sku = facts.skus.get(size.lower())
         if sku is None:
@@ -87,13 +94,19 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
                       f"check validators/skus.yaml's row for {size} against its source", "warning")
 
     out += retired_sizes(changes, catalog, source)
+    for what in facts.unread if clusters else ():
+        checks, permission = _UNREAD[what]
+        error(("clusters", clusters[0].name), f"preflight.{what}-unread",
+              f"this identity may not read {checks[0]} in {facts.location} (Azure answered 403): {checks[1]} "
+              "not checked, and apply may still fail on them",
+              f"grant a role with {permission} at the subscription (Reader has it), or check in the portal", "warning")
     # Azure ML's quota (not the subscription's VM quota): each cluster draws on its tier's regional total, its
     # family's pool and the workspace's share of it, wherever Azure sets a limit.
     needed: dict[LiveQuota, int] = defaultdict(int)
     sizes: dict[LiveQuota, set[str]] = defaultdict(set)
     first_cluster: dict[LiveQuota, str] = {}
     for change in clusters:
-        delta = _vcpus_delta(change, facts)
+        delta = _vcpus_delta(change, facts, catalog)
         if not delta or delta[2] <= 0:
             continue
         family, tier, extra = delta
@@ -112,6 +125,15 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
                   "request an Azure ML quota increase for this region (https://learn.microsoft.com/azure/"
                   "machine-learning/how-to-manage-quotas), or lower max_instances")
     return out
+
+
+# what could not be read -> (what it is, the checks skipped), the permission that reads it
+_UNREAD = {
+    "skus": (("the region's VM sizes", "whether each size is offered and not restricted was"),
+             "Microsoft.Compute/skus/read"),
+    "quota": (("Azure ML's quota", "whether max_instances fit it was"),
+              "Microsoft.MachineLearningServices/locations/usages/read"),
+}
 
 
 def retired_sizes(changes: list[ResourceChange], catalog: Catalog, source: SourceMap,

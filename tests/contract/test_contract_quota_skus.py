@@ -137,3 +137,29 @@ def test_preflight_holds_a_new_cluster_to_the_recorded_quota(tmp_path, clients, 
     else:
         [d] = found
         assert f"'{short}'" in d.message and f"{nodes * 6} more vCPUs" in d.message and d.line == 7, d.message  # at max_instances
+
+
+# ARM's answer to an identity without the permission (common-types ErrorResponse; the code and wording of
+# https://learn.microsoft.com/azure/role-based-access-control/troubleshooting#symptom---authorization-failed).
+FORBIDDEN = {"error": {"code": "AuthorizationFailed", "message": (
+    "The client 'user@example.com' with object id '00000000-0000-0000-0000-000000000001' does not have "
+    "authorization to perform action '{action}' over scope '/subscriptions/" + SUBSCRIPTION + "' or the scope "
+    "is invalid. If access was recently granted, please refresh your credentials.")}}
+
+
+def test_a_403_on_the_region_facts_reads_as_unread_not_as_empty(clients):
+    from infra_cli.plan.live import live_facts
+
+    location = "westus"
+    with replay(every_answer_used=False) as mock:
+        for url, action in ((SKUS_URL, "Microsoft.Compute/skus/read"),
+                            (ml_usages_url(location), "Microsoft.MachineLearningServices/locations/usages/read")):
+            body = {"error": {**FORBIDDEN["error"], "message": FORBIDDEN["error"]["message"].format(action=action)}}
+            mock.get(url, json=body, status=403)
+        mock.get(f"{ARM}/subscriptions/{SUBSCRIPTION}/resourceGroups/testrg123/providers/"
+                 "Microsoft.MachineLearningServices/workspaces/workspaces123", json={"location": location})
+        provider = Provider(clients)
+        assert provider.sku_offers(location) is None and provider.usages(location) is None
+        facts = live_facts(provider, location)
+    assert facts.unread == ("skus", "quota") and facts.skus == {} and facts.workspace_location == location
+    assert len([r for r in sent(mock, "GET") if "/skus" in r.url]) == 2     # once by the provider, once by live_facts
