@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from infra_cli.plan.desired import desired_resources, distribution_dependencies, live_comparable
-from infra_cli.plan.diff import diff, drift, select_targets, smoke_jobs
+from infra_cli.plan.diff import diff, drift, select_targets
+from infra_cli.plan.smoke_pending import changed_smokes
 from infra_cli.plan.live import LiveState
 from infra_cli.conventions import TAG_HASH, TAG_STACK
 from infra_cli.plan.model import Plan, Resource, content_hash
@@ -211,7 +212,7 @@ def test_targets_and_smoke_jobs(tmp_path):
     loaded = load(tmp_path)
     changes = run(loaded, LiveState()).changes
     deps = distribution_dependencies(loaded.stack)
-    assert smoke_jobs(changes, deps) == ["smoke.ddp"]
+    assert changed_smokes(changes, deps) == {"smoke.ddp": "cluster changed and environment changed"}
     assert [c.address for c in select_targets(changes, ["cluster.gpu"], deps)] == ["cluster.gpu"]
     assert {c.address for c in select_targets(changes, ["smoke.ddp"], deps)} == {"cluster.gpu", "environment.img"}
 

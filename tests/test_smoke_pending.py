@@ -36,6 +36,31 @@ def test_why_a_smoke_is_pending(record, expected):
     assert pending_smokes({"ddp": NOW}, {"ddp": record}, set()) == {}  # smoke disabled: never pending
 
 
+def test_a_clusters_smoke_input_is_what_forces_its_replacement(tmp_path):
+    """Scale settings, tags and description change in place on the same nodes: the input a passing smoke was
+    recorded with still holds. Size, tier or network make new nodes: it no longer does."""
+    from infra_cli.plan.desired import desired_resources
+    from infra_cli.plan.smoke_pending import smoke_inputs
+    from infra_cli.stack.load import load_stack
+
+    def cluster_input(text: str) -> str:
+        path = tmp_path / "s.yaml"
+        path.write_text(text)
+        loaded = load_stack(path)
+        return smoke_inputs(loaded, desired_resources(loaded), lambda _: "resolved")["ddp"].cluster
+
+    base = cluster_input(STACK)
+    in_place = STACK.replace("max_instances: 2", "max_instances: 4\n    min_instances: 1\n"
+                             "    idle_time_before_scale_down: 60\n    description: bigger\n    tags: {team: a}")
+    assert cluster_input(in_place) == base
+    for forcing in ("size: Standard_ND96amsr_A100_v4", "tier: low_priority", "enable_node_public_ip: false\n"
+                    "    network_settings: {subnet: /subscriptions/x/resourceGroups/r/providers/Microsoft.Network/"
+                    "virtualNetworks/v/subnets/s}"):
+        changed = STACK.replace("size: Standard_ND96asr_v4", forcing if forcing.startswith("size")
+                                else "size: Standard_ND96asr_v4\n    " + forcing)
+        assert cluster_input(changed) != base, forcing
+
+
 def test_inputs_survive_a_tag_round_trip():
     assert SmokeInputs.decode(NOW.encode()) == NOW
     assert len(NOW.encode()) <= 256
@@ -124,8 +149,18 @@ def test_failed_smoke_is_pending_until_apply_reruns_it_and_it_passes(tmp_path):
     assert r.returncode == 0 and "No changes. Your infrastructure matches the stack." in r.stdout, r.stdout
     assert plan_json(path, state)["smoke_jobs"] == []
 
-    # a change applied without its smoke leaves the smoke pending, with why
+    # a scale change is made in place on the nodes the smoke proved: it runs no smoke (a paid node-hour)
     path.write_text(STACK.replace("max_instances: 2", "max_instances: 3"))
+    r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
+    assert r.returncode == 2 and "~ max_instances" in r.stdout and "smoke.ddp" not in r.stdout, r.stdout
+    r = infra("apply", str(path), "--local", "--auto-approve", state=state)
+    assert r.returncode == 0 and "smoke.ddp" not in r.stdout, r.stdout + r.stderr
+    r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
+    assert r.returncode == 0, r.stdout
+
+    # a replacement applied without its smoke leaves the smoke pending, with why
+    path.write_text(STACK.replace("max_instances: 2", "max_instances: 3").replace(
+        "size: Standard_ND96asr_v4", "size: Standard_ND96amsr_A100_v4"))
     r = infra("apply", str(path), "--local", "--auto-approve", "--no-smoke", state=state)
     assert r.returncode == 0, r.stdout + r.stderr
     r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
@@ -135,7 +170,7 @@ def test_failed_smoke_is_pending_until_apply_reruns_it_and_it_passes(tmp_path):
 
 
 def test_changed_resources_say_which_input_changed_and_render_never_says_no_changes():
-    from infra_cli.plan.model import CREATE, DELETE, NO_OP, UPDATE, Plan, ResourceChange
+    from infra_cli.plan.model import CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, ResourceChange
     from infra_cli.plan.render import render_plan
     from infra_cli.plan.smoke_pending import changed_smokes
 
@@ -143,6 +178,8 @@ def test_changed_resources_say_which_input_changed_and_render_never_says_no_chan
     changes = [ResourceChange("cluster.gpu", "cluster", "gpu", UPDATE, {}, {}),
                ResourceChange("environment.img", "environment", "img", NO_OP, {}, {}),
                ResourceChange("cluster.cpu", "cluster", "cpu", DELETE, {}, None)]
+    assert changed_smokes(changes, deps) == {}, "an update in place keeps the nodes the smoke proved"
+    changes[0] = ResourceChange("cluster.gpu", "cluster", "gpu", REPLACE, {}, {})
     assert changed_smokes(changes, deps) == {"smoke.a": "cluster changed"}
     changes[1] = ResourceChange("environment.img", "environment", "img", CREATE, None, {"version": "2"})
     assert changed_smokes(changes, deps) == {"smoke.a": "cluster changed and environment changed",

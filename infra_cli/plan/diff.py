@@ -241,10 +241,3 @@ def select_targets(changes: list[ResourceChange], targets: list[str],
         wanted.add(t)
         wanted.update(dependencies.get(t, ()))
     return [c for c in changes if c.address in wanted]
-
-
-def smoke_jobs(changes: list[ResourceChange], dependencies: dict[str, tuple[str, ...]]) -> list[str]:
-    """smoke.DIST for every distribution whose cluster or environment changes."""
-    changed = {c.address for c in changes if c.is_change and c.actions != DELETE}
-    return sorted(job for job, deps in dependencies.items() if changed & set(deps))
-

@@ -10,7 +10,7 @@ from typing import Any
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
-from infra_cli.plan.diff import diff, drift, select_targets, smoke_jobs
+from infra_cli.plan.diff import diff, drift, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.plan.live import LiveState, Provider, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange
@@ -125,7 +125,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     plan = Plan(
         stack=stack.stack, mode=mode,
         resource_changes=[] if mode == "refresh-only" else changes,
-        smoke_jobs=[] if not normal else sorted(set(smoke_jobs(changes, deps)) | set(reasons)),
+        smoke_jobs=sorted(reasons),   # changed_smokes' and pending ones (empty unless a normal plan)
         diagnostics=[d.to_json() for d in diagnostics],
         live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
     )

@@ -1,7 +1,8 @@
 """Smoke results count in the plan (Terraform's "tainted"): which distributions must run their smoke job.
 
-A distribution's smoke inputs are the hashes of its cluster (as the stack asks for it), its environment (the
-content hash, or for a curated reference the version it resolves to now) and its own settings. Each smoke run
+A distribution's smoke inputs are the hashes of its cluster (the attributes that force a replacement, as the
+stack asks for them), its environment (the content hash, or for a curated reference the version it resolves to
+now) and its own settings. Each smoke run
 leaves a record on Azure (provider.record_smoke: an environment version per record, readable through the SDK,
 never a local file): the result and the inputs it ran with. Apply writes a "pending" record for the
 distributions whose cluster or environment it changes, so a recreated cluster with the same settings still
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from infra_cli.plan.desired import secret_digest
-from infra_cli.conventions import TAG_HASH
-from infra_cli.plan.model import DELETE, Resource, ResourceChange, content_hash
+from infra_cli.knowledge.update_semantics import semantics
+from infra_cli.plan.model import DELETE, UPDATE, Resource, ResourceChange, content_hash
 from infra_cli.stack.load import LoadedStack
 
 PASSED, FAILED, PENDING = "passed", "failed", "pending"
@@ -72,9 +73,17 @@ def smoke_inputs(loaded: LoadedStack, desired: list[Resource],
         if env is not None:
             env_key = (resolved(env.name) or env.attributes.get("curated")) if env.attributes.get("kind") == "curated" \
                 else env.attributes.get("content_hash")
-        out[name] = SmokeInputs(cluster.tags.get(TAG_HASH, "") if cluster else "", content_hash(env_key),
+        out[name] = SmokeInputs(_cluster_key(cluster) if cluster else "", content_hash(env_key),
                                 content_hash(_distribution_settings(loaded, name)))
     return out
+
+
+def _cluster_key(cluster: Resource) -> str:
+    """What of a cluster a smoke proves: the attributes that force a replacement (size, tier, network, ...;
+    validators/update_semantics.yaml, where an unclassified attribute counts too). Its scale settings, tags and
+    description change in place on the same nodes, so a passing smoke still holds after them."""
+    forcing = semantics("cluster").force_replacement
+    return content_hash({k: v for k, v in sorted(cluster.attributes.items()) if k in forcing})
 
 
 def _distribution_settings(loaded: LoadedStack, name: str) -> dict:
@@ -97,8 +106,10 @@ def _distribution_settings(loaded: LoadedStack, name: str) -> dict:
 
 
 def changed_smokes(changes: list[ResourceChange], dependencies: dict[str, tuple[str, ...]]) -> dict[str, str]:
-    """smoke.DIST -> why, for every distribution whose cluster or environment the plan changes."""
-    changed = {c.address for c in changes if c.is_change and c.actions != DELETE}
+    """smoke.DIST -> why, for every distribution whose cluster or environment the plan creates or replaces (a new
+    environment version is a create). An update in place (a cluster's scale settings, tags, description) keeps
+    what the last smoke proved: rerunning it would only cost node-hours."""
+    changed = {c.address for c in changes if c.is_change and c.actions not in (DELETE, UPDATE)}
     out = {}
     for job, deps in sorted(dependencies.items()):
         kinds = [d.split(".", 1)[0] for d in deps if d in changed]
