@@ -2,9 +2,8 @@
 
 A distribution's smoke inputs are the hashes of its cluster (the attributes that force a replacement, as the
 stack asks for them), its environment (the content hash, or for a curated reference the version it resolves to
-now) and its own settings. Each smoke run
-leaves a record on Azure (provider.record_smoke: an environment version per record, readable through the SDK,
-never a local file): the result and the inputs it ran with. Apply writes a "pending" record for the
+now) and its own settings. Each smoke run leaves a record on Azure (provider.record_smoke: an environment
+version per record, readable through the SDK, never a local file): the result and the inputs it ran with. Apply writes a "pending" record for the
 distributions whose cluster or environment it changes, so a recreated cluster with the same settings still
 counts as changed. Pure: no I/O here.
 """
