@@ -61,6 +61,16 @@ def test_a_clusters_smoke_input_is_what_forces_its_replacement(tmp_path):
         assert cluster_input(changed) != base, forcing
 
 
+def test_a_disabled_smoke_does_not_run_whatever_changed(tmp_path):
+    """`smoke: {enabled: false}` ("run the smoke job after apply": no) was ignored when the plan created the
+    cluster: apply ran a 2-node smoke job anyway."""
+    state, path = tmp_path / "state", tmp_path / "stack.yaml"
+    path.write_text(STACK + "    smoke: {enabled: false}\n")
+    r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
+    assert r.returncode == 2 and "+ resource \"cluster\" \"gpu\"" in r.stdout and "smoke.ddp" not in r.stdout, r.stdout
+    assert plan_json(path, state)["smoke_jobs"] == []
+
+
 def test_inputs_survive_a_tag_round_trip():
     assert SmokeInputs.decode(NOW.encode()) == NOW
     assert len(NOW.encode()) <= 256

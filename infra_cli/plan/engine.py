@@ -91,7 +91,9 @@ def smoke_reasons(loaded: LoadedStack, desired: list[Resource], changes: list[Re
     pending = pending_smokes(inputs, records, enabled)
     if targets:
         pending = {job: why for job, why in pending.items() if job in targets or set(deps.get(job, ())) & set(targets)}
-    return {**pending, **changed_smokes(changes, deps)}
+    # `smoke: {enabled: false}` runs no smoke after apply, whatever changed
+    changed = {job: why for job, why in changed_smokes(changes, deps).items() if job.split(".", 1)[1] in enabled}
+    return {**pending, **changed}
 
 
 def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal", targets: list[str] | None = None,
