@@ -3,6 +3,8 @@ Azure's refusals (immutable fields, quota, restricted sizes, names), plus region
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from azure.ai.ml.entities import AmlCompute, NetworkSettings
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
@@ -62,14 +64,20 @@ def test_immutable_field_change_is_refused(clients, change, field):
     assert clients.ml.compute.get("gpu").size == "STANDARD_ND96ASR_V4"   # unchanged, in Azure's spelling
 
 
-def test_quota_is_enforced_on_create_with_needed_and_available(tmp_path, test_workspace):
+@contextlib.contextmanager
+def _clients_under_quota(tmp_path, test_workspace, quota: str):
+    """The SDK clients of an emulator whose eastus offers every size under `quota` (world.yaml's quota: block)."""
     from infra_cli.azure.clients import build_clients
 
     world = tmp_path / "world.yaml"
-    world.write_text("regions: {eastus: {offers: all}}\n"
-                     "quota: {default_family_limit: 100, families: {standardNDASv4_A100Family: 96}}\n")
+    world.write_text(f"regions: {{eastus: {{offers: all}}}}\nquota: {quota}\n")
     with start_emulator(tmp_path / "local", world=world) as server:
-        clients = build_clients(test_workspace, local=True, emulator=server)
+        yield build_clients(test_workspace, local=True, emulator=server)
+
+
+def test_quota_is_enforced_on_create_with_needed_and_available(tmp_path, test_workspace):
+    quota = "{default_family_limit: 100, families: {standardNDASv4_A100Family: 96}}"
+    with _clients_under_quota(tmp_path, test_workspace, quota) as clients:
         with pytest.raises(HttpResponseError) as info:
             clients.ml.compute.begin_create_or_update(_cluster(max_instances=2))
         assert info.value.error.code == "QuotaExceeded"
@@ -86,13 +94,8 @@ def test_quota_is_enforced_on_create_with_needed_and_available(tmp_path, test_wo
 
 
 def test_low_priority_nodes_draw_on_the_regions_low_priority_total_not_the_family(tmp_path, test_workspace):
-    from infra_cli.azure.clients import build_clients
-
-    world = tmp_path / "world.yaml"
-    world.write_text("regions: {eastus: {offers: all}}\n"
-                     "quota: {default_family_limit: 96, total_low_priority_limit: 200, total_dedicated_limit: 1000}\n")
-    with start_emulator(tmp_path / "local", world=world) as server:
-        clients = build_clients(test_workspace, local=True, emulator=server)
+    quota = "{default_family_limit: 96, total_low_priority_limit: 200, total_dedicated_limit: 1000}"
+    with _clients_under_quota(tmp_path, test_workspace, quota) as clients:
         # 192 low-priority vCPUs: past the family's 96 dedicated, within the 200 low-priority total
         clients.ml.compute.begin_create_or_update(_cluster(max_instances=2, tier="low_priority")).result()
         with pytest.raises(HttpResponseError) as info:
