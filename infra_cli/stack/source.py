@@ -264,18 +264,32 @@ def read_stack_text(path: str | os.PathLike) -> str:
 
 def _check_depth(text: str, file: str) -> None:
     """Refuse nesting deeper than MAX_DEPTH before composing: the composer recurses per level (a RecursionError
-    at ~1,000 levels, a crash of the C composer at ~50,000). The event stream is read without recursion."""
+    at ~1,000 levels, a crash of the C composer at ~50,000). The event stream is read without recursion.
+    libyaml 0.2.6 and later (PyYAML 6.0.4's wheels) bound nesting themselves, and its scanner reads a run of
+    flow openers ahead of the events, so its own refusal can come first: it means deeper than MAX_DEPTH too."""
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
-                mark = event.start_mark
-                raise DiagnosticError([Diagnostic(
-                    "error", "stack.too-deep", f"the document nests more than {MAX_DEPTH} levels deep", file,
-                    mark.line + 1, mark.column + 1, "a stack nests a few levels: flatten this structure")])
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _too_deep(file, event.start_mark)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        if _PARSER_DEPTH_LIMIT in (exc.problem or "") and exc.problem_mark is not None:
+            raise _too_deep(file, exc.problem_mark) from None
+        raise
+
+
+# libyaml's own refusal (https://github.com/yaml/libyaml/blob/master/src/scanner.c, yaml_set_max_nest_level)
+_PARSER_DEPTH_LIMIT = "exceeded maximum nesting depth"
+
+
+def _too_deep(file: str, mark: Any) -> DiagnosticError:
+    return DiagnosticError([Diagnostic(
+        "error", "stack.too-deep", f"the document nests more than {MAX_DEPTH} levels deep", file,
+        mark.line + 1, mark.column + 1, "a stack nests a few levels: flatten this structure")])
 
 
 def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Any, SourceMap]:
