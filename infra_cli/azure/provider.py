@@ -9,6 +9,7 @@ code runs against Azure and against the local emulator: only clients.py knows wh
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 import time
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.knowledge.curated import parse_environment_reference
-from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK, path_value
+from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
 
 MAX_READ_CONCURRENCY = 16
 SMOKE_RECORD_IMAGE = "mcr.microsoft.com/azureml/infra-smoke-record:none"  # never pulled: the version is a record
@@ -60,53 +62,183 @@ def camel_to_snake(text: str | None) -> str | None:
     return ",".join(convert(t.strip()) for t in text.split(",")) if "," in text else convert(text)
 
 
+_ISO_DURATION = re.compile(r"P(?=\d|T\d)(?:(\d+)D)?(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+
+
 def duration_seconds(value: Any) -> float | None:
     """An ISO 8601 duration ("PT5M", "P1DT2H", "PT1.5S") -> seconds; None for none, zero (azure-ai-ml reads a zero
     idle time as none) or a text that is not one."""
-    m = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", str(value or "").strip().upper())
+    m = _ISO_DURATION.fullmatch(str(value or "").strip().upper())
     if not m or not any(m.groups()):
         return None
     d, h, mi, sec = (float(x) if x else 0.0 for x in m.groups())
     return (d * 86400 + h * 3600 + mi * 60 + sec) or None
 
 
-# How compute_values reads a REST value: stack/cluster_fields.py names one per field (`read`).
+class Unreadable(ValueError):
+    """A value in Azure's answer whose shape infra cannot read: `expected` says what it reads there. Plan stops on
+    it (plan/live.py) rather than compare a misreading, which could propose to replace a healthy cluster."""
+
+    def __init__(self, expected: str):
+        super().__init__(expected)
+        self.expected = expected
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise Unreadable("a string")
+
+
+def _required_text(value: Any) -> str:
+    if isinstance(value, str) and value.strip():
+        return value
+    raise Unreadable("a string (Azure always sends it)")
+
+
+def _count(value: Any) -> int | None:
+    """A node count: a JSON integer (or its digits as text)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    raise Unreadable("a whole number")
+
+
+def _duration(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and _ISO_DURATION.fullmatch(value.strip().upper()):
+        return duration_seconds(value)  # PT0S: none, as azure-ai-ml reads it
+    raise Unreadable("an ISO 8601 duration such as PT5M")
+
+
+def _flag_default_true(value: Any) -> bool:
+    if value is None:
+        return True  # Azure leaves enableNodePublicIp out: true
+    if isinstance(value, bool):
+        return value
+    raise Unreadable("true or false")
+
+
+def _object(value: Any) -> dict:
+    if value is None or isinstance(value, dict):
+        return dict(value or {})
+    raise Unreadable("an object")
+
+
+def subnet_id(value: Any) -> str | None:
+    """AmlComputeProperties.subnet as Azure answers it: a ResourceId object `{"id": ARM id}` (the spec's shape), or the
+    id as a plain string (the recorded examples of api-versions 2018-11-19 to 2021-07-01); null, `{}` or
+    `{"id": null}`: no subnet. Anything else is not read as "no subnet" (that would plan a replacement)."""
+    if isinstance(value, dict):
+        if set(value) - {"id"} and "id" not in value:
+            raise Unreadable('an ARM id, or {"id": ARM id}')
+        value = value.get("id")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip() or None
+    raise Unreadable('an ARM id, or {"id": ARM id}')
+
+
+# How compute_values reads a REST value: stack/cluster_fields.py names one per field (`read`). Each reads every
+# shape the api-versions' recorded examples show, and raises Unreadable on any other.
 REST_READERS: dict[str, Callable[[Any], Any]] = {
-    "as_is": lambda v: v,
-    "snake": camel_to_snake,  # "LowPriority" -> "low_priority", as azure-ai-ml reads it
-    "duration": duration_seconds,
-    "absent_true": lambda v: True if v is None else v,  # Azure leaves enableNodePublicIp out: true
-    "enabled": lambda v: v == "Enabled",
-    "keys": lambda v: list(v or {}),  # userAssignedIdentities: {resource id: {...}}
-    "dict": lambda v: dict(v or {}),
+    "as_is": lambda v: v,  # read by its row's own code (`explicit`)
+    "text": _text,
+    "required_text": _required_text,
+    "count": _count,
+    "snake": lambda v: camel_to_snake(_text(v)),  # "LowPriority" -> "low_priority", as azure-ai-ml reads it
+    "duration": _duration,
+    "absent_true": _flag_default_true,
+    "enabled": lambda v: _text(v) == "Enabled",
+    "keys": lambda v: list(_object(v)),  # userAssignedIdentities: {resource id: {...}}
+    "dict": _object,
+    "subnet": subnet_id,
 }
 
 
-def _rest_value(body: dict, paths: tuple[str, ...]) -> Any:
-    """The first non-empty of `paths` (the last one's value when none is)."""
-    value = None
+def _at(body: Any, path: str) -> Any:
+    """`a.b.c` of the answer; None where a step is missing or null; _Misplaced where a step that must hold an object
+    holds something else (the path of that step, for the message)."""
+    obj, steps = body, path.split(".")
+    for i, step in enumerate(steps):
+        if obj is None:
+            return None
+        if not isinstance(obj, dict):
+            raise _Misplaced(".".join(steps[:i]), obj)
+        obj = obj.get(step)
+    return obj
+
+
+class _Misplaced(Exception):
+    """A value where an object should be, on the way to a field (`path`: up to it)."""
+
+    def __init__(self, path: str, value: Any):
+        super().__init__(path)
+        self.path, self.value = path, value
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value out of Azure's answer, for a message: JSON, escaped (no control characters reach a terminal), cut."""
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _unreadable(path: str, value: Any, expected: str) -> dict[str, str]:
+    return {"path": path, "value": shown(value), "expected": expected}
+
+
+def _read(body: dict, paths: tuple[str, ...], reader: Callable[[Any], Any], problems: list[dict[str, str]]) -> Any:
+    """The first non-empty of `paths` (the last one's value when none is), read by `reader`; a shape it cannot read
+    is noted in `problems` and read as None."""
     for path in paths:
-        value = path_value(body, path)
-        if value:
-            break
+        try:
+            raw = _at(body, path)
+            value = reader(raw)
+        except _Misplaced as misplaced:   # noted once, however many fields sit under it
+            if misplaced.path not in [p["path"] for p in problems]:
+                problems.append(_unreadable(misplaced.path, misplaced.value, "an object"))
+            return None
+        except Unreadable as exc:
+            problems.append(_unreadable(path, raw, exc.expected))
+            return None
+        if raw not in (None, "", {}, []):
+            return value
     return value
 
 
-def compute_values(body: dict) -> dict[str, Any]:
+def _first_error_code(errors: Any) -> str | None:
+    """provisioningErrors: [{"error": {"code", ...}}]; azure-ai-ml keeps the first one's code."""
+    if errors is None or errors == []:
+        return None
+    first = errors[0] if isinstance(errors, list) else None
+    error = first.get("error") if isinstance(first, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if not isinstance(code, str):
+        raise Unreadable('[{"error": {"code": ..., "message": ...}}]')
+    return code
+
+
+def compute_values(body: Any) -> dict[str, Any]:
     """A ComputeResource as Azure answers it -> plain values with CLI v2 YAML's field names, exactly those
     azure-ai-ml's AmlCompute._load_from_rest reads (`compute_type`: what azure-ai-ml calls the kind); the fields
-    and where they sit are stack/cluster_fields.py's."""
-    outer = body.get("properties") or {}
-    kind = _SDK_COMPUTE_TYPES.get(str(outer.get("computeType") or "").lower(), UNSUPPORTED_COMPUTE)
-    values: dict[str, Any] = {"name": body.get("name"), "compute_type": kind}
-    if kind != "amlcompute":
-        return values
-    errors = outer.get("provisioningErrors") or []
-    first_error = errors[0] if errors and isinstance(errors[0], dict) else {}
-    # a Failed or stuck cluster plans as a replacement (plan/diff.py); azure-ai-ml keeps the first code
-    explicit = {"provisioning_errors": (first_error.get("error") or {}).get("code") if errors else None}
-    return {**values, **{f.value_key: REST_READERS[f.read](_rest_value(body, f.rest)) if f.plain(REST)
-                         else explicit[f.value_key] for f in CLUSTER_FIELDS if f.rest}}
+    and where they sit are stack/cluster_fields.py's. `unreadable`, there only when some are, lists the values whose
+    shape no reader knows ({path, value, expected}): plan stops on them (plan/live.py), never compares them."""
+    problems: list[dict[str, str]] = []
+    if not isinstance(body, dict):
+        return {"name": None, "compute_type": UNSUPPORTED_COMPUTE, "unreadable": [_unreadable("", body, "an object")]}
+    name = _read(body, ("name",), _text, problems)
+    kind_text = _read(body, ("properties.computeType",), _text, problems)
+    kind = _SDK_COMPUTE_TYPES.get(str(kind_text or "").lower(), UNSUPPORTED_COMPUTE)
+    values: dict[str, Any] = {"name": name, "compute_type": kind}
+    if kind == "amlcompute":
+        # a Failed or stuck cluster plans as a replacement (plan/diff.py); azure-ai-ml keeps the first code
+        explicit = {"provisioning_errors": _first_error_code}
+        values.update({f.value_key: _read(body, f.rest, REST_READERS[f.read] if f.plain(REST) else
+                                          explicit[f.value_key], problems) for f in CLUSTER_FIELDS if f.rest})
+    return {**values, "unreadable": problems} if problems else values
 
 
 def version_values(body: dict, next_version: str | None = None) -> dict[str, Any]:
@@ -178,7 +310,15 @@ class Provider:
         versions = f"{self._workspace_path}/environments/{name}/versions"
         latest = self.clients.arm.first(versions, API_ENVIRONMENTS, **{"$orderBy": "createdtime desc", "$top": 1})
         if latest is None:
-            return None
+            # every version archived (a destroyed stack's, archive_environment): none is live, and the next
+            # version must pass the archived numbers (versions are immutable, archived ones too)
+            archived = self.clients.arm.first(versions, API_ENVIRONMENTS, listViewType="All",
+                                              **{"$orderBy": "createdtime desc", "$top": 1})
+            if archived is None:
+                return None
+            number = version_values(archived)["version"]
+            return {"name": name, "version": None, "tags": {},
+                    "next_version": str(int(number) + 1) if str(number).isdigit() else None}
         latest_version = version_values(latest)["version"]
         next_version = str(int(latest_version) + 1) if str(latest_version).isdigit() else None
         if pinned and pinned != latest_version:
@@ -355,6 +495,23 @@ class Provider:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cluster {name} still exists {wait_gone_s:.0f}s after its delete finished")
             time.sleep(poll_s)
+
+    def archive_environment(self, name: str, stack: str) -> list[str]:
+        """Release an environment as Azure ML's users do (its versions are archived, never deleted: jobs may still
+        name them): each active version tagged with `stack` loses infra's ownership tags and is archived
+        (`az ml environment archive --version`), so no stack owns it and lists no longer show it. Returns the
+        versions released; versions of other owners stay as they are."""
+        envs = self.clients.ml.environments
+        released = []
+        for listed in envs.list(name=name):
+            if (listed.tags or {}).get(TAG_STACK) != stack:
+                continue
+            version = envs.get(name, version=listed.version)
+            version.tags = {k: v for k, v in (version.tags or {}).items() if k not in OWNERSHIP_TAGS}
+            envs.create_or_update(version)   # the same content: only its tags change
+            envs.archive(name, version=listed.version)
+            released.append(str(listed.version))
+        return released
 
     def create_environment_version(self, resource: _Resource, base_dir: Path, conda_file: str | None,
                                    build_files: Callable[[Path], Path] | None) -> Any:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from infra_cli.conventions import TAG_STACK
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
@@ -202,12 +203,35 @@ def _wanted_environments(desired: list[Resource]) -> dict[str, str | None]:
             if r.type == "environment" and r.attributes.get("kind") != "curated"}
 
 
+def unreadable_diagnostics(values: dict[str, Any]) -> list[Diagnostic]:
+    """One error per value of a compute whose shape the provider could not read (compute_values' `unreadable`),
+    naming the compute and the field as Azure's answer spells it."""
+    name = values.get("name")
+    named = isinstance(name, str) and bool(name)
+    what, show = (f"cluster.{name}", f"az ml compute show --name {name}") if named else \
+        ("a compute of the workspace", "az ml compute list")
+    return [Diagnostic(
+        "error", "plan.live-unreadable",
+        f"{what}: Azure answered {p['path'] or 'the compute'} as {p['value']}, which infra cannot read (it reads "
+        f"{p['expected']} there); plan stops rather than compare a misreading, which could replace the cluster",
+        hint=f"nothing was changed; see what Azure holds with `{show}`") for p in values.get("unreadable") or []]
+
+
 def _state(computes: list[dict[str, Any]], environments: dict[str, dict[str, Any] | None],
-           wanted: dict[str, str | None]) -> LiveState:
-    live = LiveState()
+           wanted: dict[str, str | None], clusters: set[str]) -> LiveState:
+    """The live state. A compute the stack declares (`clusters`), or one whose name could not be read, that Azure
+    answered in a shape infra cannot read stops the plan (DiagnosticError). Any other is only ever left alone, or
+    deleted by its ownership tags (which, unread, make it not infra's), whatever its other fields say."""
+    live, problems = LiveState(), []
     for values in computes:
+        name = values.get("name")
+        if values.get("unreadable") and (name in clusters or not isinstance(name, str) or not name):
+            problems += unreadable_diagnostics(values)
+            continue
         res = compute_resource(values)
         live.clusters[res.name] = res
+    if problems:
+        raise DiagnosticError(problems)
     for name in wanted:
         if environments.get(name) is not None:
             live.environments[name] = live_environment(environments[name])
@@ -230,7 +254,8 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
         quota_f = pool.submit(provider.usages, location) if location else None
         resolved_f = pool.submit(provider.resolve_environments, curated or {})
         environments = envs_f.result()
-        out = LiveRead(_state(computes_f.result(), environments, wanted), resolved=resolved_f.result())
+        clusters = {r.name for r in desired if r.type == "cluster"}
+        out = LiveRead(_state(computes_f.result(), environments, wanted, clusters), resolved=resolved_f.result())
         if location:
             out.facts = region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
     out.records = _records(stack or "", records, environments)
@@ -250,7 +275,10 @@ def refresh(provider: Provider, desired: list[Resource]) -> LiveState:
 
 
 def read_cluster(provider: Provider, name: str) -> Resource | None:
+    """One compute, normalised; a shape infra cannot read is a DiagnosticError (import, apply), never a guess."""
     values = provider.read_compute(name)
+    if values is not None and values.get("unreadable"):
+        raise DiagnosticError(unreadable_diagnostics({**values, "name": values.get("name") or name}))
     return None if values is None else compute_resource(values)
 
 

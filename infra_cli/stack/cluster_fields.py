@@ -34,7 +34,7 @@ class ClusterField:
     attribute: str                # the plan's attribute (desired, live, the diff, update_semantics.yaml)
     stack: str | None             # dotted path in stack.model.Cluster (= CLI v2 YAML); None: not in the stack
     rest: tuple[str, ...] = ()    # dotted paths in ComputeResource JSON, the first non-empty wins; (): not on Azure
-    read: str = "as_is"           # how compute_values reads the REST value (azure/provider.py REST_READERS)
+    read: str = "text"            # how compute_values reads the REST value (azure/provider.py REST_READERS)
     value: str | None = None      # compute_values' key (azure-ai-ml's AmlCompute name); None: the attribute
     sdk: str | None = None        # the AmlCompute keyword that carries it
     normalise: str = "as_is"      # NORMALISERS: brings a stack or a live value to the compared form
@@ -57,12 +57,13 @@ class ClusterField:
 
 _P = "properties.properties."  # an AmlCompute's own properties inside the ComputeResource
 CLUSTER_FIELDS: tuple[ClusterField, ...] = (
-    ClusterField("size", "size", (_P + "vmSize",), sdk="size", normalise="size", render="always"),
+    ClusterField("size", "size", (_P + "vmSize",), read="required_text", sdk="size", normalise="size",
+                 render="always"),
     ClusterField("tier", "tier", (_P + "vmPriority",), read="snake", sdk="tier", normalise="tier", render="always"),
-    ClusterField("min_instances", "min_instances", (_P + "scaleSettings.minNodeCount",), sdk="min_instances",
-                 normalise="count", render="always"),
-    ClusterField("max_instances", "max_instances", (_P + "scaleSettings.maxNodeCount",), sdk="max_instances",
-                 normalise="count", render="always"),
+    ClusterField("min_instances", "min_instances", (_P + "scaleSettings.minNodeCount",), read="count",
+                 sdk="min_instances", normalise="count", render="always"),
+    ClusterField("max_instances", "max_instances", (_P + "scaleSettings.maxNodeCount",), read="count",
+                 sdk="max_instances", normalise="count", render="always"),
     ClusterField("idle_time_before_scale_down", "idle_time_before_scale_down",
                  (_P + "scaleSettings.nodeIdleTimeBeforeScaleDown",), read="duration",
                  sdk="idle_time_before_scale_down", normalise="seconds", render="always"),
@@ -78,9 +79,10 @@ CLUSTER_FIELDS: tuple[ClusterField, ...] = (
     ClusterField("ssh_credentials_hash", "ssh_settings", normalise="text", explicit=(DESIRED, LIVE, SDK),
                  note="a salted hash of admin_password/ssh_key_value (desired.ssh_credentials_hash), kept in our "
                       "infra.secrets-hash tag since Azure never returns secrets; put_cluster sends the secrets"),
-    ClusterField("subnet", "network_settings.subnet", (_P + "subnet.id",), sdk="network_settings", normalise="arm_id",
-                 render="section", explicit=(DESIRED, SDK),
-                 note="desired.subnet_id makes the ARM id of vnet_name + subnet; put_cluster sends NetworkSettings"),
+    ClusterField("subnet", "network_settings.subnet", (_P + "subnet",), read="subnet", sdk="network_settings",
+                 normalise="arm_id", render="section", explicit=(DESIRED, SDK),
+                 note="desired.subnet_id makes the ARM id of vnet_name + subnet; put_cluster sends NetworkSettings; "
+                      "Azure answers {id} or, in older api-versions, the id as a string (provider.subnet_id)"),
     ClusterField("identity_type", "identity.type", ("identity.type",), read="snake", sdk="identity",
                  normalise="identity_type", render="section", explicit=(SDK,),
                  note="put_cluster builds IdentityConfiguration with the user-assigned identities"),
@@ -101,8 +103,8 @@ CLUSTER_FIELDS: tuple[ClusterField, ...] = (
                  note="infra's own: written as our infra.prevent-destroy tag (desired_resources), read back from it"),
     ClusterField("provisioning_state", None, ("properties.provisioningState",), compared=False, explicit=(LIVE,),
                  note="normalise._provisioning: kept only when not Succeeded"),
-    ClusterField("provisioning_error", None, ("properties.provisioningErrors",), value="provisioning_errors",
-                 compared=False, explicit=(REST, LIVE), note="the first error's code, as azure-ai-ml keeps it"),
+    ClusterField("provisioning_error", None, ("properties.provisioningErrors",), read="as_is",
+                 value="provisioning_errors", compared=False, explicit=(REST, LIVE), note="the first error's code, as azure-ai-ml keeps it"),
     ClusterField("provisioning_since", None, ("properties.createdOn",), value="created_on", compared=False,
                  explicit=(LIVE,), note="kept while Creating or Updating (a stuck create is replaced)"),
 )

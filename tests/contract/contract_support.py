@@ -131,11 +131,34 @@ def owned(body: dict, desired: Resource) -> dict:
     return out
 
 
-def recorded_cluster_stack() -> str:
-    """A stack declaring the cluster of Compute/get/AmlCompute.json the way a user writes it: the size in the
-    catalog's spelling (Azure answers STANDARD_NC6), the idle time in seconds (Azure answers PT5M), the subnet
-    as the recorded id, the scale settings and description as recorded."""
-    p = ml_example("Compute/get/AmlCompute.json")["parameters"]
+# What infra reads off the recorded cluster (Compute/get/AmlCompute.json), attribute by attribute.
+RECORDED_CLUSTER = {
+    "size": "Standard_NC6",                 # "STANDARD_NC6": the catalog's spelling
+    "tier": "dedicated",                    # "Dedicated"
+    "min_instances": 0,
+    "max_instances": 1,
+    "idle_time_before_scale_down": 300,     # "PT5M"
+    "enable_node_public_ip": True,
+    "ssh_public_access_enabled": None,      # "Enabled", but with no admin user there is no SSH to compare
+    "ssh_admin_username": None,
+    "ssh_credentials_hash": None,
+    "subnet": "test-subnet-resource-id",    # {"id": ...}
+    "identity_type": None,
+    "user_assigned_identities": [],
+    "location": "eastus2",
+    "tags": {},
+    "description": "some compute",
+    "prevent_destroy": False,
+}
+
+
+def recorded_cluster_stack(parameters: dict | None = None, network: str = "{subnet: test-subnet-resource-id}",
+                           extra: str = "") -> str:
+    """A stack declaring the cluster of Compute/get/AmlCompute.json (or of the example whose `parameters` are
+    given) the way a user writes it: the size in the catalog's spelling (Azure answers STANDARD_NC6), the idle
+    time in seconds (Azure answers PT5M), the subnet as the recorded id (or `network`), the scale settings and
+    description as recorded; `extra`: more lines of the cluster."""
+    p = parameters or ml_example("Compute/get/AmlCompute.json")["parameters"]
     return f"""
 stack: {STACK}
 workspace: {{subscription_id: {p['subscriptionId']}, resource_group: {p['resourceGroupName']},
@@ -147,9 +170,9 @@ clusters:
     max_instances: 1
     idle_time_before_scale_down: 300
     enable_node_public_ip: true
-    network_settings: {{subnet: test-subnet-resource-id}}
+    network_settings: {network}
     description: some compute
-"""
+{extra}"""
 
 
 def load_stack_text(tmp_path: Path, text: str):

@@ -8,8 +8,8 @@ import copy
 
 import pytest
 
-from contract_support import (OPERATION_URL, azure_clients, body_of, load_stack_text, ml_example, owned, query_of,
-                              recorded_cluster_stack, replay, response_body, sent, workspace_url)
+from contract_support import (OPERATION_URL, RECORDED_CLUSTER, azure_clients, body_of, load_stack_text, ml_example,
+                              owned, query_of, recorded_cluster_stack, replay, response_body, sent, workspace_url)
 from spec_schema import problems
 
 from infra_cli.azure.provider import Provider
@@ -33,27 +33,6 @@ SUBNET_ID = (f"/subscriptions/{PARAMS['subscriptionId']}/resourceGroups/{PARAMS[
 OPERATION = OPERATION_URL.format(sub=PARAMS["subscriptionId"], loc="eastus2")
 
 STACK = recorded_cluster_stack()
-
-# What infra reads off the recorded cluster (get/AmlCompute.json), attribute by attribute.
-RECORDED_CLUSTER = {
-    "size": "Standard_NC6",                 # "STANDARD_NC6": the catalog's spelling
-    "tier": "dedicated",                    # "Dedicated"
-    "min_instances": 0,
-    "max_instances": 1,
-    "idle_time_before_scale_down": 300,     # "PT5M"
-    "enable_node_public_ip": True,
-    "ssh_public_access_enabled": None,      # "Enabled", but with no admin user there is no SSH to compare
-    "ssh_admin_username": None,
-    "ssh_credentials_hash": None,
-    "subnet": "test-subnet-resource-id",    # {"id": ...}
-    "identity_type": None,
-    "user_assigned_identities": [],
-    "location": "eastus2",
-    "tags": {},
-    "description": "some compute",
-    "prevent_destroy": False,
-}
-
 
 @pytest.fixture
 def clients(monkeypatch):
