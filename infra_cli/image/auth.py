@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ACR_SUFFIXES = (".azurecr.io", ".azurecr.cn", ".azurecr.us")
+# Hosts besides the registry's own that may receive its login as its token service (comma-separated host names
+# or host:port), e.g. auth.docker.io for a private Docker Hub image.
+TOKEN_HOSTS_ENV = "INFRA_REGISTRY_TOKEN_HOSTS"
 ARM_SCOPE = "https://management.azure.com/.default"
 HELPER_TIMEOUT_S = 30     # a credential helper's answer; less when less of the check's --timeout is left
 
@@ -109,6 +112,16 @@ def lookup_credentials(host: str, timeout_s: float = HELPER_TIMEOUT_S) -> Creden
             if found:
                 return found
     return None
+
+
+def may_receive_login(realm_hostname: str, realm_netloc: str, registry_hostname: str) -> bool:
+    """Whether a bearer realm's host may be sent the registry's login (a password, a refresh token, an Azure AD
+    token): the registry's own host, or one the user lists in INFRA_REGISTRY_TOKEN_HOSTS. Any other host is
+    asked for an anonymous token only (as for a public image on Docker Hub, whose realm is auth.docker.io)."""
+    if realm_hostname.lower() == registry_hostname.lower():
+        return True
+    allowed = {h.strip().lower() for h in os.environ.get(TOKEN_HOSTS_ENV, "").split(",") if h.strip()}
+    return realm_hostname.lower() in allowed or realm_netloc.lower() in allowed
 
 
 def parse_challenge(header: str) -> tuple[str, dict[str, str]]:

@@ -14,7 +14,7 @@ from typing import BinaryIO, Iterator
 
 from infra_cli.image.document import json_type, malformed, optional_object, optional_string
 from infra_cli.image.errors import ImageReadError
-from infra_cli.image.limits import NO_DEADLINE, Deadline
+from infra_cli.image.limits import MAX_BLOB_BYTES, NO_DEADLINE, Deadline
 
 RAW_CHUNK = 1 << 20          # compressed bytes read per call
 OUT_CHUNK = 4 << 20          # most decompressed bytes produced per step: memory stays bounded
@@ -38,9 +38,14 @@ class Descriptor:
         digest = data.get("digest")
         if not isinstance(digest, str) or not digest:
             raise malformed(what, "it has no digest" if digest is None else f"its digest is {json_type(digest)}", where)
+        # no size: unknown (-1), as containerd reads a size of 0; a stated one must be a byte count a blob can have
         size = data.get("size", -1)
         if not isinstance(size, int) or isinstance(size, bool):
             raise malformed(what, f"its size is {json_type(size)} where an integer belongs", where)
+        if size < 0 and "size" in data:
+            raise malformed(what, f"its size {size} is negative", where)
+        if size > MAX_BLOB_BYTES:
+            raise malformed(what, f"its size {size} is over the {MAX_BLOB_BYTES >> 40} TiB bound for a blob", where)
         return cls(optional_string(data, "mediaType", what, where) or "", digest, size,
                    optional_object(data, "platform", what, where), optional_object(data, "annotations", what, where))
 

@@ -2,8 +2,10 @@
 
 Why top-down: an upper layer can hide anything below it (whiteouts, opaque directories, replaced files),
 never the reverse. So what the layers read so far show is final, and once every requirement's verdict
-(and version) is final the lower layers cannot change it and are not read. Layers are fetched (and verified)
-concurrently by fetch threads, a bounded distance ahead, and walked in top-down order.
+(and version) is final, and every hard link of the layers read resolves, the lower layers cannot change it
+and are not read. What is not read is not judged: a lower layer that is truncated or malformed is refused
+only when the check reads it (`--json` lists the layers read; `early_exit=False` reads them all). Layers are
+fetched (and verified) concurrently by fetch threads, a bounded distance ahead, and walked in top-down order.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from infra_cli.image.evidence import ImageEnv, VariantFinding, build_matcher, ju
 from infra_cli.image.layers import LayerIndex, Matcher, index_layer, layer_number, new_budget
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
-from infra_cli.image.merged import MergedView, State
+from infra_cli.image.merged import MergedView, State, check_hardlinks
 from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference
 from infra_cli.image.registry import RegistryStore
 from infra_cli.image.spec import Requirement, parse_requirement
@@ -188,7 +190,8 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
         for i, (pos, blob) in enumerate(blobs):
             read.append(_walk_layer(blob, pos, matcher, deadline, budget))
             view = MergedView(read, complete=(i == total - 1))
-            if early_exit and not view.complete and all(
+            links_pending = check_hardlinks(read, view.complete, total)
+            if early_exit and not view.complete and not links_pending and all(
                     _decided(judge_profile(view, profiles[r.name], env), r) for r in requirements):
                 stopped_early = True
                 break

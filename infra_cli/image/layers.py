@@ -57,6 +57,8 @@ class LayerIndex:
     opaque: set = field(default_factory=set)      # directories whose lower-layer children this layer hides
     symlinks: dict = field(default_factory=dict)  # path -> target
     hardlinks: dict = field(default_factory=dict) # path -> normalised target path
+    # hard links whose target no earlier entry of this layer holds: a lower layer must (merged.check_hardlinks)
+    external_links: dict = field(default_factory=dict)
     candidates: dict = field(default_factory=dict)  # path -> Candidate
 
     @property
@@ -77,6 +79,21 @@ def normalise(name: str) -> str:
         name = name[2:]
     name = name.strip("/")
     return "/" + name if name and name != "." else "/"
+
+
+def link_path(link: str, bad: Callable[[str], ImageReadError]) -> str:
+    """A hard link's target as tar extraction resolves it, relative to the root being extracted: '.' and '..'
+    taken as Go's filepath.Clean takes them, and a target above the root refused, as container runtimes do
+    (containers/storage and moby's pkg/archive: "invalid hardlink")."""
+    parts: list[str] = []
+    for comp in link.split("/"):
+        if comp == "..":
+            if not parts:
+                raise bad(f"its hard link target {link[:200]!r} is outside the image root")
+            parts.pop()
+        elif comp not in ("", "."):
+            parts.append(comp)
+    return "/" + "/".join(parts)
 
 
 def octal(field_: bytes) -> int:
@@ -130,6 +147,7 @@ class _Buffer:
     def __init__(self, chunks: Iterator[bytes], on_chunk: Callable[[], None]):
         self._chunks, self._on_chunk = chunks, on_chunk
         self.buf, self.pos = b"", 0
+        self.short = 0      # after a take() that found the stream's end: how many bytes it did find
 
     def _next(self) -> bytes | None:
         self._on_chunk()
@@ -144,6 +162,7 @@ class _Buffer:
         while True:
             chunk = self._next()
             if chunk is None:
+                self.short = have
                 return None
             if have + len(chunk) >= n:
                 used = n - have
@@ -254,12 +273,21 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
     extended = Extended()
     last_parent = None
 
-    def truncated() -> ImageReadError:
-        return ImageReadError(f"{what} ends in the middle of a tar entry",
+    def truncated(part: str = "entry") -> ImageReadError:
+        return ImageReadError(f"{what} ends in the middle of a tar {part} (after {index.entries} entries)",
                               "the layer is truncated or not a tar archive; push or save the image again")
 
-    def bad(problem: str) -> ImageReadError:
-        return ImageReadError(f"{what}: tar entry {index.entries + 1}: {problem}",
+    def next_header() -> bytes | None:
+        """The next 512-byte block, or None where the stream ends between blocks (Go's archive/tar: io.EOF);
+        a stream that ends inside one is truncated (io.ErrUnexpectedEOF there)."""
+        block = buf.take(BLOCK)
+        if block is None and buf.short:
+            raise truncated("header")
+        return block
+
+    def bad(problem: str, entry: int | None = None) -> ImageReadError:
+        """`problem` with the entry it is in (`entry`, counted from 1; default: the one being started)."""
+        return ImageReadError(f"{what}: tar entry {entry or index.entries + 1}: {problem}",
                               "the layer is not a tar archive any tool writes; rebuild the image from trusted sources")
 
     def imply_ancestors(parent: str) -> None:
@@ -277,11 +305,15 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             ancestor = ancestor.rpartition("/")[0] or "/"
 
     while True:
-        header = buf.take(BLOCK)
+        header = next_header()
         if header is None:
             break                                   # no end-of-archive blocks: tolerated, as tar does
-        if header.count(0) == BLOCK:
-            break                                   # end of archive
+        if header.count(0) == BLOCK:                # end of archive: two zero blocks, or one and the stream's end
+            after = next_header()
+            if after is not None and after.count(0) != BLOCK:
+                raise bad("a zero block followed by a tar header: tar readers (Go's archive/tar, which container "
+                          "runtimes use) refuse the entries after it")
+            break
         try:
             size = octal(header[124:136])
         except ValueError:
@@ -314,6 +346,15 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
                 raise truncated()
             continue
         paths_left -= 1
+        if flag == _LNK:
+            # tar makes a hard link to a file already extracted: an earlier entry of this layer, or one a lower
+            # layer left (OCI layer.md, Hardlinks); a directory never
+            target = hardlinks[path] = link_path(link, lambda problem: bad(f"{path}: {problem}", index.entries))
+            if hash(target) in dirs:
+                raise bad(f"{path} is a hard link to {target}, a directory, which no file system allows",
+                          index.entries)
+            if hash(target) not in files:
+                index.external_links[path] = target
         if flag == _DIR:
             h = hash(path)
             if h not in dirs:
@@ -329,8 +370,6 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
                       f"({MAX_INDEXED_PATHS:,} paths, {MAX_INDEXED_NAME_BYTES >> 20} MiB of directory names)")
         if flag == _SYM:
             symlinks[path] = link
-        elif flag == _LNK:
-            hardlinks[path] = normalise(link)
         extractors = matcher(path)
         if extractors is not None and flag != _DIR:
             kind = {_SYM: "symlink", _LNK: "hardlink"}.get(flag, "file" if data_len or flag in (_REG, _AREG) else "other")

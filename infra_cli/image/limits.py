@@ -29,6 +29,11 @@ MAX_INDEXED_PATHS = 1_500_000
 # ... and bytes of path names hashed for that: each directory is hashed once per layer, but a path 2,000
 # directories deep under a new top directory implies 2,000 new ones, of up to PATH_MAX bytes each.
 MAX_INDEXED_NAME_BYTES = 256 << 20
+# A descriptor's size (a layer, config or manifest): OCI makes it an int64
+# (https://github.com/opencontainers/image-spec/blob/main/descriptor.md), and Azure Container Registry takes
+# layers of at most 200 GiB (https://learn.microsoft.com/azure/container-registry/container-registry-skus).
+# 1 TiB leaves room for a `docker save` layer, which is stored uncompressed; past it a size is no image's.
+MAX_BLOB_BYTES = 1 << 40
 DEFAULT_TIMEOUT_S = 300
 TIMEOUT_HINT = "raise --timeout if the registry is merely slow; otherwise the registry or image is at fault"
 

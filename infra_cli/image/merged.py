@@ -11,6 +11,7 @@ import posixpath
 from dataclasses import dataclass
 from enum import Enum
 
+from infra_cli.image.errors import ImageReadError
 from infra_cli.image.layers import LayerIndex
 
 MAX_LINK_HOPS = 40   # as Linux's path resolution
@@ -105,3 +106,30 @@ class MergedView:
         """Whether the entry `path` of `layer` is the one the merged file system shows."""
         hit = self.entry(path)
         return State.FOUND if hit.state is State.FOUND and hit.layer is layer else State.ABSENT
+
+
+def check_hardlinks(layers_top_down: list[LayerIndex], complete: bool, total: int) -> bool:
+    """Resolve the hard links of the layers read whose targets their own layer does not hold earlier
+    (`external_links`) against the layers below each: a non-directory there resolves it (and it is dropped
+    from `external_links`); a directory, or nothing once every layer below is read, makes the layer unreadable,
+    as extracting it fails in any runtime. Returns whether some link still waits on a layer not read yet
+    (the check must not stop before those are read)."""
+    pending = False
+    for k, layer in enumerate(layers_top_down):
+        if not layer.external_links:
+            continue
+        below = MergedView(layers_top_down[k + 1:], complete)
+        for path, target in list(layer.external_links.items()):
+            hit = below.entry(target)
+            if hit.state is State.UNKNOWN:
+                pending = True
+            elif hit.state is State.FOUND and hit.kind != "dir":
+                del layer.external_links[path]
+            else:
+                held = "a directory" if hit.state is State.FOUND else "which neither an earlier entry of the layer " \
+                       "nor a lower layer holds"
+                raise ImageReadError(
+                    f"layer {layer.number} of {total} ({layer.digest}): {path} is a hard link to {target}, {held}",
+                    "no runtime can extract the layer (tar links to a file already extracted); rebuild the image "
+                    "from trusted sources")
+    return pending

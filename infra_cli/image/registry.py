@@ -3,10 +3,14 @@
 https always, except for loopback registries and `--insecure` (then https is tried first, and http if the
 server does not speak TLS; --insecure also skips certificate checks, as docker's insecure-registries do).
 Blob redirects to another host drop the Authorization header (storage URLs carry their own signature).
+A bearer challenge's token realm is followed over https only (plain http as for the registry itself: a loopback
+registry and realm, or --insecure); the login goes only to a realm on the registry's own host or one the user
+allows (auth.may_receive_login), any other host is asked for an anonymous token.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import socket
 import ssl
@@ -121,6 +125,7 @@ class RegistryStore:
         self._deadline = deadline
         self._scheme: str | None = None
         self._authorization: str | None = None
+        self._withheld_from: str | None = None    # the token realm's host the login was not sent to
         self._lock = threading.Lock()
         self._local = threading.local()
         self._opened: list[http.client.HTTPConnection] = []    # every thread's, to close at the end
@@ -235,6 +240,8 @@ class RegistryStore:
             hint = {401: "log in (docker login / az acr login) or check the credentials in ~/.docker/config.json",
                     403: "the credentials lack pull permission on this repository",
                     404: "check the repository name and tag (or digest)"}.get(resp.status, "retry later")
+            if resp.status in (401, 403) and self._withheld_from:
+                hint = self._withheld_hint()
             raise ImageReadError(f"{self.ref.host}{path.split('?')[0]} answered HTTP {resp.status}: {detail[:300]}",
                                  hint, where=self.description)
         return resp
@@ -267,11 +274,40 @@ class RegistryStore:
         if scheme != "bearer" or "realm" not in params:
             raise ImageReadError(f"registry {self.ref.host} asked for unsupported authentication {scheme!r}",
                                  "use a registry with basic or bearer token auth", where=self.description)
+        realm = params["realm"]
+        if not self._realm_may_receive_login(realm):
+            self._withheld_from, creds = urllib.parse.urlsplit(realm).hostname, None
         scope = params.get("scope") or f"repository:{self.ref.repository}:pull"
         service = params.get("service", self.ref.hostname)
-        if creds is None and auth.is_acr(self.ref.hostname):
-            creds = auth.Credentials(identity_token=self._acr_refresh_token(service, params["realm"]))
-        self._authorization = "Bearer " + self._token(params["realm"], service, scope, creds)
+        if creds is None and not self._withheld_from and auth.is_acr(self.ref.hostname):
+            creds = auth.Credentials(identity_token=self._acr_refresh_token(service, realm))
+        self._authorization = "Bearer " + self._token(realm, service, scope, creds)
+
+    def _realm_may_receive_login(self, realm: str) -> bool:
+        """Refuse a token realm that is not https (plain http only where the registry itself may be: a loopback
+        registry and realm, or --insecure); say whether it may be sent the login (auth.may_receive_login)."""
+        parts = urllib.parse.urlsplit(realm)
+        shown = "".join(c if c.isprintable() else "?" for c in realm.split("?")[0][:200])
+        why = None
+        try:
+            realm_ref = dataclasses.replace(self.ref, host=parts.netloc)
+            if parts.scheme not in ("https", "http") or not parts.hostname or "@" in parts.netloc:
+                why = "is not an https URL of a host"
+            elif parts.scheme == "http" and not (self.insecure or (self.ref.is_loopback and realm_ref.is_loopback)):
+                why = "is plain http: the login and token would travel in clear text"
+        except ValueError:     # a port that is not a number
+            why = "is not an https URL of a host"
+        if why:
+            raise ImageReadError(f"registry {self.ref.host} names the token realm {shown}, which {why}",
+                                 "a token service is followed over https only (plain http only for a loopback "
+                                 "registry and token service, or with --insecure); check the registry's address",
+                                 where=self.description)
+        return auth.may_receive_login(parts.hostname, parts.netloc, self.ref.hostname)
+
+    def _withheld_hint(self) -> str:
+        return (f"your login for {self.ref.host} was not sent to its token service on {self._withheld_from}, another "
+                f"host; if that host is the registry's own token service, allow it: "
+                f"{auth.TOKEN_HOSTS_ENV}={self._withheld_from}")
 
     def _small_answer(self, resp: _Answer, url: str) -> bytes:
         """A token service's answer, at most MAX_SMALL_ANSWER_BYTES."""
@@ -300,6 +336,7 @@ class RegistryStore:
             raw = self._small_answer(resp, url)
             if resp.status != 200:
                 raise ImageReadError(f"the token service of {self.ref.host} refused (HTTP {resp.status})",
+                                     self._withheld_hint() if self._withheld_from else
                                      "docker login to the registry, or check that the repository exists",
                                      where=self.description)
             data = load_object(raw, f"the answer of {realm}", self.description)
