@@ -50,7 +50,9 @@ def _archive_members(fh: BinaryIO, path: Path, where: str) -> dict[str, _Member]
     while True:
         fh.seek(offset)
         header = fh.read(512)
-        if len(header) < 512 or header.count(0) == 512:
+        if 0 < len(header) < 512:                # Go's archive/tar: io.ErrUnexpectedEOF, as for a layer
+            raise bad("the archive ends in the middle of its tar header")
+        if not header or header.count(0) == 512:
             return members                       # end of archive (or of the file: tolerated, as tar does)
         try:
             size, checksum = octal(header[124:136]), octal(header[148:156])

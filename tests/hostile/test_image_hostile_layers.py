@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -282,3 +285,22 @@ def test_a_token_host_the_user_allows_gets_the_login(tmp_path, token_registry):
     code, out, err = run_logged_in(tmp_path, server, "--json", INFRA_REGISTRY_TOKEN_HOSTS="example.org, localhost")
     assert code == 1 and json.loads(out)["layers_read"] == 1, (code, out, err)
     assert any(authz == BASIC for _, path, authz in server.log if path.startswith("/token")), server.log
+
+
+def test_docker_archive_cut_in_the_middle_of_a_header_is_exit_2(tmp_path):
+    """`docker save` output whose own tar ends inside a header: `docker load` fails on it; it was read."""
+    layer_tar = files(*EVIDENCE) + END
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": ["PATH=/usr/bin"]},
+                         "rootfs": {"type": "layers", "diff_ids": [_digest(layer_tar)]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "Layers": ["l1/layer.tar"]}]).encode()
+    out = io.BytesIO()
+    tar = tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT)
+    for name, data in ((config_name, config), ("l1/layer.tar", layer_tar), ("manifest.json", manifest)):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    archive = tmp_path / "image.tar"
+    archive.write_bytes(out.getvalue() + tar_header(b"more", 0)[:100])     # members, then a cut header
+    message = refused(tmp_path, f"docker-archive:{archive}", why="ends in the middle of its tar header")
+    assert f"{archive}: tar entry 4" in message, message
