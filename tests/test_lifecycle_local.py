@@ -220,7 +220,7 @@ def test_stale_plan_file_refused_and_nothing_changes(tmp_path, clients, emulator
     planfile = tmp_path / "tf.plan"
     write_plan_file(planfile, outcome.plan, outcome.loaded.path, [])
     assert (planfile.stat().st_mode & 0o777) == 0o600
-    saved = read_plan_file(planfile)
+    saved = read_plan_file(planfile, key=None)
     assert [c.actions for c in saved.plan.changes] == [["update"]]
     # the live state moves on before the plan is applied
     entity = clients.ml.compute.get("gpu2")

@@ -2,11 +2,20 @@
 
 A no-op apply makes no write request: the lock (a write) is taken only when there is something to change,
 and then the live state is read again under the lock and must still match what the plan saw.
+
+A plan file is a request, not an order (as Terraform treats its plans, and more): its seals (digest, HMAC) are
+checked as it is read (plan/planfile.py), and apply derives the actions again from the file's desired state (which
+must be the stack's now) and the live state, once before and once under the lock, and refuses a file whose
+recorded actions differ. What runs is the derived plan, never the file's. Whatever a plan says, every delete and
+replace is checked under the lock against the live state: the cluster must carry the stack's ownership tag and
+must not be protected by lifecycle.prevent_destroy (in the stack, or in the live tag of the last apply).
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,15 +24,14 @@ from infra_cli.apply.lock import StackLock, force_unlock
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
-from infra_cli.plan.engine import PlanOutcome, plan_stack
-from infra_cli.plan.live import read_cluster, record_smoke, refresh
-from infra_cli.plan.model import Plan, Resource, canonical_json, content_hash
+from infra_cli.plan.engine import PlanOutcome, plan_stack, planned_changes
+from infra_cli.plan.live import LiveState, read_cluster, record_smoke, refresh
+from infra_cli.plan.model import Plan, PlanMode, Resource, ResourceChange, canonical_json, content_hash
 from infra_cli.plan.normalise import is_other_compute
-from infra_cli.plan.planfile import load_planned_stack, read_plan_file, stack_changed_since
+from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
 from infra_cli.validate.engine import load_valid_stack
-
 
 class StalePlan(DiagnosticError):
     pass
@@ -34,18 +42,36 @@ def _stale(message: str, file: str) -> StalePlan:
                                  "run `infra plan` again and apply the new plan")])
 
 
-def prepare_from_plan_file(path: Path, *, local: bool) -> PlanOutcome:
-    """Load a saved plan and the stack it came from; refuse if the stack's desired state changed."""
+@dataclass
+class SavedOutcome(PlanOutcome):
+    """A plan from a file, already derived again from the stack and the live state (`plan` is the derived one);
+    `targets` the file's --target addresses, which the derivation under the lock keeps to."""
+    targets: list[str] = field(default_factory=list)
+    file: str = ""
+
+
+def prepare_from_plan_file(path: Path, *, local: bool, key: bytes | None) -> SavedOutcome:
+    """Load a saved plan (its seals checked; `key`: INFRA_PLAN_KEY) and the stack it came from; refuse it if the
+    stack's desired state changed, or if the actions it records are not those the stack and the live state call
+    for now. Reads only: nothing is locked or written."""
     from infra_cli.azure.clients import build_clients
 
     from infra_cli.azure.provider import Provider
 
-    saved = read_plan_file(path)
+    saved = read_plan_file(path, key=key)
     loaded = load_planned_stack(saved)
     if stack_changed_since(saved, loaded):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
-
-    return PlanOutcome(saved.plan, loaded, Provider(build_clients(loaded.stack.workspace, local=local)), live=None)
+    provider = Provider(build_clients(loaded.stack.workspace, local=local))
+    derived = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets).plan
+    if derived.live_fingerprint != saved.plan.live_fingerprint:
+        raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
+                     str(path))
+    _refuse_mismatch(saved.plan.changes, derived.changes, str(path), values=True)
+    errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
+    if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
+        raise DiagnosticError(errors)
+    return SavedOutcome(derived, loaded, provider, live=None, targets=saved.targets, file=str(path))
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
@@ -53,25 +79,93 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
                   stop: threading.Event | None = None) -> ApplyResult:
     """Lock, check the live state still matches the plan, execute, unlock.
 
-    A saved plan (outcome.live is None) must find the live state it was made against. A plan made moments ago
-    by this command is planned again under the lock when Azure moved meanwhile (a cluster another apply left
-    Creating finished): it goes on if the new plan makes the same changes, and is stale otherwise."""
+    A saved plan (outcome.live is None) must find the live state it was made against, and the actions derived
+    again from it must be the plan's. A plan made moments ago by this command is planned again under the lock
+    when Azure moved meanwhile (a cluster another apply left Creating finished): it goes on if the new plan makes
+    the same changes, and is stale otherwise. Every delete and replace is then checked against the live state
+    (_refuse_unsafe_destroys) before anything is written."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
     with StackLock(provider.clients.ml, plan.stack, operation):
         live = refresh(provider, plan.desired)
         if live.fingerprint() != plan.live_fingerprint:
-            again = plan_stack(loaded, provider, mode=plan.mode).plan if outcome.live is not None else None
-            if again is None or again.has_errors() or _changes(again) != _changes(plan):
+            again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
+            if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
                              "changed)", str(loaded.path))
-            plan = again
+            plan, live = again.plan, again.live
+        if isinstance(outcome, SavedOutcome):
+            derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
+                loaded, plan.desired, live, mode=plan.mode, targets=outcome.targets)
+            _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, values=False)
+            if any(d.severity == "error" for d in found):
+                raise DiagnosticError([d for d in found if d.severity == "error"])
+        _refuse_unsafe_destroys(plan, live, str(loaded.path))
         mark_smokes_pending(plan, loaded, provider)
         return execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
 
 
-def _changes(plan: Plan) -> list[tuple[str, list[str], str]]:
-    """What a plan would do: each change's address, actions and the values it writes."""
-    return [(c.address, c.actions, canonical_json(c.after)) for c in plan.changes]
+def _differences(recorded: list[ResourceChange], derived: list[ResourceChange], *, values: bool) -> list[str]:
+    """How the changes a plan records differ from those derived from the stack and the live state, one line per
+    address (empty when they agree): actions, the Azure resource named, and with `values` the values written."""
+    def actions(change: ResourceChange | None) -> str:
+        return json.dumps(change.actions) if change is not None else "no change"
+
+    mine, theirs = {c.address: c for c in recorded}, {c.address: c for c in derived}
+    out = []
+    for address in sorted(set(mine) | set(theirs)):
+        r, d = mine.get(address), theirs.get(address)
+        if r is None or d is None or r.actions != d.actions:
+            out.append(f"{address}: the plan records {actions(r)}, the stack and the live state call for {actions(d)}")
+        elif (r.type, r.name) != (d.type, d.name):
+            out.append(f"{address}: the plan names {r.type} {r.name!r}, the stack {d.type} {d.name!r}")
+        elif values and canonical_json(r.after) != canonical_json(d.after):
+            fields = sorted(k for k in set(r.after or {}) | set(d.after or {})
+                            if (r.after or {}).get(k) != (d.after or {}).get(k))
+            out.append(f"{address}: the plan writes other values than the stack asks for ({', '.join(fields)})")
+    return out
+
+
+def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChange], file: str, *,
+                     values: bool) -> None:
+    lines = _differences(recorded, derived, values=values)
+    if lines:
+        raise DiagnosticError([Diagnostic(
+            "error", "apply.plan-mismatch",
+            "the plan file's actions are not what the stack and the live state call for (the file was changed "
+            "after `infra plan` wrote it, or was not written by it), so nothing was changed: " + "; ".join(lines),
+            file, None, None, REPLAN_HINT)])
+
+
+def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str) -> None:
+    """Every delete and replace, whatever the plan says: the cluster exists, carries this stack's ownership tag,
+    and neither the stack (plan.desired) nor its live tag (the last apply) sets lifecycle.prevent_destroy."""
+    protected_in_stack = {r.name for r in plan.desired if r.type == "cluster" and r.attributes.get("prevent_destroy")}
+    problems = []
+    for change in plan.changes:
+        if "delete" not in change.actions:
+            continue
+        verb = "destroy" if change.actions == ["delete"] else "replace (destroy and create)"
+        current = live.clusters.get(change.name) if change.type == "cluster" else None
+        if change.type != "cluster":
+            problems.append(Diagnostic("error", "apply.not-destroyable", f"{change.address}: the plan would {verb} "
+                                       f"a {change.type}; infra never deletes one", file, None, None, REPLAN_HINT))
+        elif current is None:
+            problems.append(Diagnostic("error", "apply.stale-plan", f"{change.address}: the plan would {verb} "
+                                       f"cluster {change.name!r}, which does not exist", file, None, None, REPLAN_HINT))
+        elif is_other_compute(current) or current.owner_stack != plan.stack:
+            owner = "no" if current.owner_stack is None else f"stack {current.owner_stack!r}'s"
+            problems.append(Diagnostic(
+                "error", "apply.not-owned", f"{change.address}: the plan would {verb} cluster {change.name!r}, which "
+                f"carries {owner} ownership tag ({TAG_STACK}), not stack {plan.stack!r}'s: infra destroys only what "
+                "its stack owns", file, None, None, "leave it alone, or adopt it first with `infra import`"))
+        elif change.name in protected_in_stack or current.attributes.get("prevent_destroy"):
+            where = "the stack sets" if change.name in protected_in_stack else "it was applied with"
+            problems.append(Diagnostic(
+                "error", "apply.prevent-destroy", f"{change.address}: the plan would {verb} cluster {change.name!r}, "
+                f"but {where} lifecycle.prevent_destroy", file, None, None,
+                f"set clusters.{change.name}.lifecycle.prevent_destroy: false and apply that first"))
+    if problems:
+        raise DiagnosticError(problems)
 
 
 def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:

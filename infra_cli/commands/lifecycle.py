@@ -5,6 +5,7 @@ wrapper (commands/output.py report_error).
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
@@ -93,7 +94,7 @@ def plan(
                                       help="read custom images' layers and check their `requires:`"),
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
-    from infra_cli.plan.planfile import write_plan_file
+    from infra_cli.plan.planfile import plan_key, write_plan_file
     from infra_cli.plan.render import render_plan
 
     if refresh_only and destroy:
@@ -101,6 +102,7 @@ def plan(
                                  param_hint="'--refresh-only' / '--destroy'")
     mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
     try:
+        key = plan_key(os.environ) if out is not None else None   # an unusable key is said before planning
         outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
@@ -113,7 +115,7 @@ def plan(
     if p.has_errors():
         raise typer.Exit(EXIT_ERROR)
     if out is not None:
-        write_plan_file(out, p, outcome.loaded.path, list(target))
+        write_plan_file(out, p, outcome.loaded.path, list(target), key=key)
         if not as_json:
             print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}")
     has_changes = bool(p.changes or p.drift or p.smoke_jobs)  # a pending smoke is a change apply makes
@@ -174,12 +176,12 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                       *, destroy: bool) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
     from infra_cli.apply.lock import LockHeld
-    from infra_cli.plan.planfile import is_plan_file
+    from infra_cli.plan.planfile import is_plan_file, plan_key
     from infra_cli.plan.render import render_plan
 
     try:
         if not destroy and is_plan_file(source):
-            outcome = prepare_from_plan_file(source, local=local)
+            outcome = prepare_from_plan_file(source, local=local, key=plan_key(os.environ))
             approved = True
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")

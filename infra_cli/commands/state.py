@@ -5,6 +5,7 @@
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -16,11 +17,11 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
 def _show_plan(path: Path, as_json: bool) -> None:
-    from infra_cli.plan.planfile import current_against_stack, read_plan_file
+    from infra_cli.plan.planfile import current_against_stack, plan_key, read_plan_file
     from infra_cli.plan.render import render_plan
 
-    try:
-        saved = read_plan_file(path)
+    try:   # its digest (and with INFRA_PLAN_KEY its HMAC) checked; a signed file shows unchecked without the key
+        saved = read_plan_file(path, key=plan_key(os.environ), strict=False)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     problem = current_against_stack(saved, path)
@@ -32,8 +33,8 @@ def _show_plan(path: Path, as_json: bool) -> None:
     else:  # as `infra plan` printed it: its diagnostics on stderr, the plan on stdout
         print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
         print(render_plan(plan, colour=sys.stdout.isatty()))
-    if problem is not None:
-        print_diagnostics([problem])
+    if problem is not None or saved.warnings:
+        print_diagnostics(saved.warnings + ([problem] if problem is not None else []))
 
 
 def _read_state(stack: Path, local: bool):

@@ -96,6 +96,18 @@ def smoke_reasons(loaded: LoadedStack, desired: list[Resource], changes: list[Re
     return {**pending, **changed}
 
 
+def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveState, *, mode: str,
+                    targets: list[str]) -> tuple[list[ResourceChange], list[Diagnostic]]:
+    """The changes (and the diff's diagnostics) that take `live` to `desired`: what plan records, and what apply
+    derives again under the lock to check a plan file against. Pure."""
+    result = diff(desired, live, stack=loaded.stack.stack, source=loaded.source,
+                  mode="destroy" if mode == "destroy" else "normal")
+    changes = result.changes
+    if targets:
+        changes = select_targets(changes, targets, distribution_dependencies(loaded.stack))
+    return changes, result.diagnostics
+
+
 def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal", targets: list[str] | None = None,
                warnings: list[Diagnostic] | None = None, check_images: bool = False) -> PlanOutcome:
     """The plan of a loaded, validated stack against what `provider` reads (built by the command: Azure, or the
@@ -112,12 +124,9 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
                          stack=stack.stack if normal else None, distributions=list(stack.distributions))
         image_diagnostics = images_f.result() if images_f else []
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
-    result = diff(desired, live, stack=stack.stack, source=loaded.source, mode="destroy" if mode == "destroy" else "normal")
+    changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets)
     deps = distribution_dependencies(stack)
-    changes = result.changes
-    if targets:
-        changes = select_targets(changes, targets, deps)
-    diagnostics = list(warnings or []) + result.diagnostics + image_diagnostics
+    diagnostics = list(warnings or []) + found + image_diagnostics
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
     diagnostics += unresolved_environments(loaded, curated, resolved)

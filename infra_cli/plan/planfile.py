@@ -1,15 +1,24 @@
 """Plan files: the diff, the desired state and the live fingerprint a plan saw. Mode 0600, no secrets.
 
 Applying one re-reads the stack (for the secrets a create needs, which the file never holds) and refuses if
-the stack's desired state or the live state's fingerprint no longer match what was planned.
+the stack's desired state or the live state's fingerprint no longer match what was planned (apply/engine.py then
+derives the actions again and refuses a file whose recorded ones differ).
+
+A plan file carries the sha256 digest of its content (`digest`), and with INFRA_PLAN_KEY set an HMAC-SHA256 of
+it under that key (`hmac`); reading one checks both, so a file changed after `infra plan` wrote it is refused.
+Both are computed over the canonical JSON (sorted keys, no spaces) of every other field, as read back.
+The key itself is never written anywhere.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources
@@ -19,6 +28,10 @@ from infra_cli.stack.load import LoadedStack
 from infra_cli.validate.engine import load_valid_stack
 
 KIND = "infra-plan"
+PLAN_KEY_ENV = "INFRA_PLAN_KEY"
+_SEALS = ("digest", "hmac")   # the fields that seal the others
+_DIGEST, _HMAC = "sha256:", "hmac-sha256:"
+REPLAN_HINT = "run `infra plan STACK --out FILE` again and apply the new file"
 
 
 @dataclass
@@ -26,16 +39,47 @@ class SavedPlan:
     plan: Plan
     stack_path: Path
     targets: list[str]
+    warnings: list[Diagnostic] = field(default_factory=list)
 
 
-def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]) -> None:
-    body = {
+def plan_key(environ: Mapping[str, str]) -> bytes | None:
+    """The key plan files are signed with (INFRA_PLAN_KEY), None when unset; set but empty is an error (a CI
+    secret that did not arrive would otherwise turn signing off without a word)."""
+    value = environ.get(PLAN_KEY_ENV)
+    if value is None:
+        return None
+    if not value:
+        raise DiagnosticError([Diagnostic("error", "planfile.key-empty", f"{PLAN_KEY_ENV} is set but empty",
+                                          None, None, None, f"set {PLAN_KEY_ENV} to the secret plan files are signed "
+                                          "with, or unset it to work without signatures")])
+    return value.encode("utf-8")
+
+
+def _sealed_content(body: dict) -> bytes:
+    return canonical_json({k: v for k, v in body.items() if k not in _SEALS}).encode()
+
+
+def content_digest(body: dict) -> str:
+    """`sha256:HEX` of a plan file's content (every field but the seals, as canonical JSON)."""
+    return _DIGEST + hashlib.sha256(_sealed_content(body)).hexdigest()
+
+
+def content_hmac(body: dict, key: bytes) -> str:
+    return _HMAC + hmac.new(key, _sealed_content(body), hashlib.sha256).hexdigest()
+
+
+def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str], *, key: bytes | None = None) -> None:
+    """`key`: sign the file with HMAC-SHA256 under it (INFRA_PLAN_KEY); the digest is written either way."""
+    body = json.loads(json.dumps({   # as a reader will see it: the seals cover what is read back
         "kind": KIND,
         **plan.to_json(mask_sensitive=False),
         "stack_path": str(stack_path),
         "targets": targets,
         "desired": [r.to_json() for r in plan.desired],
-    }
+    }))
+    body["digest"] = content_digest(body)
+    if key is not None:
+        body["hmac"] = content_hmac(body, key)
     data = json.dumps(body, indent=2, sort_keys=True).encode()
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -77,9 +121,13 @@ def looks_like_plan_file(path: Path) -> bool:
     return head.lstrip().startswith(b"{") or head.startswith(ZIP_MAGIC)
 
 
-def read_plan_file(path: Path) -> SavedPlan:
-    def bad(message: str, hint: str = "create a fresh one with `infra plan STACK --out FILE`") -> DiagnosticError:
-        return DiagnosticError([Diagnostic("error", "planfile.invalid", message, str(path), None, None, hint)])
+def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> SavedPlan:
+    """Read a plan file and check its seals: its digest always, its HMAC under `key` (INFRA_PLAN_KEY; a file
+    without one is refused while a key is set). A signed file read without a key is refused when `strict`
+    (apply), and read with a warning otherwise (show)."""
+    def bad(message: str, hint: str = "create a fresh one with `infra plan STACK --out FILE`",
+            rule: str = "planfile.invalid") -> DiagnosticError:
+        return DiagnosticError([Diagnostic("error", rule, message, str(path), None, None, hint)])
 
     try:
         if Path(path).stat().st_size > MAX_PLAN_BYTES:
@@ -89,7 +137,7 @@ def read_plan_file(path: Path) -> SavedPlan:
             raise bad("not an infra plan file: a zip archive, as Terraform writes its plans",
                       "`terraform show` reads Terraform's plans; infra's are written by `infra plan STACK --out FILE`")
         data = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:   # RecursionError: nested past the parser's depth
         raise bad(f"cannot read plan file: {exc}") from None
     if isinstance(data, dict) and "kind" not in data and "resource_changes" in data:
         raise bad("not an infra plan file: this is the JSON `infra plan --json` prints, which apply cannot use",
@@ -98,6 +146,7 @@ def read_plan_file(path: Path) -> SavedPlan:
         raise bad("not an infra plan file")
     if data.get("format_version") != FORMAT_VERSION:
         raise bad(f"plan file format {data.get('format_version')} is not {FORMAT_VERSION}")
+    warnings = _check_seals(data, key, strict, bad, str(path))
     try:
         plan = Plan(
             stack=data["stack"], mode=data["mode"],
@@ -108,9 +157,37 @@ def read_plan_file(path: Path) -> SavedPlan:
             smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},
             drift=[ResourceChange.from_json(c) for c in data.get("resource_drift") or []],
         )
-        return SavedPlan(plan, Path(data["stack_path"]), list(data.get("targets") or []))
-    except (KeyError, TypeError) as exc:
-        raise bad(f"plan file is missing {exc}") from None
+        return SavedPlan(plan, Path(data["stack_path"]), list(data.get("targets") or []), warnings)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
+
+
+def _check_seals(data: dict, key: bytes | None, strict: bool, bad, file: str) -> list[Diagnostic]:
+    """Refuse a file whose digest or HMAC does not match its content; the warnings of a file read unchecked."""
+    digest, seal = data.get("digest"), data.get("hmac")
+    if not isinstance(digest, str) or not digest.startswith(_DIGEST):
+        raise bad("the plan file carries no digest of its content: it was not written by this version of "
+                  "`infra plan`, or its digest was removed", REPLAN_HINT, "planfile.changed")
+    if not hmac.compare_digest(digest.encode(), content_digest(data).encode()):
+        raise bad("the plan file was changed after `infra plan` wrote it: its content no longer matches its sha256 "
+                  "digest", REPLAN_HINT + " (a plan file is applied only as plan wrote it)", "planfile.changed")
+    if key is not None:
+        if seal is None:
+            raise bad(f"{PLAN_KEY_ENV} is set, but the plan file carries no HMAC: `infra plan` wrote it without "
+                      f"{PLAN_KEY_ENV} set (or its HMAC was removed)",
+                      f"run `infra plan STACK --out FILE` with the same {PLAN_KEY_ENV} set", "planfile.unsigned")
+        if not isinstance(seal, str) or not hmac.compare_digest(seal.encode(), content_hmac(data, key).encode()):
+            raise bad(f"the plan file's HMAC does not match {PLAN_KEY_ENV}: it was changed after `infra plan` wrote "
+                      "it, or signed with another key", f"{REPLAN_HINT}, with this {PLAN_KEY_ENV} set", "planfile.changed")
+        return []
+    if seal is not None:
+        message = f"the plan file is signed (HMAC-SHA256), but {PLAN_KEY_ENV} is not set, so its signature "
+        if strict:
+            raise bad(message + "cannot be checked", f"set {PLAN_KEY_ENV} to the key `infra plan` signed it with",
+                      "planfile.unsigned")
+        return [Diagnostic("warning", "planfile.unverified", message + "was not checked", file, None, None,
+                           f"set {PLAN_KEY_ENV} to check it; apply refuses it without")]
+    return []
 
 
 def current_against_stack(saved: SavedPlan, path: Path) -> Diagnostic | None:
