@@ -99,7 +99,7 @@ def is_plan_file(path: Path) -> bool:
                 return False
             fh.seek(0)
             data = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and data.get("kind") == KIND
 
@@ -157,9 +157,22 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
             smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},
             drift=[ResourceChange.from_json(c) for c in data.get("resource_drift") or []],
         )
-        return SavedPlan(plan, Path(data["stack_path"]), list(data.get("targets") or []), warnings)
+        for change in plan.resource_changes + plan.drift:
+            change.action   # an action list infra does not know is a ValueError here, not in show or apply
+        for d in plan.diagnostics:
+            Diagnostic(**d)   # show prints them
+        if not all(isinstance(v, str) for v in [plan.stack, *plan.smoke_jobs, *saved_targets(data)]):
+            raise TypeError("the stack's name, smoke jobs and targets are strings")
+        return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
+
+
+def saved_targets(data: dict) -> list:
+    targets = data.get("targets") or []
+    if not isinstance(targets, list):
+        raise TypeError("targets is not a list")
+    return targets
 
 
 def _check_seals(data: dict, key: bytes | None, strict: bool, bad, file: str) -> list[Diagnostic]:

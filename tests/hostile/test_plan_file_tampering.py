@@ -192,6 +192,25 @@ def test_edited_or_missing_digest_is_refused(world, tmp_path):
     _refused(world, _edited(world, tmp_path, gone, reseal=False), "planfile.changed", "no digest")
 
 
+def test_a_resealed_file_of_the_wrong_shape_is_named_never_a_traceback(world, tmp_path):
+    edits = {"actions infra does not know": lambda b: _change(b, "cluster.a100")["change"].update(actions=["boom"]),
+             "a mode that is none": lambda b: b.update(mode="everything"),
+             "a diagnostic that is a number": lambda b: b.update(diagnostics=[1]),
+             "a smoke job that is an object": lambda b: b.update(smoke_jobs=[{}]),
+             "targets that are a string": lambda b: b.update(targets="cluster.a100"),
+             "a change that is a number": lambda b: b.update(resource_changes=[1])}
+    for what, edit in edits.items():
+        edited = _edited(world, tmp_path, edit)
+        for command in (["show", str(edited)], ["apply", str(edited), "--local", "--auto-approve"]):
+            r = _cli(world, *command)
+            assert r.returncode == 1 and "error[planfile.invalid]" in r.stderr, (what, command, r.stderr)
+    deep = tmp_path / "deep.plan"
+    deep.write_text('{"kind": "infra-plan", "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    r = _cli(world, "show", str(deep))
+    assert r.returncode == 1 and "error[planfile.invalid]" in r.stderr and "cannot read plan file" in r.stderr
+    assert _live(world.clients) == world.before
+
+
 # ---- INFRA_PLAN_KEY: an HMAC nobody without the key can forge -----------------------------------------------
 
 def test_signed_plan_file_holds_no_key_and_shows_with_it(world):
