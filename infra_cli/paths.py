@@ -10,10 +10,14 @@ import importlib.util
 import sys
 import functools
 import os
+import pwd
+import shlex
 import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,3 +183,125 @@ def stage_context(root: Path, destination: Path) -> ContextListing:
     for f in listing.files:
         copy_no_wider(f.source, destination / f.relative)
     return listing
+
+
+# ---- local state: trusted only as OpenSSH trusts its files --------------------------------------------------
+# `--local` keeps a cloud in a directory (tokens, keys, a job runner's shims): a directory someone else owns or
+# may write is refused, as OpenSSH's StrictModes refuses ~/.ssh (https://man.openbsd.org/sshd_config#StrictModes),
+# and no symbolic link inside it is ever followed.
+
+STATE_RULE = "local.state-untrusted"
+
+
+def _untrusted(message: str, hint: str) -> DiagnosticError:
+    return DiagnosticError([Diagnostic("error", STATE_RULE, message, None, None, None, hint)])
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _check_private_dir(path: Path, info: os.stat_result) -> None:
+    quoted = shlex.quote(str(path))
+    if stat.S_ISLNK(info.st_mode):
+        raise _untrusted(f"{path} is a symbolic link: infra follows no link in its local state",
+                         f"remove the link (rm {quoted}) or point INFRA_LOCAL_DIR at the real directory")
+    if not stat.S_ISDIR(info.st_mode):
+        raise _untrusted(f"{path} is not a directory", f"move it aside (mv {quoted} {quoted}.old)")
+    if info.st_uid != os.getuid():
+        raise _untrusted(f"{path} is owned by {_owner(info.st_uid)}, not by this user ({_owner(os.getuid())}): "
+                         "whoever owns it can make infra write or run files of theirs",
+                         f"use a directory of your own (INFRA_LOCAL_DIR), or take it: chown -R {os.getuid()} {quoted}")
+    if info.st_mode & 0o022:
+        who = " and ".join(w for w, bit in (("its group", 0o020), ("other users", 0o002)) if info.st_mode & bit)
+        raise _untrusted(f"{path} may be written by {who} ({stat.filemode(info.st_mode)}): they could plant links "
+                         "or files infra would trust", f"chmod go-w {quoted}")
+
+
+def private_state_dir(path: Path, *, create: bool = True) -> Path:
+    """The local state directory (INFRA_LOCAL_DIR, ./.infra/local, `emulator serve --dir`), made mode 0700 if
+    absent (create; else FileNotFoundError), refused (DiagnosticError local.state-untrusted, naming the path and the fix) when it is a link, is
+    owned by another user or is writable by group or others, or when a directory above it could be changed by
+    another user (not ours or root's, or group/world-writable without the sticky bit, as /tmp has)."""
+    path = Path(path).absolute()
+    if create:
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError:
+            pass        # a file or a dangling link: said below
+    _check_private_dir(path, os.lstat(path))
+    for above in path.parents:
+        info = os.stat(above)
+        if info.st_uid not in (0, os.getuid()):
+            raise _untrusted(f"{above}, above the state directory {path}, is owned by {_owner(info.st_uid)}: "
+                             "its owner could replace the state directory", "use a state directory (INFRA_LOCAL_DIR) "
+                             "under a directory of your own")
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise _untrusted(f"{above}, above the state directory {path}, may be written by other users "
+                             f"({stat.filemode(info.st_mode)}): they could replace the state directory",
+                             f"chmod go-w {shlex.quote(str(above))}, or use a state directory elsewhere")
+    return path
+
+
+def private_subdir(state_dir: Path, name: str) -> Path:
+    """A directory infra keeps inside the state directory (bin, blobs, jobs): made 0700 if absent, refused as
+    private_state_dir refuses when it is a link, another user's or writable by others."""
+    path = Path(state_dir) / name
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    _check_private_dir(path, os.lstat(path))
+    return path
+
+
+def refuse_link(path: Path) -> None:
+    """Refuse (DiagnosticError) a state file that is a symbolic link; a missing file is fine."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise _untrusted(f"{path} is a symbolic link (to {os.readlink(path)}): infra follows no link in its local "
+                         "state", f"remove the link: rm {shlex.quote(str(path))}")
+
+
+def write_private_file(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace `path` with a new file of `data` (mode `mode`), atomically: written to a fresh file (O_EXCL,
+    O_NOFOLLOW) beside it, then renamed over it, so a link at `path` is replaced, never written through."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), mode)
+            out.write(data)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def open_beneath(root: Path, relative: str, flags: int, mode: int = 0o600, *, make_dirs: bool = False) -> int:
+    """A file descriptor for root/relative reached through no symbolic link: every directory on the way is opened
+    with O_NOFOLLOW relative to the one before (made 0700 when make_dirs), and the file itself with O_NOFOLLOW.
+    A link planted anywhere below `root` raises OSError (ELOOP or ENOTDIR) instead of being followed."""
+    parts = [p for p in relative.split("/") if p]
+    if not parts or any(p in (".", "..") for p in parts):
+        raise ValueError(f"{relative!r} is not a relative path below {root}")
+    dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in parts[:-1]:
+            if make_dirs:
+                try:
+                    os.mkdir(part, 0o700, dir_fd=dir_fd)
+                except FileExistsError:
+                    pass
+            next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            os.close(dir_fd)
+            dir_fd = next_fd
+        return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)

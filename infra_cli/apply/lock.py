@@ -14,11 +14,13 @@ raised as such rather than reported as a lock held by nobody).
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
 import socket
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from infra_cli.azure.lock_store import LockWriteRefused, latest_lock_version, register_lock_version
@@ -38,10 +40,15 @@ class LockInfo:
     host: str | None = None
     pid: int | None = None
     token: str | None = None   # unique per acquisition: tells our own registration from another's
+    machine: str | None = None  # where `pid` means a process: machine_identity() of the holder
 
     def holder_is_dead_here(self) -> bool:
-        """Held by a process of this machine that no longer exists (a killed apply): safe to take over."""
-        if not self.held or self.host != socket.gethostname() or self.pid is None:
+        """Held by a process of this machine that no longer exists (a killed apply): safe to take over. "This
+        machine" is machine_identity(), not the host name: two machines (or containers) may share a name, and a
+        pid means nothing on another one. A lock without the identity (an older infra) is never taken over."""
+        here = machine_identity()
+        if (not self.held or self.host != socket.gethostname() or self.pid is None or here is None
+                or self.machine != here):
             return False
         try:
             os.kill(self.pid, 0)
@@ -66,7 +73,29 @@ def _read(ml: Any, name: str) -> LockInfo:
     return LockInfo(tags.get("infra.lock") == "held", tags.get("infra.lock.holder"), tags.get("infra.lock.since"),
                     tags.get("infra.lock.operation"), version, tags.get("infra.lock.host"),
                     int(tags["infra.lock.pid"]) if str(tags.get("infra.lock.pid", "")).isdigit() else None,
-                    tags.get("infra.lock.token"))
+                    tags.get("infra.lock.token"), tags.get(MACHINE_TAG))
+
+
+MACHINE_TAG = "infra.lock.machine"
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+_MACHINE_ID = Path("/etc/machine-id")
+_PID_NAMESPACE = "/proc/self/ns/pid"
+
+
+def machine_identity() -> str | None:
+    """Where a pid names one process: this machine's id (machine-id(5), when it has one), this boot of its kernel
+    (boot_id: pids restart at a reboot) and this pid namespace (containers on one kernel share its boot_id but
+    not their pids), hashed. None where they cannot be read (not Linux): such a lock is never taken over."""
+    try:
+        boot = _BOOT_ID.read_text(encoding="ascii").strip()
+        namespace = os.readlink(_PID_NAMESPACE)
+    except OSError:
+        return None
+    try:
+        machine = _MACHINE_ID.read_text(encoding="ascii").strip()
+    except OSError:
+        machine = ""
+    return hashlib.sha256(f"{machine}\n{boot}\n{namespace}".encode()).hexdigest()[:32]
 
 
 def holder_id() -> str:
@@ -91,7 +120,7 @@ class StackLock:
             tags = {"infra.lock": "held", "infra.lock.holder": holder_id(), "infra.lock.operation": self.operation,
                     "infra.lock.since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "infra.lock.host": socket.gethostname(), "infra.lock.pid": str(os.getpid()),
-                    "infra.lock.token": token}
+                    "infra.lock.token": token, **({MACHINE_TAG: machine} if (machine := machine_identity()) else {})}
             try:
                 register_lock_version(self.ml, self.name, version, tags)
             except LockWriteRefused as refused:

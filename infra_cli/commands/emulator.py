@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.output import Command, Group
+from infra_cli.commands.output import Command, Group, print_diagnostics
 
 
 def serve(
@@ -24,6 +24,7 @@ def serve(
     from infra_cli.emulator.faults import FaultConfig
     from infra_cli.emulator.server import EmulatorServer
 
+    from infra_cli.diagnostics import DiagnosticError
     from infra_cli.paths import local_state_dir   # (subprocess, tempfile...): not for --help
 
     state_dir = (directory or local_state_dir()).resolve()
@@ -31,6 +32,9 @@ def serve(
         faults = FaultConfig(latency_s=latency, throttle_rate=throttle_rate, error_rate=error_rate,
                              lro_failure_rate=lro_failure_rate, seed=seed, provisioning_delay_s=provisioning_delay)
         server = EmulatorServer(state_dir, port, faults, world=world).start()
+    except DiagnosticError as exc:    # a state directory others control, a corrupt state file: said as such
+        print_diagnostics(exc.diagnostics)
+        raise typer.Exit(1)
     except (ValueError, OSError) as exc:
         print(f"error[emulator]: cannot start the emulator: {exc}", file=sys.stderr)
         print("  hint: pick another --port, check --dir is writable and --world is a readable YAML file",
@@ -41,6 +45,29 @@ def serve(
         server.serve_forever()
     except KeyboardInterrupt:
         print("emulator stopped", file=sys.stderr)
+
+
+def reset(
+    directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help="state directory (default ./.infra/local or INFRA_LOCAL_DIR)"),
+) -> None:
+    """Move the local cloud's state database aside (kept as state.sqlite3.aside-TIME): the next emulator starts empty."""
+    from infra_cli.diagnostics import DiagnosticError
+    from infra_cli.emulator.state import move_aside
+    from infra_cli.paths import local_state_dir
+
+    state_dir = (directory or local_state_dir()).absolute()
+    try:
+        moved = move_aside(state_dir)
+    except DiagnosticError as exc:
+        print_diagnostics(exc.diagnostics)
+        raise typer.Exit(1)
+    except OSError as exc:
+        print(f"error[emulator]: cannot move the state of {state_dir} aside: {exc.strerror or exc}", file=sys.stderr)
+        raise typer.Exit(1)
+    for source, target in moved:
+        print(f"moved {source} to {target}")
+    if not moved:
+        print(f"no emulator state in {state_dir}: nothing to move")
 
 
 def connection_help(url: str, cert: Path, token: Path, state_dir: Path) -> str:
@@ -73,4 +100,5 @@ Ctrl-C stops it; the state stays in {state_dir}."""
 def register(app: typer.Typer) -> None:
     emulator_app = typer.Typer(cls=Group, help="Run the local Azure emulator.", no_args_is_help=True)
     emulator_app.command("serve", cls=Command)(serve)
+    emulator_app.command("reset", cls=Command)(reset)
     app.add_typer(emulator_app, name="emulator")

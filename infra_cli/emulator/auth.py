@@ -17,12 +17,18 @@ read; delete the file to rotate it.
 
 from __future__ import annotations
 
+import calendar
+import errno
 import hashlib
 import hmac
 import os
 import secrets
 import stat
+import time
 from pathlib import Path
+from urllib.parse import quote
+
+from infra_cli.paths import private_state_dir
 
 TOKEN_FILE = "token"
 _TOKEN_BYTES = 32
@@ -30,6 +36,11 @@ _TOKEN_BYTES = 32
 READ = "r"
 # What a code-upload SAS allows on its container: read, create, write, list.
 UPLOAD = "rcwl"
+# How long a SAS the emulator issues is honoured (its `se`, checked as Azure Storage checks it:
+# https://learn.microsoft.com/rest/api/storageservices/create-service-sas#specify-the-signature-validity-interval).
+# Azure ML's job-log and code-upload links live hours; a client asks again for a fresh one (the job's details).
+SAS_LIFETIME_S = 4 * 3600
+_SE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class TokenFileError(OSError):
@@ -64,8 +75,14 @@ def ensure_token(state_dir: Path) -> str:
 
 def read_token(state_dir: Path) -> str:
     """The token a client presents; FileNotFoundError if the emulator never started over state_dir."""
-    path = token_path(state_dir)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    path = token_path(private_state_dir(state_dir, create=False))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise TokenFileError(f"{path} is a symbolic link: infra follows no link in its state directory; "
+                             "delete it to make a new token") from None
     with os.fdopen(fd) as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
@@ -83,23 +100,37 @@ def bearer_ok(headers: dict[str, str], token: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
 
 
-def sas_signature(token: str, container: str, blob: str | None, permissions: str) -> str:
-    """The signature of a SAS for a container (blob None) or one blob, with its permissions."""
-    resource = f"{permissions}\n{container}\n{blob if blob is not None else ''}"
+def sas_signature(token: str, container: str, blob: str | None, permissions: str, expiry: str) -> str:
+    """The signature of a SAS for a container (blob None) or one blob, with its permissions and expiry (`se`)."""
+    resource = f"{permissions}\n{expiry}\n{container}\n{blob if blob is not None else ''}"
     return hmac.new(token.encode(), resource.encode(), hashlib.sha256).hexdigest()
 
 
-def sas_query(token: str, container: str, blob: str | None = None, permissions: str = READ) -> str:
-    """The query string of a SAS the blob endpoint will honour (sr=c for a container, sr=b for one blob)."""
+def sas_query(token: str, container: str, blob: str | None = None, permissions: str = READ,
+              expiry: float | None = None) -> str:
+    """The query string of a SAS the blob endpoint will honour (sr=c for a container, sr=b for one blob) until
+    `expiry` (a Unix time; default SAS_LIFETIME_S from now), written as Azure writes `se` (ISO 8601, UTC)."""
     kind = "c" if blob is None else "b"
-    return (f"sv=2021-08-06&sr={kind}&sp={permissions}"
-            f"&sig={sas_signature(token, container, blob, permissions)}")
+    when = time.time() + SAS_LIFETIME_S if expiry is None else expiry
+    se = time.strftime(_SE_FORMAT, time.gmtime(when))
+    return (f"sv=2021-08-06&sr={kind}&sp={permissions}&se={quote(se, safe='')}"
+            f"&sig={sas_signature(token, container, blob, permissions, se)}")
+
+
+def _sas_expired(se: str) -> bool:
+    try:
+        expiry = calendar.timegm(time.strptime(se, _SE_FORMAT))
+    except ValueError:
+        return True     # no expiry, or one the emulator never writes: not a SAS it issued
+    return time.time() >= expiry
 
 
 def sas_allows(query: dict[str, str], token: str, method: str, container: str, blob: str | None) -> bool:
-    """True if the request's SAS was issued by this emulator and covers this method on this resource."""
+    """True if the request's SAS was issued by this emulator, has not expired, and covers this method on this
+    resource."""
     signature, permissions, kind = query.get("sig", ""), query.get("sp", ""), query.get("sr", "")
-    if not signature or not permissions:
+    expiry = query.get("se", "")
+    if not signature or not permissions or _sas_expired(expiry):
         return False
     if kind == "b":
         signed_blob = blob
@@ -109,7 +140,7 @@ def sas_allows(query: dict[str, str], token: str, method: str, container: str, b
         signed_blob = None
     else:
         return False
-    expected = sas_signature(token, container, signed_blob, permissions)
+    expected = sas_signature(token, container, signed_blob, permissions, expiry)
     if not hmac.compare_digest(signature.encode(), expected.encode()):
         return False
     needed = {"GET": "r", "HEAD": "r", "PUT": "w", "DELETE": "d"}.get(method)

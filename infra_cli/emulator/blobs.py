@@ -10,9 +10,12 @@ Azure's naming rules before they touch the file system, so no name reaches outsi
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
+import os
 import re
 import shutil
+import stat
 import time
 import uuid
 from email.utils import formatdate
@@ -24,6 +27,7 @@ from xml.sax.saxutils import escape
 from infra_cli.emulator import auth
 from infra_cli.emulator.state import Store
 from infra_cli.emulator.wire import Request, Response
+from infra_cli.paths import open_beneath, private_subdir
 
 ACCOUNT = "devstoreaccount1"
 _STORAGE_VERSION = "2021-08-06"
@@ -58,7 +62,7 @@ def check_container_name(container: str) -> str:
 class BlobStore:
     def __init__(self, store: Store, root: Path, token: str):
         self._store = store
-        self.root = root
+        self.root = private_subdir(root.parent, root.name)   # STATE/blobs: ours, and no link followed below it
         self._token = token
 
     def container_dir(self, container: str) -> Path:
@@ -75,17 +79,55 @@ class BlobStore:
         """A link to a container (name None) or one blob that this endpoint honours without a bearer token."""
         return f"{blob_url(base_url, container, name or '')}?{auth.sas_query(self._token, container, name, permissions)}"
 
+    def _open(self, relative: str, flags: int) -> int:
+        """A blob's file (or a block's) below the root, reached through no symbolic link (paths.open_beneath)."""
+        try:
+            return open_beneath(self.root, relative, flags, 0o600, make_dirs=bool(flags & os.O_CREAT))
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise BlobError(409, "InvalidBlobPath", "A link or a file stands where the emulator keeps this "
+                                                        "blob; it follows no link in its state.") from None
+            raise
+
+    def _write_file(self, relative: str, data: bytes) -> None:
+        with os.fdopen(self._open(relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
+            out.write(data)
+
+    def _read_file(self, relative: str) -> bytes | None:
+        try:
+            fd = self._open(relative, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+
+    def _unlink(self, relative: str) -> None:
+        folder, _, leaf = relative.rpartition("/")
+        try:
+            fd = self._open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return
+        try:
+            os.unlink(leaf, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
+
+    def _relative(self, container: str, name: str) -> str:
+        self.path(container, name)      # held to Azure's naming rules
+        return f"{container}/{name}"
+
     def write(self, container: str, name: str, data: bytes, metadata: dict[str, str] | None = None,
               content_type: str | None = None) -> str:
-        path = self.path(container, name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        self._write_file(self._relative(container, name), data)
         return self.register(container, name, metadata or {}, content_type)
 
     def register(self, container: str, name: str, metadata: dict[str, str] | None = None,
                  content_type: str | None = None) -> str:
-        """Record a blob whose file is (or will be) written in place, e.g. a log a job appends to."""
-        self.path(container, name).parent.mkdir(parents=True, exist_ok=True)
+        """Record a blob whose file is (or will be) written in place, e.g. a log a job appends to (its file is
+        made here, empty, so the job's writer opens a file of ours, not a link)."""
+        os.close(self._open(self._relative(container, name), os.O_WRONLY | os.O_CREAT))
         etag = f'"0x{uuid.uuid4().hex[:16].upper()}"'
         self._store.put_blob(container, name, metadata or {}, content_type, etag)
         return etag
@@ -93,8 +135,7 @@ class BlobStore:
     def read(self, container: str, name: str) -> bytes | None:
         if self._store.blob(container, name) is None:
             return None
-        path = self.path(container, name)
-        return path.read_bytes() if path.exists() else b""
+        return self._read_file(self._relative(container, name)) or b""
 
     def names(self, container: str, prefix: str = "") -> list[str]:
         return self._store.blob_names(container, prefix)
@@ -111,7 +152,7 @@ class BlobStore:
     def _container(self, req: Request, container: str) -> Response:
         comp = req.query.get("comp")
         if req.method == "PUT" and comp is None:
-            self.container_dir(container).mkdir(parents=True, exist_ok=True)
+            self.container_dir(container).mkdir(mode=0o700, exist_ok=True)
             return Response(201, b"", {"ETag": '"0x1"', **_common_headers()})
         if req.method == "GET" and comp == "list":
             return self._list(req, container)
@@ -139,7 +180,7 @@ class BlobStore:
                     prefixes.append(sub)
                 continue
             meta = self._store.blob(container, name) or {}
-            size = _size(self.path(container, name))
+            size = _size(self.path(container, name))     # lstat: a link's target is never read
             metadata = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in (meta.get("metadata") or {}).items())
             items.append(
                 f"<Blob><Name>{escape(name)}</Name><Properties>"
@@ -173,7 +214,7 @@ class BlobStore:
         if req.method == "DELETE":
             self._existing(container, name)
             self._store.delete_blob(container, name)
-            self.path(container, name).unlink(missing_ok=True)
+            self._unlink(self._relative(container, name))
             return Response(202, b"", _common_headers())
         raise BlobError(400, "UnsupportedHttpVerb", f"{req.method} with comp={comp} is not emulated.")
 
@@ -185,8 +226,7 @@ class BlobStore:
 
     def _get(self, req: Request, container: str, name: str) -> Response:
         meta = self._existing(container, name)
-        path = self.path(container, name)
-        data = path.read_bytes() if path.exists() else b""
+        data = self._read_file(self._relative(container, name)) or b""
         headers = {"ETag": meta["etag"], "Last-Modified": formatdate(meta["modified"], usegmt=True),
                    "x-ms-blob-type": "BlockBlob", "Accept-Ranges": "bytes",
                    "Content-Type": meta.get("content_type") or "application/octet-stream",
@@ -207,14 +247,13 @@ class BlobStore:
         self._store.put_blob(container, name, _metadata(req), meta.get("content_type"), meta["etag"])
         return Response(200, b"", {"ETag": meta["etag"], **_common_headers()})
 
-    def _blocks_dir(self, container: str, name: str) -> Path:
-        return self.root / ".blocks" / check_container_name(container) / hashlib.sha256(name.encode()).hexdigest()
+    def _blocks_dir(self, container: str, name: str) -> str:
+        return f".blocks/{check_container_name(container)}/{hashlib.sha256(name.encode()).hexdigest()}"
 
     def _put_block(self, req: Request, container: str, name: str) -> Response:
         block_id = req.query.get("blockid", "")
-        directory = self._blocks_dir(container, name)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / hashlib.sha256(block_id.encode()).hexdigest()).write_bytes(req.body)
+        self._write_file(f"{self._blocks_dir(container, name)}/{hashlib.sha256(block_id.encode()).hexdigest()}",
+                         req.body)
         return Response(201, b"", _common_headers())
 
     def _put_block_list(self, req: Request, container: str, name: str) -> Response:
@@ -225,13 +264,13 @@ class BlobStore:
             raise BlobError(400, "InvalidXmlDocument", f"The block list is not valid XML: {exc}")
         chunks = []
         for block_id in ids:
-            part = directory / hashlib.sha256(block_id.encode()).hexdigest()
-            if not part.exists():
+            part = self._read_file(f"{directory}/{hashlib.sha256(block_id.encode()).hexdigest()}")
+            if part is None:
                 raise BlobError(400, "InvalidBlockList", "The specified block list is invalid.")
-            chunks.append(part.read_bytes())
+            chunks.append(part)
         data = b"".join(chunks)
         etag = self.write(container, name, data, _metadata(req), req.headers.get("x-ms-blob-content-type"))
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(self.root / directory, ignore_errors=True)
         return _written(etag, data)
 
 
@@ -254,4 +293,8 @@ def _common_headers() -> dict[str, str]:
 
 
 def _size(path: Path) -> int:
-    return path.stat().st_size if path.exists() else 0
+    try:
+        info = path.lstat()
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0

@@ -18,6 +18,7 @@ import fcntl
 import os
 import shutil
 import signal
+import stat
 import socket
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, fin
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso
+from infra_cli.paths import private_subdir, write_private_file
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
 _POLL_S = 0.5
@@ -170,7 +172,7 @@ class JobRunner:
             container = artifact_container(workspace)
             prefix = job_prefix(body["name"])
             logs_dir = self._backend.blobs.path(container, prefix + "user_logs/x").parent.parent
-            workdir = self._backend.state_dir / "jobs" / scope.key.replace("/", "_") / body["name"]
+            workdir = private_subdir(self._backend.state_dir, "jobs") / scope.key.replace("/", "_") / body["name"]
             shutil.rmtree(workdir, ignore_errors=True)
             code_files = self._code_files(scope, body)
             for node in range(spec.instance_count):
@@ -227,7 +229,8 @@ class JobRunner:
             for launch in launches:
                 log_path = logs_dir / launch.log
                 log_path.parent.mkdir(parents=True, exist_ok=True)
-                with open(log_path, "ab") as log:
+                fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "ab") as log:
                     # the job registers its group with the reaper: killed if this process dies, even by SIGKILL
                     argv, reaper_fds = guarded(launch.argv)
                     procs.append(subprocess.Popen(
@@ -271,14 +274,17 @@ class JobRunner:
 
     def _python_shim(self) -> Path:
         """A bin/ folder whose `python` and `python3` run the emulator's own interpreter."""
-        shim = self._backend.state_dir / "bin"
-        shim.mkdir(parents=True, exist_ok=True)
+        shim = private_subdir(self._backend.state_dir, "bin")
+        text = f'#!/bin/sh\nexec "{sys.executable}" "$@"\n'.encode()
         for name in ("python", "python3"):
             path = shim / name
-            text = f'#!/bin/sh\nexec "{sys.executable}" "$@"\n'
-            if not path.exists() or path.read_text() != text:
-                path.write_text(text)
-                path.chmod(0o755)
+            try:
+                info = os.lstat(path)
+                kept = stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o755 and path.read_bytes() == text
+            except FileNotFoundError:
+                kept = False
+            if not kept:
+                write_private_file(path, text, 0o755)   # a link there is replaced, never written through
         return shim
 
     def _code_files(self, scope: Scope, body: dict) -> list[tuple[Path, bytes]]:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -29,11 +30,20 @@ from infra_cli.emulator.stats import RequestStats
 from infra_cli.emulator.tls import ensure_certificate
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
 from infra_cli.emulator.world import load_world
+from infra_cli.paths import private_state_dir
 
 __all__ = ["EmulatorServer", "FaultConfig"]
 
 LOOPBACK = "127.0.0.1"
 log = logging.getLogger("infra.emulator")
+
+# A connection costs a thread from its first byte to its last, so a stranger who connects and says nothing must
+# not keep one for long (as a web server's client_header_timeout / keepalive_timeout,
+# https://nginx.org/en/docs/http/ngx_http_core_module.html#keepalive_timeout):
+HANDSHAKE_TIMEOUT_S = 5.0   # the TLS handshake must be done within it (nothing is answered before it)
+IDLE_TIMEOUT_S = 10.0       # a read (the next request on a kept-alive connection, a body's next bytes) waits no longer
+MAX_CONNECTIONS = 64        # at most this many threads serve connections; past it, the connection that has
+                            # waited longest for a byte is closed to make room, or the newcomer when all are busy
 
 
 class EmulatorServer:
@@ -51,14 +61,15 @@ class EmulatorServer:
 
     # lifecycle
     def start(self) -> "EmulatorServer":
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds the token, keys, uploads
+        # holds the token, keys, uploads and the shims jobs run: trusted only if nobody else can write it
+        self.state_dir = private_state_dir(self.state_dir)
         cert, key = ensure_certificate(self.state_dir)
         self.cert_path = cert
         backend = Backend(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
         httpd = _Server((LOOPBACK, self._port), _Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
-        # The TLS handshake happens in the request's thread, not in the accept loop.
+        # The TLS handshake happens in the request's thread (bounded: _Handler.setup), not in the accept loop.
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
         httpd.emulator = self
         backend.base_url = f"https://{LOOPBACK}:{httpd.server_address[1]}/"
@@ -204,11 +215,56 @@ def _arm_unauthorised(req: Request) -> ArmError:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # the listen backlog (socketserver's default is 5): a burst of connections waits to be accepted (and, past
+    # MAX_CONNECTIONS, to evict an idle one) rather than having its SYNs dropped and retried a second later
+    request_queue_size = 2 * MAX_CONNECTIONS
     emulator: EmulatorServer
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._connections_lock = threading.Lock()
+        # every connection a thread serves -> whether it waits for the client (a handshake, the next request);
+        # insertion order is the order they began to wait, so the first waiting one has waited longest
+        self._connections: dict[socket.socket, bool] = {}
+
+    def process_request(self, request, client_address) -> None:
+        with self._connections_lock:
+            if len(self._connections) >= MAX_CONNECTIONS:
+                idle = next((c for c, waiting in self._connections.items() if waiting), None)
+                if idle is None:
+                    self.shutdown_request(request)      # every thread is answering a request: refuse at once
+                    return
+                del self._connections[idle]
+                _hang_up(idle)                          # its thread wakes from its read and ends
+            self._connections[request] = True
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._connections_lock:
+                self._connections.pop(request, None)
+
+    def waiting(self, connection: socket.socket, waiting: bool) -> None:
+        """Mark a connection as waiting for its client (evictable) or as answering a request (not)."""
+        with self._connections_lock:
+            if connection in self._connections:
+                del self._connections[connection]       # re-inserted last: the newest to wait
+                self._connections[connection] = waiting
+
     def handle_error(self, request, client_address) -> None:
-        # Clients that drop a connection (or fail TLS) are not the emulator's errors.
+        # Clients that drop a connection (or fail TLS, or time out) are not the emulator's errors.
         log.debug("connection from %s ended abnormally", client_address, exc_info=True)
+
+
+def _hang_up(connection: socket.socket) -> None:
+    """End a connection another thread is reading: shutdown wakes its read (the plain socket's shutdown, which
+    leaves the TLS object to the thread that owns it)."""
+    try:
+        socket.socket.shutdown(connection, socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -216,7 +272,22 @@ class _Handler(BaseHTTPRequestHandler):
     # TCP_NODELAY: the headers and the body go out in two writes, and with Nagle's algorithm the body waits for
     # the client's delayed ACK of the headers: about 40 ms on every kept-alive response
     disable_nagle_algorithm = True
+    timeout = IDLE_TIMEOUT_S    # StreamRequestHandler.setup sets it on the connection
     server: _Server
+
+    def setup(self) -> None:
+        # The handshake, bounded: a connection that never speaks TLS ends here (the server logs it at debug).
+        self.request.settimeout(HANDSHAKE_TIMEOUT_S)
+        self.request.do_handshake()
+        super().setup()
+
+    def parse_request(self) -> bool:
+        self.server.waiting(self.request, False)       # a request line arrived: its thread is busy until answered
+        return super().parse_request()
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        self.server.waiting(self.request, True)
 
     def _serve(self) -> None:
         read: list[bool] = []

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.paths import private_state_dir, refuse_link
+
 STATE_FILE = "state.sqlite3"
 
 _SCHEMA = """
@@ -37,6 +40,35 @@ CREATE TABLE IF NOT EXISTS blobs (
     container TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, content_type TEXT,
     etag TEXT NOT NULL, modified REAL NOT NULL, PRIMARY KEY (container, name));
 """
+
+
+# The journal files SQLite keeps beside the database (https://www.sqlite.org/tempfiles.html).
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+_CORRUPT = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+CORRUPT_RULE = "local.state-corrupt"
+
+
+def corrupt_state(path: Path, damage: str) -> DiagnosticError:
+    return DiagnosticError([Diagnostic(
+        "error", CORRUPT_RULE, f"the local emulator's state {path} is not a readable SQLite database ({damage})",
+        None, None, None,
+        f"move it aside to start over with an empty local cloud: infra emulator reset --dir {path.parent} "
+        f"(or mv {path} {path}.corrupt); nothing is deleted")])
+
+
+def move_aside(state_dir: Path) -> list[tuple[Path, Path]]:
+    """Rename the state database and its journal files to NAME.aside-TIME (kept for inspection); returns
+    (from, to) for each file moved. The next emulator over state_dir starts an empty cloud."""
+    state_dir = private_state_dir(state_dir, create=False)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    moved = []
+    for name in (STATE_FILE, *(STATE_FILE + suffix for suffix in _SIDE_FILES)):
+        source = state_dir / name
+        if os.path.lexists(source):
+            target = state_dir / f"{name}.aside-{stamp}"
+            os.rename(source, target)
+            moved.append((source, target))
+    return moved
 
 
 @dataclass(frozen=True)
@@ -65,15 +97,30 @@ class Operation:
 
 class Store:
     def __init__(self, state_dir: Path):
-        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        state_dir = private_state_dir(state_dir)
+        path = state_dir / STATE_FILE
+        for name in (STATE_FILE, *(STATE_FILE + suffix for suffix in _SIDE_FILES)):
+            refuse_link(state_dir / name)       # SQLite would follow it
         # The state holds job specs with their environment variables (secrets among them): owner-only.
         # SQLite gives the -wal and -shm files the database file's mode.
-        os.close(os.open(state_dir / STATE_FILE, os.O_RDWR | os.O_CREAT, 0o600))
-        os.chmod(state_dir / STATE_FILE, 0o600)
-        self._db = sqlite3.connect(state_dir / STATE_FILE, check_same_thread=False, isolation_level=None,
-                                   timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+            damage = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", "") not in _CORRUPT:
+                self._db.close()
+                raise
+            damage = str(exc)
+        if damage != "ok":
+            self._db.close()
+            raise corrupt_state(path, damage)
         self._lock = threading.RLock()
         self._transaction = _Transaction(self._db, self._lock)
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import stat
 import time
 import uuid
 from pathlib import Path
+
+from infra_cli.paths import write_private_file
 
 CERT_FILE = "cert.pem"
 KEY_FILE = "key.pem"
@@ -26,13 +29,24 @@ _RENEW_BEFORE_S = 86400  # renewed a day ahead, so a long run does not outlive i
 def ensure_certificate(state_dir: Path) -> tuple[Path, Path]:
     """Return (cert_path, key_path) under state_dir, creating or renewing them if needed."""
     cert_path, key_path = state_dir / CERT_FILE, state_dir / KEY_FILE
-    if cert_path.exists() and key_path.exists() and not _expires_soon(state_dir / EXPIRY_FILE):
+    if _own_file(cert_path) and _own_file(key_path) and not _expires_soon(state_dir / EXPIRY_FILE):
         return cert_path, key_path
     _write_self_signed(cert_path, key_path, state_dir / EXPIRY_FILE)
     return cert_path, key_path
 
 
+def _own_file(path: Path) -> bool:
+    """A regular file of this user, not a link (a link is replaced by a fresh pair, never followed)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid()
+
+
 def _expires_soon(expiry_path: Path) -> bool:
+    if not _own_file(expiry_path):
+        return True
     try:
         not_after = float(expiry_path.read_text(encoding="ascii").strip())
     except (OSError, ValueError):
@@ -67,12 +81,10 @@ def _write_self_signed(cert_path: Path, key_path: Path, expiry_path: Path) -> No
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    cert_path.parent.mkdir(parents=True, exist_ok=True)
     key_bytes = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                   serialization.NoEncryption())
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key_bytes)
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    # Each file replaced whole (a link in their place is replaced, not written through: paths.write_private_file)
+    write_private_file(key_path, key_bytes, 0o600)
+    write_private_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     # Written last: an interrupted generation leaves no expiry, so the next start makes the pair again.
-    expiry_path.write_text(f"{cert.not_valid_after_utc.timestamp():.0f}\n", encoding="ascii")
+    write_private_file(expiry_path, f"{cert.not_valid_after_utc.timestamp():.0f}\n".encode("ascii"), 0o644)
