@@ -189,11 +189,17 @@ def test_pinned_version_with_new_content_is_an_error(tmp_path):
     assert "plan.environment-version-immutable" in [d.rule for d in result.diagnostics]
 
 
-def test_destroy_mode_deletes_every_owned_cluster(tmp_path):
+def test_destroy_mode_deletes_every_owned_cluster_and_releases_owned_environments(tmp_path):
+    """Azure ML archives environment versions rather than delete them: destroy updates the stack's (archived,
+    its ownership tags dropped), so nothing of it stays in `state list` and another stack may take the name."""
     loaded = load(tmp_path)
     result = run(loaded, applied(desired_resources(loaded)), mode="destroy")
-    assert [c.address for c in result.changes] == ["cluster.gpu"]
-    assert result.changes[0].actions == ["delete"]
+    assert [(c.address, c.actions) for c in result.changes] == [("cluster.gpu", ["delete"]),
+                                                                ("environment.img", ["update"])]
+    assert result.changes[1].after["archived"] is True and "archived" in result.changes[1].action_reason
+    other = diff(desired_resources(loaded), applied(desired_resources(loaded)), stack="other", source=loaded.source,
+                 mode="destroy")
+    assert other.changes == []  # never another stack's
 
 
 def test_drift_reports_out_of_band_change(tmp_path):

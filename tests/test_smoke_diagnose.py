@@ -44,7 +44,18 @@ SAMPLES = {
     "mpi4py-missing": "ModuleNotFoundError: No module named 'mpi4py'",
     "framework-missing": "lightning is not importable here (ModuleNotFoundError: No module named 'lightning'); "
                          "install lightning in the environment",
+    "tensorflow-missing": "tensorflow is not importable here (ModuleNotFoundError: No module named 'tensorflow'); "
+                          "install tensorflow in the environment",
+    "horovod-missing": "horovod is not importable here (ImportError: libmpi.so.40); install horovod",
 }
+
+
+@pytest.mark.parametrize("line, extra", [(SAMPLES["framework-missing"], ".[frameworks]"),
+                                         (SAMPLES["tensorflow-missing"], ".[tf]")])
+def test_a_missing_framework_names_the_extra_that_brings_it_and_keeps_the_first_cause(line, extra):
+    [finding] = diagnose({"smoke-result.json": line})[:1]
+    assert f"pip install -e '{extra}'" in finding.fix
+    assert "No module named" in finding.cause  # the import's own error, not what a fallback said after it
 
 
 def test_every_signature_has_a_sample_and_compiles():

@@ -248,12 +248,20 @@ def test_the_framework_must_be_the_distributions_and_present():
     sku, d = load_catalog().get(A100), framework_dist("deepspeed", "mpi")
     other = judge(_framework_result("ddp", 16), sku, "ds", d, logs("ib_a100_2node"))
     assert [f.name for f in other.failures] == ["framework"] and "'deepspeed'" in other.failures[0].detail
-    missing = _framework_result("deepspeed", 0, missing="deepspeed is not importable here")
-    assert "not importable" in judge(missing, sku, "ds", d, logs("ib_a100_2node")).failures[0].detail
+    # A framework that could not be imported is never PASSED: the verdict is INCOMPLETE (not a failure of what ran)
+    missing = judge(_framework_result("deepspeed", 0, missing="deepspeed is not importable here"), sku, "ds", d,
+                    logs("ib_a100_2node"))
+    assert not missing.passed and not missing.failures and missing.incomplete == "deepspeed is not importable here"
+    assert missing.summary().startswith("smoke.ds: INCOMPLETE")
     horovod = framework_dist("horovod", "mpi")
     skipped = judge(_framework_result("horovod", 0, missing="horovod is not importable here"), sku, "h", horovod,
                     logs("ib_a100_2node"))
-    assert skipped.passed and any(j.name == "framework" and j.outcome == "skipped" for j in skipped.judgements)
+    assert not skipped.passed and skipped.incomplete
+    assert any(j.name == "framework" and j.outcome == "skipped" for j in skipped.judgements)
+    # with a check that failed as well, it is FAILED (the failure first), the missing framework said beside it
+    broken = _framework_result("deepspeed", 0, missing="deepspeed is not importable here")
+    broken["checks"].append({"name": "world_size", "ok": False, "detail": "WORLD_SIZE 8 != 16"})
+    assert judge(broken, sku, "ds", d, logs("ib_a100_2node")).summary().startswith("smoke.ds: FAILED")
 
 
 def test_ib_disabled_on_an_infiniband_size_still_fails_with_a_framework_probe():

@@ -225,19 +225,24 @@ def tensorflow_or_skip():
         pytest.skip("TensorFlow is not installed (pip install -e '.[tf]')")
 
 
-def test_tf_config_checks_pass_without_tensorflow(scripts, tmp_path):
+def test_tf_config_checks_hold_without_tensorflow_but_the_smoke_is_incomplete(scripts, tmp_path):
+    """Without TensorFlow the all-reduce never ran: the result is INCOMPLETE (not passed), naming what is missing;
+    nothing that ran failed, so the script exits 0."""
     r = run_tf(scripts, tmp_path, 2, 0, tf_config(2, 0))
     assert r.returncode == 0, r.stdout + r.stderr
     result = result_of(tmp_path)
-    assert result["passed"] and result["task"] == {"type": "worker", "index": 0, "workers": 2, "ps": 0}
+    assert not result["passed"] and result["task"] == {"type": "worker", "index": 0, "workers": 2, "ps": 0}
+    assert "tensorflow is not importable here" in result["missing"]
     allreduce = next(c for c in result["checks"] if c["name"] == "allreduce")
-    assert allreduce["ok"] is None and "TensorFlow is not importable" in allreduce["detail"]
-    assert result["device"] == "unknown" and "SMOKE PASS" in r.stdout
-    # On a GPU size that is no proof the GPUs work: the judge says so.
+    assert allreduce["ok"] is None and "tensorflow is not importable" in allreduce["detail"]
+    assert result["device"] == "unknown" and "SMOKE INCOMPLETE" in r.stdout and "SMOKE PASS" not in r.stdout
+    # On a GPU size that is no proof the GPUs work: the judge says so, with the first cause (TensorFlow missing),
+    # as an INCOMPLETE smoke rather than a failure of the GPUs.
     d = Distribution(cluster="v100", environment="e", type="tensorflow", instance_count=2, worker_count=2)
     verdict = judge(result, load_catalog().get("Standard_ND40rs_v2"), "tf", d)
-    assert not verdict.passed and [j.name for j in verdict.failures] == ["device"]
-    assert "never reached them: skipped: TensorFlow is not importable" in verdict.failures[0].detail
+    assert not verdict.passed and not verdict.failures and "tensorflow is not importable" in verdict.incomplete
+    device = next(j for j in verdict.judgements if j.name == "device")
+    assert device.outcome == "skipped" and "never reached them: not run: tensorflow is not importable" in device.detail
 
 
 def test_tf_multiworker_allreduce_for_real(scripts, tmp_path):

@@ -110,6 +110,9 @@ class Applier:
                 self.provider.create_environment_version(
                     resource, self.loaded.base_dir, env.conda_file,
                     _build_files(env, self.loaded.base_dir) if env.build else None)
+            elif change.actions == UPDATE:  # only destroy updates one: plan/diff.py _released_environments
+                say("progress", "archiving its versions and dropping this stack's tags (Azure ML keeps versions)")
+                self.provider.archive_environment(change.name, self.loaded.stack.stack)
             return
         if change.actions == DELETE:
             say("progress", "destroying")
@@ -246,5 +249,7 @@ def _verb(change: ResourceChange) -> str:
 
 def _past(change: ResourceChange) -> str:
     if change.type == "environment":
+        if change.actions == UPDATE:
+            return "released (versions archived, this stack's tags dropped)"
         return f"registered version {(change.after or {}).get('version')}"
     return change.action.past

@@ -52,8 +52,8 @@ def smoke(
         stream(f"\nReport: {write_report(report, verdicts, loaded.stack.stack)}")
     if not verdicts:
         stream("no smoke jobs: the stack has no distribution with smoke enabled")
-    passed = sum(v.passed for v in verdicts)
-    stream(f"\nSmoke: {passed} of {len(verdicts)} passed.")
+    passed, incomplete = sum(v.passed for v in verdicts), sum(bool(v.incomplete) for v in verdicts)
+    stream(f"\nSmoke: {passed} of {len(verdicts)} passed" + (f", {incomplete} incomplete." if incomplete else "."))
     raise typer.Exit(EXIT_OK if passed == len(verdicts) else EXIT_ERROR)
 
 

@@ -2,7 +2,12 @@
 (hash lookup, startPendingUpload to the emulator's blob endpoint, version PUT).
 
 Environment versions are immutable as in Azure: a PUT with different content for an existing version is
-refused; the same content is idempotent, and only description and tags may change.
+refused; the same content is idempotent, and only its metadata (description, tags, isArchived, ...) changes, to
+what the PUT says (a PUT replaces: a tag it leaves out is gone). Archiving is such a PUT with isArchived, of a
+version or of a container (azure-ai-ml's `environments.archive`, `az ml environment archive`); lists show active
+assets unless `listViewType` asks for ArchivedOnly or All (EnvironmentVersions_List, EnvironmentContainers_List
+in https://github.com/Azure/azure-rest-api-specs, specification/machinelearningservices), while a GET by name
+still answers an archived one.
 """
 
 from __future__ import annotations
@@ -31,6 +36,18 @@ def _versions(backend: Backend, scope: Scope, kind: str, name: str) -> list[dict
     return [r.body for r in backend.store.rows(_version_type(kind), scope.key, name)]
 
 
+_VIEWS = {"activeonly": (False,), "archivedonly": (True,), "all": (False, True)}
+
+
+def _in_view(req: Request, body: dict | None) -> bool:
+    """Whether a list answer shows this asset: ActiveOnly unless the request's listViewType says otherwise."""
+    view = _VIEWS.get(req.query.get("listviewtype", "ActiveOnly").lower())
+    if view is None:
+        raise ArmError(400, "UserError", f"listViewType {req.query['listviewtype']!r} is not one of ActiveOnly, "
+                       "ArchivedOnly, All.", target="listViewType")
+    return bool(((body or {}).get("properties") or {}).get("isArchived")) in view
+
+
 def _next_version(versions: list[dict]) -> str:
     numeric = [int(v["name"]) for v in versions if v["name"].isdigit()]
     return str(max(numeric) + 1) if numeric else "1"
@@ -43,8 +60,8 @@ def _container_body(backend: Backend, scope: Scope, kind: str, name: str) -> dic
         return None
     stored = stored or {}
     latest = versions[-1]["name"] if versions else None
-    props = {**(stored.get("properties") or {}), "latestVersion": latest, "nextVersion": _next_version(versions),
-             "isArchived": False}
+    props = {"isArchived": False, **(stored.get("properties") or {}), "latestVersion": latest,
+             "nextVersion": _next_version(versions)}
     return {"id": f"{scope.arm_id}/{kind}/{stored.get('name', name)}", "name": stored.get("name", name),
             "type": f"Microsoft.MachineLearningServices/workspaces/{kind}",
             "systemData": stored.get("systemData") or (versions[0].get("systemData") if versions else None),
@@ -58,7 +75,7 @@ def list_containers(backend: Backend, req: Request, scope: Scope, kind: str) -> 
         if row.name not in names:
             names.append(row.name)
     bodies = [_container_body(backend, scope, kind, n) for n in names]
-    return json_response(200, backend.page(req, [b for b in bodies if b is not None]))
+    return json_response(200, backend.page(req, [b for b in bodies if b is not None and _in_view(req, b)]))
 
 
 def get_container(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
@@ -74,7 +91,8 @@ def put_container(backend: Backend, req: Request, scope: Scope, kind: str, name:
     backend.check_name(_container_type(kind), name)
     request = req.json()
     body = {"name": name, "systemData": system_data(utc_now_iso()),
-            "properties": {k: v for k, v in (request.get("properties") or {}).items() if k in ("description", "tags")}}
+            "properties": {k: v for k, v in (request.get("properties") or {}).items()
+                           if k in ("description", "tags", "isArchived")}}
     backend.store.put(_container_type(kind), scope.key, name, body)
     return json_response(200, _container_body(backend, scope, kind, name))
 
@@ -87,7 +105,7 @@ def list_versions(backend: Backend, req: Request, scope: Scope, kind: str, name:
         every = [r.body for r in backend.store.rows(_version_type(kind), scope.key)]
         versions = [v for v in every if _hash_of(v) == req.query["hash"]]
     else:
-        versions = _versions(backend, scope, kind, name)
+        versions = [v for v in _versions(backend, scope, kind, name) if _in_view(req, v)]
     if "desc" in req.query.get("$orderby", "").lower():
         versions = list(reversed(versions))
     top = req.query.get("$top")
@@ -121,8 +139,11 @@ def put_version(backend: Backend, req: Request, scope: Scope, kind: str, name: s
             if _content(existing["properties"]) != _content(props):
                 raise ArmError(409, "UserError", f"{_KINDS[kind][1]} {name} with version {version} is already "
                                "registered and cannot be changed. Register the new content as a new version.")
-            body = {**existing, "properties": {**existing["properties"],
-                                               **{k: v for k, v in props.items() if k in _MUTABLE}}}
+            # a PUT replaces the metadata: what it leaves out is gone (the server's provisioningState stays)
+            kept = {k: v for k, v in existing["properties"].items() if k not in _MUTABLE or k == "provisioningState"}
+            body = {**existing, "properties": {**kept, "isArchived": False, "tags": {},
+                                               **{k: v for k, v in props.items() if k in _MUTABLE},
+                                               "provisioningState": existing["properties"].get("provisioningState")}}
             status = 200
         else:
             now = utc_now_iso()

@@ -208,7 +208,27 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, source: Source
             diagnostics.append(protected)
         changes.append(ResourceChange(current.address, "cluster", name, DELETE, current.attributes, None, [],
                                       "destroy requested" if mode == "destroy" else "no longer in the stack"))
+    if mode == "destroy":
+        changes += _released_environments(desired, live, stack)
     return DiffResult(changes, diagnostics)
+
+
+RELEASE_REASON = ("destroy requested: Azure ML never deletes environment versions (jobs may name them); they are "
+                  "archived, as `az ml environment archive` does, and lose this stack's ownership tags")
+
+
+def _released_environments(desired: list[Resource], live: LiveState, stack: str) -> list[ResourceChange]:
+    """Destroy releases each environment whose live version this stack owns: an update of its versions (archived,
+    infra's ownership tags dropped; nothing is deleted), so `state list` is empty after it and another stack may
+    take the name. A curated reference is never the stack's (nothing was created)."""
+    out = []
+    for res in desired:
+        current = live.environments.get(res.name) if res.type == "environment" else None
+        if current is None or current.attributes.get("version") is None or current.owner_stack != stack:
+            continue
+        out.append(ResourceChange(current.address, "environment", res.name, UPDATE, current.attributes,
+                                  {**current.attributes, "archived": True}, [], RELEASE_REASON))
+    return out
 
 
 def drift(desired: list[Resource], live: LiveState, *, stack: str) -> list[ResourceChange]:

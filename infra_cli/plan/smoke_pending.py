@@ -19,8 +19,10 @@ from infra_cli.plan.model import DELETE, UPDATE, Resource, ResourceChange, conte
 from infra_cli.stack.load import LoadedStack
 
 PASSED, FAILED, PENDING = "passed", "failed", "pending"
+INCOMPLETE = "incomplete"  # nothing failed, but the framework could not run (smoke/judge.py): not proven, so pending
 NEVER_RAN = "never ran"
 LAST_FAILED = "last smoke failed"
+LAST_INCOMPLETE = "last smoke incomplete"
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,11 @@ class SmokeRecord:
     """The last smoke of a distribution, as recorded on Azure."""
 
     distribution: str
-    result: str  # passed | failed | pending
+    result: str  # passed | failed | incomplete | pending
     inputs: SmokeInputs | None
     job: str | None = None
     at: str | None = None
-    reason: str | None = None  # why a pending record was written ("cluster changed")
+    reason: str | None = None  # why a pending record was written ("cluster changed"), or what an incomplete one lacked
 
 
 def smoke_inputs(loaded: LoadedStack, desired: list[Resource],
@@ -130,6 +132,8 @@ def pending_smokes(inputs: dict[str, SmokeInputs], records: dict[str, SmokeRecor
             out[f"smoke.{name}"] = NEVER_RAN
         elif record.result == FAILED:
             out[f"smoke.{name}"] = LAST_FAILED + (f": job {record.job}" if record.job else "")
+        elif record.result == INCOMPLETE:
+            out[f"smoke.{name}"] = LAST_INCOMPLETE + (f": {record.reason}" if record.reason else "")
         elif record.result == PENDING:
             out[f"smoke.{name}"] = f"{record.reason}, never ran since" if record.reason else NEVER_RAN
         elif record.result != PASSED or record.inputs is None:

@@ -3,7 +3,8 @@
 Pure: no I/O beyond reading the rules file once. A job passes only if every check of the script held,
 it ran on the size's GPUs (all of them) where the size has GPUs, the transport is InfiniBand where the size gives NCCL InfiniBand across nodes, and the all_reduce bus
 bandwidth reaches the size's healthy figure x the stack's smoke.busbw_fraction. What cannot be judged
-(CPU runs, sizes without a healthy figure) is skipped with the reason, never silently passed.
+(CPU runs, sizes without a healthy figure) is skipped with the reason, never silently passed. A job whose
+framework could not be imported where it ran (the script's `missing`) is INCOMPLETE, never passed.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class SmokeVerdict:
     job_name: str | None = None
     result: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     findings: tuple[Finding, ...] = ()  # why it failed, read from the job's logs (diagnose.py)
+    # Not PASSED, not FAILED: nothing that ran failed, but the framework could not be imported where the job ran,
+    # so what it was meant to prove is unproven (the script's own words; the smoke stays pending)
+    incomplete: str | None = None
 
     @property
     def failures(self) -> list[Judgement]:
@@ -49,13 +53,14 @@ class SmokeVerdict:
     def summary(self) -> str:
         busbw = "n/a" if self.peak_busbw_gbs is None else f"{self.peak_busbw_gbs:.2f} GB/s"
         need = "" if self.threshold_gbs is None else f" (needs >= {self.threshold_gbs:.1f})"
-        word = "PASSED" if self.passed else "FAILED"
+        word = "PASSED" if self.passed else "INCOMPLETE" if self.incomplete else "FAILED"
         return f"smoke.{self.distribution}: {word}  transport={self.transport}  busbw={busbw}{need}"
 
     def to_json(self) -> dict:
         return {
             "distribution": self.distribution,
             "passed": self.passed,
+            "incomplete": self.incomplete,
             "transport": self.transport,
             "peak_busbw_gbs": self.peak_busbw_gbs,
             "threshold_gbs": self.threshold_gbs,
@@ -86,9 +91,8 @@ def _framework_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
                          f"{wanted!r}: re-render the smoke job (infra render) or rerun `infra smoke`")
     if name == "ddp":
         return Judgement("framework", "pass", "plain torch.distributed (DDP) initialised the process group")
-    if seen.get("missing"):
-        outcome = "skipped" if name == "horovod" else "fail"
-        return Judgement("framework", outcome, seen["missing"])
+    if seen.get("missing"):  # not a failure of what ran; the verdict is incomplete (judge)
+        return Judgement("framework", "skipped", f"not run: {seen['missing']}")
     if seen.get("error"):
         return Judgement("framework", "fail", f"{name} failed to initialise: {seen['error']}")
     expected = distribution.instance_count * processes_per_node(distribution, sku)
@@ -124,7 +128,9 @@ def _device_judgement(result: dict[str, Any], sku: Sku | None) -> Judgement:
                          f"{sku.name}'s {gpus} per node are not here to use")
     if device not in ("cpu", "cuda"):
         skipped = "; ".join(c.get("detail", "") for c in result.get("checks", []) if c.get("ok") is None)
-        return Judgement("device", "fail", f"{sku.name} has {gpus} per node but the smoke never reached them"
+        # the framework was not there to reach them: the smoke is incomplete, not the GPUs at fault
+        return Judgement("device", "skipped" if result.get("missing") else "fail",
+                         f"{sku.name} has {gpus} per node but the smoke never reached them"
                          + (f": {skipped}" if skipped else ": no framework ran"))
     files = node.get("gpu_device_files") or []
     seen = (f"the driver shows {len(files)} GPU device files ({', '.join(files[:4])}{', …' if len(files) > 4 else ''}), "
@@ -207,6 +213,8 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
     judgements.append(_transport_judgement(report, result, sku, distribution))
     bandwidth, threshold = _bandwidth_judgement(result, sku, distribution)
     judgements.append(bandwidth)
-    passed = all(j.outcome != "fail" for j in judgements)
-    return SmokeVerdict(distribution_name, passed, tuple(judgements), report.get("transport", UNKNOWN),
-                        (result.get("bandwidth") or {}).get("peak_busbw_gbs"), threshold, job_name, result)
+    failed = any(j.outcome == "fail" for j in judgements)
+    missing = result.get("missing") or (result.get("framework") or {}).get("missing")
+    return SmokeVerdict(distribution_name, not failed and not missing, tuple(judgements),
+                        report.get("transport", UNKNOWN), (result.get("bandwidth") or {}).get("peak_busbw_gbs"),
+                        threshold, job_name, result, incomplete=str(missing) if missing and not failed else None)

@@ -120,7 +120,7 @@ def html_report(verdicts: Iterable[SmokeVerdict], stack: str) -> str:
     body = [f"<h1>infra smoke: {escape(stack)}</h1>",
             f"<p>{passed} of {len(verdicts)} smoke job(s) passed.</p>"]
     for v in verdicts:
-        word, css = ("PASSED", "passed") if v.passed else ("FAILED", "failed")
+        word, css = ("PASSED", "passed") if v.passed else ("INCOMPLETE", "failed") if v.incomplete else ("FAILED", "failed")
         body.append(f'<section id="smoke-{escape(v.distribution)}"><h2>smoke.{escape(v.distribution)}: '
                     f'<span class="{css}">{word}</span></h2>')
         body.append(f"<p>transport {escape(v.transport)}"
@@ -131,7 +131,7 @@ def html_report(verdicts: Iterable[SmokeVerdict], stack: str) -> str:
         body.append(f"<table><tr><th>check</th><th>outcome</th><th>detail</th></tr>{rows}</table>")
         if v.findings:
             items = "".join(f"<li><pre>{escape(chr(10).join(f.render()))}</pre></li>" for f in v.findings)
-            body.append(f"<h3>Why it failed</h3><ul>{items}</ul>")
+            body.append(f"<h3>{'What it lacked' if v.incomplete else 'Why it failed'}</h3><ul>{items}</ul>")
         body.append("</section>")
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"

@@ -19,7 +19,7 @@ from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_status,
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.live import record_smoke
-from infra_cli.plan.smoke_pending import FAILED, PASSED, SmokeRecord, smoke_inputs
+from infra_cli.plan.smoke_pending import FAILED, INCOMPLETE, PASSED, SmokeRecord, smoke_inputs
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.render import smoke_jobs, write_smoke_job
@@ -27,6 +27,7 @@ from infra_cli.smoke.spec import RESULT_FILE, SmokeJob, safe_name
 from infra_cli.stack.load import LoadedStack
 
 _WAIT_MARGIN_S = 300  # queueing and node start-up on top of the script's own timeout
+_REASON_CHARS = 200   # of an incomplete smoke's reason, kept in a tag (Azure allows 256 characters a value)
 
 
 @dataclass
@@ -112,14 +113,26 @@ class SmokeRecorder:
         resolved = self.provider.resolve_environments(curated)
         self.inputs = smoke_inputs(loaded, desired_resources(loaded), resolved.get)
 
-    def record(self, distribution: str, passed: bool, job_name: str) -> None:
+    def record(self, distribution: str, verdict: SmokeVerdict, job_name: str) -> None:
         at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        record = SmokeRecord(distribution, PASSED if passed else FAILED, self.inputs.get(distribution), job_name, at)
+        result = PASSED if verdict.passed else INCOMPLETE if verdict.incomplete else FAILED
+        why = verdict.findings[0].cause if verdict.incomplete and verdict.findings else verdict.incomplete
+        record = SmokeRecord(distribution, result, self.inputs.get(distribution), job_name, at,
+                             reason=(why or "")[:_REASON_CHARS] or None)
         try:
             record_smoke(self.provider, self.stack, record)
         except Exception as exc:  # the verdict stands; only the plan's memory of it is lost
             self.stream(f"smoke.{distribution}: could not record the result on Azure "
                         f"(the next plan will show this smoke as pending): {describe_azure_error(exc)}")
+
+
+def incomplete_line(verdict: SmokeVerdict) -> str:
+    """The one line of a smoke whose framework could not run: what is missing, how to get it, that it stays pending."""
+    finding = verdict.findings[0] if verdict.findings else None
+    what = f"{finding.cause}; fix: {finding.fix}" if finding and finding.fix else (
+        finding.cause if finding else str(verdict.incomplete))
+    return (f"smoke.{verdict.distribution}: INCOMPLETE (not PASSED): {what}. The smoke stays pending: "
+            "the next apply runs it again")
 
 
 def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] | None = None, *,
@@ -147,14 +160,19 @@ def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] 
                 stream(f"smoke.{job.name}: {outputs.why_no_result}")
             verdict = judge(outputs.result, job.sku, job.name, dist, outputs.nccl_logs, job_name=name,
                             job_status=status)
-            if not verdict.passed:
-                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
-            stream(verdict.summary())
-            for j in verdict.judgements:
-                stream(f"  {j.outcome:<7} {j.name}: {j.detail}")
-            for finding in verdict.findings:
-                for line in finding.render():
-                    stream(line)
-            recorder.record(job.name, verdict.passed, name)
+            if verdict.incomplete:
+                # what the job could not import, read by the same signatures: one line, not one per rank
+                verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete})[:1]))
+                stream(incomplete_line(verdict))
+            else:
+                if not verdict.passed:
+                    verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
+                stream(verdict.summary())
+                for j in verdict.judgements:
+                    stream(f"  {j.outcome:<7} {j.name}: {j.detail}")
+                for finding in verdict.findings:
+                    for line in finding.render():
+                        stream(line)
+            recorder.record(job.name, verdict, name)
             verdicts.append(verdict)
     return verdicts
