@@ -41,7 +41,7 @@ def test_rendered_dockerfile_installs_open_mpi_and_rdma_core():
     packages = {p for step in apt_install_steps(text) for p in step}
     assert {"openmpi-bin", "libopenmpi3", "libibverbs1", "ibverbs-providers"} <= packages
     assert text.startswith("# Rendered by `infra render`") and "FROM nvcr.io/nvidia/cuda:" in text
-    assert 'pip install --no-cache-dir "deepspeed"' in text
+    assert "pip install --no-cache-dir deepspeed\n" in text   # one shell word, quoted only when it must be
 
 
 def test_source_build_goes_to_usr_local_and_options_render():

@@ -33,7 +33,7 @@ LAZY_BY_DESIGN = {
 # `image check --timeout`, which it prints.
 HELP_LOADS = {"infra_cli", "infra_cli.diagnostics", "infra_cli.image", "infra_cli.image.limits",
               "infra_cli.image.errors"}
-HEAVY_ROOTS = ("azure", "torch", "jinja2", "rich", "cryptography", "isal", "zstandard", "certifi", "numpy",
+HEAVY_ROOTS = ("azure", "torch", "jinja2", "rich", "cryptography", "isal", "zstandard", "certifi", "numpy", "packaging",
                "infra_cli.emulator", "infra_cli.azure")
 
 

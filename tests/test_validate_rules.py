@@ -243,14 +243,14 @@ def test_unknown_build_template(tmp_path):
     assert "openmpi-rdma" in d.hint
 
 
-@pytest.mark.parametrize("parameters, message", [
-    ("{pip_packages: [deepspeed], cuda: 12}", "no parameter(s) cuda"),
-    ("{openmpi_source: latest}", "neither 'distro' nor a version"),
+@pytest.mark.parametrize("parameters, message, at", [
+    ("{pip_packages: [deepspeed], cuda: 12}", "no parameter(s) cuda", "parameters: {"),   # at the mapping
+    ("{openmpi_source: latest}", "neither 'distro' nor a version", "openmpi_source: latest"),   # at the value
 ])
-def test_bad_template_parameters(tmp_path, parameters, message):
+def test_bad_template_parameters(tmp_path, parameters, message, at):
     r = check(tmp_path, f"environments:\n  env:\n    build:\n      template: openmpi-rdma\n"
                         f"      parameters: {parameters}\n")
-    d = r.one("environment.template-parameters", "error", f"parameters: {parameters}")
+    d = r.one("environment.template-parameters", "error", at)
     assert message in d.message
 
 
@@ -815,3 +815,11 @@ def test_issue_examples_for_sizes(tmp_path):
     # a did-you-mean reads names in any case, as Azure does, and stays in the family
     r = check(tmp_path, "clusters:\n  gpu:\n    size: standard_nd96asr_v5\n")
     assert "did you mean 'Standard_ND96asr_v4'" in r.one("cluster.size-unknown", "warning", "standard_nd96asr_v5").hint
+
+
+@pytest.mark.parametrize("image", ["ubuntu:22.04\\nRUN touch /tmp/PWN", "./good", "Repo/Upper:1", "a.io/x@sha256:zz"])
+def test_environment_image_is_an_image_reference(tmp_path, image):
+    r = check(tmp_path, f'environments:\n  env:\n    image: "{image}"\n')
+    d = r.one("environment.image-reference", "error", f'image: "{image}"')
+    assert "distribution/reference" in d.hint
+    assert not check(tmp_path, "environments:\n  env:\n    image: mcr.microsoft.com/azureml/x:1\n").diagnostics

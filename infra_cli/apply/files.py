@@ -13,6 +13,7 @@ pass them with `--set`.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -146,9 +147,10 @@ def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environm
 def _show_command(reference: str) -> str:
     """The az ml command that shows what an environment reference resolves to (a label to its version)."""
     ref = parse_environment_reference(reference)
-    where = f"--registry-name {ref.registry}" if ref.registry else "--resource-group RG --workspace-name WS"
-    which = f"--version {ref.version}" if ref.version else f"--label {ref.label}"
-    return f"az ml environment show --name {ref.name} {which} {where}"
+    q = shlex.quote  # a command to paste: each value one shell word
+    where = f"--registry-name {q(ref.registry)}" if ref.registry else "--resource-group RG --workspace-name WS"
+    which = f"--version {q(ref.version)}" if ref.version else f"--label {q(ref.label)}"
+    return f"az ml environment show --name {q(ref.name)} {which} {where}"
 
 
 def _write_jobs(w: _Writer, loaded: LoadedStack) -> None:

@@ -7,11 +7,13 @@ import re
 from dataclasses import dataclass
 
 from infra_cli.image.errors import ImageReadError
+from infra_cli.knowledge.grammars import DOCKER_HUB, REFERENCE_GRAMMAR, split_image_name, text_problem
 
-DOCKER_HUB = "registry-1.docker.io"
-_REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
-_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
-_HINT = "write host[:port]/repo[:tag|@sha256:...], docker-archive:PATH or oci:DIR[:TAG]"
+__all__ = ["DOCKER_HUB", "ArchiveReference", "ImageReference", "LayoutReference", "RegistryReference",
+           "parse_reference"]
+
+_HINT = ("write host[:port]/repo[:tag|@sha256:...], docker-archive:PATH or oci:DIR[:TAG]; a registry reference "
+         f"is {REFERENCE_GRAMMAR}")
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ ImageReference = RegistryReference | ArchiveReference | LayoutReference
 
 def parse_reference(text: str) -> ImageReference:
     text = (text or "").strip()
+    if text_problem(text):
+        raise ImageReadError(f"not an image reference: {text_problem(text)}", _HINT, where=repr(text))
     if text.startswith("docker-archive:"):
         path = text[len("docker-archive:"):]
         if not path:
@@ -81,20 +85,15 @@ def parse_reference(text: str) -> ImageReference:
         return LayoutReference(path, tag or None)
     if text.startswith("docker://"):
         text = text[len("docker://"):]
-    name, digest = (text.split("@", 1) + [None])[:2] if "@" in text else (text, None)
-    tag = None
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name, tag = name.rsplit(":", 1)
-    first, _, rest = name.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
-        host, repository = first, rest
-    else:  # Docker Hub shorthand, as docker pull reads it
-        host, repository = DOCKER_HUB, name if "/" in name else f"library/{name}"
-    if not _REPO.match(repository):
-        raise ImageReadError(f"{text!r}: {repository!r} is not a valid repository name", _HINT, where=text)
-    if tag is not None and not _TAG.match(tag):
-        raise ImageReadError(f"{text!r}: {tag!r} is not a valid tag", _HINT, where=text)
-    if digest is not None and not re.match(r"^sha256:[0-9a-f]{64}$", digest):
-        raise ImageReadError(f"{text!r}: {digest!r} is not a sha256 digest", _HINT, where=text)
-    return RegistryReference(host, repository, tag, digest)
+    if text.startswith(("/", ".", "~")):   # a path, never a registry: say which prefix reads one
+        raise ImageReadError(f"{text!r} is not an image reference: a registry reference is {REFERENCE_GRAMMAR}",
+                             f"for a directory in OCI layout write oci:{text}, for a `docker save` file "
+                             f"docker-archive:{text}", where=text)
+    try:
+        parts = split_image_name(text)
+    except ValueError as exc:
+        raise ImageReadError(f"{text!r} is not an image reference: {exc}", _HINT, where=text) from None
+    if parts.digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", parts.digest):
+        raise ImageReadError(f"{text!r}: {parts.digest!r} is not a sha256 digest (the digest infra verifies)",
+                             _HINT, where=text)
+    return RegistryReference(parts.host, parts.repository, parts.tag, parts.digest)

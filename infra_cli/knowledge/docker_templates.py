@@ -1,19 +1,84 @@
 """Dockerfile templates' metadata (templates/docker/NAME/template.yaml): their parameters, defaults and checks.
 
 Read by validate (a stack's `build.template` parameters) and by image/dockerfile.py, which renders them.
+Every parameter a template declares names its `grammar` (one of GRAMMARS): a value is held to it at
+`infra validate` (a diagnostic at the value) and again when the Dockerfile is rendered (nothing rendered),
+so no value reaches a Dockerfile or a shell line as anything but data. A parameter without a known grammar
+is a broken template, refused before any value is read.
 """
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.knowledge.grammars import (
+    git_ref_problem, https_url_problem, image_reference_problem, pip_requirement_problem, text_problem,
+    version_problem)
 from infra_cli.paths import templates_dir
 
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+@dataclass(frozen=True)
+class ParameterProblem:
+    """A value a template parameter's grammar refuses; `where` is its place under `parameters` (name[, index])."""
+    where: tuple
+    message: str
+    hint: str
+
+
+Problems = Iterator[tuple[tuple, str]]   # (place under the parameter, what is wrong)
+
+
+def _one(check: Callable[[Any], str | None]) -> Callable[[Any], Problems]:
+    def judge(value: Any) -> Problems:
+        problem = check(value)
+        if problem:
+            yield (), problem
+    return judge
+
+
+def _pip_requirements(value: Any) -> Problems:
+    if not isinstance(value, list):
+        yield (), "pip_packages must be a list"
+        return
+    for i, spec in enumerate(value):
+        problem = pip_requirement_problem(spec)
+        if problem:
+            yield (i,), problem
+
+
+def _boolean(value: Any) -> Problems:
+    if not isinstance(value, bool):
+        yield (), f"{value!r} is not true or false"
+
+
+def _openmpi_source(value: Any) -> Problems:
+    if value != "distro" and version_problem(value):
+        yield (), f"openmpi_source {value!r} is neither 'distro' nor a version like 4.1.6"
+
+
+def _optional(check: Callable[[Any], str | None]) -> Callable[[Any], Problems]:
+    return _one(lambda v: None if v in ("", None) else check(v))
+
+
+# grammar name (template.yaml `grammar:`) -> (judge, how to fix)
+GRAMMARS: dict[str, tuple[Callable[[Any], Problems], str]] = {
+    "image_reference": (_one(image_reference_problem),
+                        "write an image reference such as nvcr.io/nvidia/cuda:12.4.1-devel-ubuntu22.04 "
+                        "(host/repository:tag or @sha256:...), one line"),
+    "openmpi_source": (_openmpi_source, "use openmpi_source: distro, or a released Open MPI version X.Y.Z"),
+    "pip_requirements": (_pip_requirements,
+                         "a list of PEP 508 requirements such as deepspeed, mpi4py==4.1.2 or 'torch>=2.1' "
+                         "(https://peps.python.org/pep-0508/); pip options are not requirements"),
+    "https_url_or_empty": (_optional(https_url_problem), "an https:// URL, or \"\" for none"),
+    "boolean": (_boolean, "write true or false"),
+    "git_ref": (_one(git_ref_problem), "a git tag or branch name, e.g. v2.5-1"),
+    "text": (_one(text_problem), "one line of text"),
+}
 
 
 def template_dir(template_name: str) -> Path:
@@ -34,21 +99,40 @@ def _bad(meta_file: Path, message: str, hint: str) -> DiagnosticError:
     return DiagnosticError([Diagnostic("error", "build.parameters", message, file=str(meta_file), hint=hint)])
 
 
-def template_parameters(template_name: str, parameters: dict) -> dict:
-    """The template's defaults overlaid with `parameters`; unknown names and bad values are refused."""
-    meta = load_template_meta(template_name)
+def _declared(template_name: str, meta: dict) -> dict[str, dict]:
+    """The template's parameters, each with a known grammar (else the template itself is refused)."""
     declared = meta.get("parameters") or {}
     meta_file = template_dir(template_name) / "template.yaml"
-    unknown = sorted(set(parameters) - set(declared))
-    if unknown:
-        raise _bad(meta_file, f"template {template_name!r} has no parameter(s) {', '.join(unknown)}",
-                   f"known parameters: {', '.join(declared)}")
+    for name, spec in declared.items():
+        if not isinstance(spec, dict) or spec.get("grammar") not in GRAMMARS:
+            raise DiagnosticError([Diagnostic(
+                "error", "knowledge.invalid", f"template parameter {name!r} names no known grammar",
+                file=str(meta_file), hint=f"give it `grammar:` one of {', '.join(GRAMMARS)}")])
+    return declared
+
+
+def parameter_problems(template_name: str, parameters: dict) -> tuple[dict, list[ParameterProblem]]:
+    """The template's defaults overlaid with `parameters`, and every value its grammar refuses (unknown
+    names included, at the name)."""
+    declared = _declared(template_name, load_template_meta(template_name))
+    unknown = [name for name in parameters if name not in declared]
+    problems = [ParameterProblem((), f"template {template_name!r} has no parameter(s) {', '.join(map(str, unknown))}",
+                                 f"known parameters: {', '.join(declared)}")] if unknown else []
     values = {name: spec.get("default") for name, spec in declared.items()}
     values.update(parameters)
-    source = str(values.get("openmpi_source", "distro"))
-    if "openmpi_source" in values and source != "distro" and not _VERSION.match(source):
-        raise _bad(meta_file, f"openmpi_source {source!r} is neither 'distro' nor a version like 4.1.6",
-                   "use openmpi_source: distro, or a released Open MPI version X.Y.Z")
-    if not isinstance(values.get("pip_packages", []), list):
-        raise _bad(meta_file, "pip_packages must be a list", "e.g. pip_packages: [deepspeed, mpi4py]")
+    for name, spec in declared.items():
+        judge, hint = GRAMMARS[spec["grammar"]]
+        problems += [ParameterProblem((name, *where), message if message.startswith(name) else f"{name}: {message}",
+                                      hint) for where, message in judge(values[name])]
+    return values, problems
+
+
+def template_parameters(template_name: str, parameters: dict) -> dict:
+    """The template's defaults overlaid with `parameters`; unknown names and values their grammar refuses
+    raise DiagnosticError (one diagnostic each)."""
+    values, problems = parameter_problems(template_name, parameters)
+    if problems:
+        meta_file = template_dir(template_name) / "template.yaml"
+        raise DiagnosticError([Diagnostic("error", "build.parameters", p.message, file=str(meta_file), hint=p.hint)
+                               for p in problems])
     return values

@@ -11,10 +11,13 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.knowledge.grammars import control_characters, text_problem
 from infra_cli.knowledge.nccl_transport import transport_rules
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.conventions import EMULATED_NODE_VARIABLE
@@ -38,6 +41,7 @@ def _jinja(root: str) -> "jinja2.Environment":
                              autoescape=False, keep_trailing_newline=True)
     env.filters["yamlstr"] = json.dumps  # a JSON scalar is a YAML scalar that reads back literally
     env.filters["pyrepr"] = repr  # a Python literal of the value
+    env.filters["docstring"] = _docstring_text  # a name inside a docstring
     return env
 
 
@@ -72,17 +76,49 @@ def job_file_text(loaded: LoadedStack, distribution: str, spec: CommandJobSpec, 
         return render_job_yaml(spec)
     shown = dataclasses.replace(spec, environment_variables={
         k: (sensitive[k] or "(sensitive value)") if k in sensitive else v for k, v in spec.environment_variables.items()})
-    sets = " ".join(f'--set environment_variables.{k}="{_shell_reference(written)}"' for k, written in sensitive.items())
+    sets = " ".join("--set " + shlex.quote(f"environment_variables.{_one_line(k)}=") + _shell_reference(written)
+                    for k, written in sensitive.items())
     header = (f"# Sensitive values (from ${{VAR}} in the stack) are not written here: environment_variables."
-              f"{', environment_variables.'.join(sensitive)}.\n"
+              f"{', environment_variables.'.join(map(_one_line, sensitive))}.\n"
               f"# Pass them when creating: az ml job create -f {file_name} {sets}\n")
     return header + render_job_yaml(shown)
 
 
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
 def _shell_reference(written: str) -> str:
-    """`${NAME}` as the shell's "$NAME"; any other text as written (the shell expands ${NAME} inside it)."""
-    m = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", written)
-    return f"${m.group(1)}" if m else written
+    """The stack's text as one shell word for the header's `--set`: each `${NAME}` as "$NAME" (the shell
+    expands it), everything else single-quoted (shlex.quote), so nothing in it runs when the line is pasted.
+    Text with a control character (a newline would end the YAML comment) becomes "$VALUE"."""
+    if control_characters(written):
+        return '"$VALUE"'
+    parts, at = [], 0
+    for m in _REFERENCE.finditer(written):
+        if m.start() > at:
+            parts.append(shlex.quote(written[at:m.start()]))
+        parts.append(f'"${m.group(1)}"')
+        at = m.end()
+    if at < len(written):
+        parts.append(shlex.quote(written[at:]))
+    return "".join(parts) or "''"
+
+
+def _one_line(value: object) -> str:
+    """Text written on a comment line: refused (never rendered) with a control character (a newline would
+    end the comment and start YAML or code)."""
+    text = str(value)
+    problem = text_problem(text)
+    if problem:
+        raise DiagnosticError([Diagnostic("error", "render.refused", f"not rendered into a job file or script: "
+                                          f"{problem}", hint="write it on one line, without control characters")])
+    return text
+
+
+def _docstring_text(value: object) -> str:
+    """Text inside the smoke script's docstring as Python escapes (backslashes, quotes, control characters and
+    non-ASCII escaped): it reads back as the text and can never end the docstring."""
+    return str(value).encode("unicode_escape").decode("ascii").replace('"', '\\"')
 
 
 def smoke_jobs(loaded: LoadedStack, names: list[str] | None = None) -> list[SmokeJob]:

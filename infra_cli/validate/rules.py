@@ -17,7 +17,8 @@ from typing import Callable, Iterator
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.knowledge.docker_templates import template_parameters
+from infra_cli.knowledge.docker_templates import parameter_problems
+from infra_cli.knowledge.grammars import REFERENCE_GRAMMAR, image_reference_problem
 from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.knowledge.curated import curated_info, image_info
 from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks, launcher_variables, types_needing_mpi
@@ -404,12 +405,26 @@ def code_paths(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnost
 def environment_template_parameters(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     if not (env.build and env.build.template) or build_template_provides(env.build.template) is None:
         return  # no template: environment_files reports it
+    """Each parameter held to the grammar its template.yaml names (an image reference, PEP 508, a version,
+    a URL, ...; no control characters), pointed at the value at fault: nothing reaches a Dockerfile as code."""
     try:
-        template_parameters(env.build.template, dict(env.build.parameters))
-    except DiagnosticError as exc:  # the template's own check, pointed at the stack instead of template.yaml
-        for d in exc.diagnostics:
-            yield ctx.at(("environments", name, "build", "parameters"), "environment.template-parameters",
-                         d.message, d.hint or f"see templates/docker/{env.build.template}/template.yaml")
+        _, problems = parameter_problems(env.build.template, dict(env.build.parameters))
+    except DiagnosticError as exc:  # a broken template.yaml: its own diagnostic
+        yield from exc.diagnostics
+        return
+    for p in problems:
+        yield ctx.at(("environments", name, "build", "parameters", *p.where), "environment.template-parameters",
+                     p.message, p.hint)
+
+
+@rule_for_each("environments")
+def environment_image_reference(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
+    """`image:` held to the OCI reference grammar: Azure ML writes it after FROM in the Dockerfile it builds
+    for an image with a conda file, so a newline in it would be a second instruction."""
+    problem = image_reference_problem(env.image) if env.image is not None else None
+    if problem:
+        yield ctx.at(("environments", name, "image"), "environment.image-reference", problem,
+                     f"write {REFERENCE_GRAMMAR}, e.g. mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest")
 
 
 # ---- distributions --------------------------------------------------------------------------------------

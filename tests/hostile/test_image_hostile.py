@@ -404,3 +404,24 @@ def test_loopback_socket_never_accepting_is_bounded(tmp_path):
         finally:
             for s in fillers:
                 s.close()
+
+
+# ---- references that break the grammar (issue 22, item 7) ------------------------------------------------
+
+@pytest.mark.parametrize("reference", [
+    "./good", "../good", "/abs/good", "~/good", "a.b:99999/x", "a.b:0/x", "a" * 70 + ".io/x", "host..io/x",
+    "a.-b.io/x", "[::1/x", "[::1]x/y", "Upper/Repo", "x@sha256:zz", "x:" + "t" * 129, "x::", "ubuntu:22.04\nRUN x",
+    "ubuntu\x1b:1", "\u0130.io/x",
+])
+def test_bad_reference_is_exit_2_naming_the_grammar(tmp_path, reference):
+    """Not 'internal error (a bug in infra)' with exit 1 (a host of '.' failed in the idna codec): exit 2, and
+    the message names the reference grammar or what in the reference breaks it."""
+    message = refused(tmp_path, reference, why="not an image reference")
+    assert "internal error" not in message
+
+
+def test_a_path_is_told_which_prefix_reads_it(tmp_path):
+    code, doc, _, _ = check(tmp_path, "./good")
+    assert code == 2
+    [error] = doc["errors"]
+    assert "distribution/reference" in error["message"] and "oci:./good" in error["hint"], error
