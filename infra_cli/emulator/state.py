@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -48,12 +49,14 @@ _CORRUPT = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 CORRUPT_RULE = "local.state-corrupt"
 
 
+def _state_error(message: str, hint: str, rule: str = "local.state-unusable") -> DiagnosticError:
+    return DiagnosticError([Diagnostic("error", rule, message, None, None, None, hint)])
+
+
 def corrupt_state(path: Path, damage: str) -> DiagnosticError:
-    return DiagnosticError([Diagnostic(
-        "error", CORRUPT_RULE, f"the local emulator's state {path} is not a readable SQLite database ({damage})",
-        None, None, None,
-        f"move it aside to start over with an empty local cloud: infra emulator reset --dir {path.parent} "
-        f"(or mv {path} {path}.corrupt); nothing is deleted")])
+    return _state_error(f"the local emulator's state {path} is not a readable SQLite database ({damage})",
+                        f"move it aside to start over with an empty local cloud: infra emulator reset --dir "
+                        f"{path.parent} (or mv {path} {path}.corrupt); nothing is deleted", CORRUPT_RULE)
 
 
 def move_aside(state_dir: Path) -> list[tuple[Path, Path]]:
@@ -105,6 +108,10 @@ class Store:
         # SQLite gives the -wal and -shm files the database file's mode.
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+                raise _state_error(f"{path} is not a regular file of this user",
+                                   f"move it aside (infra emulator reset --dir {state_dir}) or chown it to yourself")
             os.fchmod(fd, 0o600)
         finally:
             os.close(fd)
@@ -114,9 +121,10 @@ class Store:
             self._db.executescript(_SCHEMA)
             damage = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            if getattr(exc, "sqlite_errorname", "") not in _CORRUPT:
-                self._db.close()
-                raise
+            self._db.close()
+            if getattr(exc, "sqlite_errorname", "") not in _CORRUPT:   # locked past the timeout, read-only, ...
+                raise _state_error(f"cannot use the local emulator's state {path}: {exc}",
+                                   "another infra process may hold it for long; check it is yours and writable") from None
             damage = str(exc)
         if damage != "ok":
             self._db.close()
