@@ -8,6 +8,7 @@ umoci, converted by skopeo (docker schema 2, zstd, docker-archive, multi-arch in
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -37,12 +38,14 @@ def run(*cmd: str, cwd: Path | None = None) -> str:
 
 
 def download_debs(packages: list[str]) -> list[Path]:
-    """The packages' .deb files, downloaded once into the cache."""
+    """The packages' .deb files, downloaded once into the cache (under a lock: pytest-xdist's workers share it)."""
     debs = CACHE / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    missing = [p for p in packages if not list(debs.glob(f"{p}_*.deb"))]
-    if missing:
-        run("apt-get", "download", *missing, cwd=debs)
+    with open(debs / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = [p for p in packages if not list(debs.glob(f"{p}_*.deb"))]
+        if missing:
+            run("apt-get", "download", *missing, cwd=debs)
     return [sorted(debs.glob(f"{p}_*.deb"))[-1] for p in packages]
 
 

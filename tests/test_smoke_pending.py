@@ -17,7 +17,6 @@ from test_registry_environments import WORKSPACE
 from infra_cli.plan.smoke_pending import (FAILED, LAST_FAILED, NEVER_RAN, PASSED, PENDING, SmokeInputs, SmokeRecord,
                                           pending_smokes)
 
-ROOT = Path(__file__).resolve().parent.parent
 NOW = SmokeInputs("c1", "e1", "d1")
 
 
@@ -118,10 +117,18 @@ BREAKS_IT = "    environment_variables: {GLOO_SOCKET_IFNAME: nosuchnic0}\n"
 
 
 def infra(*args: str, state: Path) -> subprocess.CompletedProcess:
+    """The CLI run from a directory of the test's own (`workdir`), so nothing a user's run left in the
+    repository (./.infra after the quick start) is read, and whatever the CLI writes locally can be seen."""
     env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
     env.update(INFRA_LOCAL_DIR=str(state), INFRA_EMULATOR_PROVISIONING_DELAY_S="0.1")
+    cwd = workdir(state)
+    cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=600)
+                          cwd=cwd, timeout=600)
+
+
+def workdir(state: Path) -> Path:
+    return state.parent / "cwd"
 
 
 def plan_json(path: Path, state: Path) -> dict:
@@ -147,7 +154,7 @@ def test_failed_smoke_is_pending_until_apply_reruns_it_and_it_passes(tmp_path):
     assert body["smoke_jobs"] == ["smoke.ddp"]
     assert body["smoke_reasons"]["smoke.ddp"].startswith(LAST_FAILED)
     assert all(c["change"]["actions"] == ["no-op"] for c in body["resource_changes"])
-    assert not list(Path(ROOT).glob(".infra/**/smoke*")) and not list(tmp_path.glob("*smoke*"))  # not local
+    assert not any(workdir(state).iterdir()) and not list(tmp_path.glob("*smoke*"))  # nothing local
 
     path.write_text(STACK)  # fixed: apply changes no resource, reruns the smoke, which passes
     r = infra("apply", str(path), "--local", "--auto-approve", state=state)
