@@ -108,6 +108,14 @@ def describe_azure_error(exc: BaseException) -> str:
     return "\n".join([f"{code}: {headline}", *(f"  {d}" for d in details)])
 
 
+def is_sign_in_failure(exc: BaseException) -> bool:
+    """The credential found no token (DefaultAzureCredential's chain exhausted, an expired `az login`): raised
+    on this machine before any request, so it carries no response, unlike a 401 that Azure answered."""
+    from azure.core.exceptions import ClientAuthenticationError
+
+    return isinstance(exc, ClientAuthenticationError) and getattr(exc, "response", None) is None
+
+
 def is_not_found(exc: BaseException) -> bool:
     """A 404, however the SDK dresses it (azure-ai-ml raises a ValidationException for a missing asset label)."""
     from azure.core.exceptions import ResourceNotFoundError

@@ -76,6 +76,13 @@ def _azure_error(exc: BaseException) -> bool:
     return module is not None and isinstance(exc, module.AzureError)
 
 
+NO_CREDENTIAL = (
+    "error: infra could not sign in to Azure: no credential was found (nothing was sent to Azure)\n"
+    "  hint: sign in with `az login`, or set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET for a\n"
+    "        service principal; to try the stack without Azure, add --local\n"
+    f"  {DEBUG_VARIABLE}=1 lists each credential DefaultAzureCredential tried and why it was unavailable")
+
+
 def report_error(exc: BaseException) -> int:
     """The one place an exception that escaped a command is reported: what it is, in one line, no traceback
     (unless INFRA_DEBUG=1). Azure's refusals, local OS errors and bugs each read as what they are."""
@@ -84,9 +91,12 @@ def report_error(exc: BaseException) -> int:
     if isinstance(exc, DiagnosticError):
         print_diagnostics(exc.diagnostics)
     elif _azure_error(exc):
-        from infra_cli.azure.errors import describe_azure_error  # no escape codes; headline, then details
+        from infra_cli.azure.errors import describe_azure_error, is_sign_in_failure
 
-        print(f"error: Azure refused: {describe_azure_error(exc)}", file=sys.stderr)
+        if is_sign_in_failure(exc):
+            print(NO_CREDENTIAL, file=sys.stderr)
+        else:  # no escape codes; headline, then details
+            print(f"error: Azure refused: {describe_azure_error(exc)}", file=sys.stderr)
     elif isinstance(exc, OSError):  # local: a file, a directory, a socket on this machine
         what = exc.strerror or str(exc) or type(exc).__name__
         where = f": {exc.filename}" if exc.filename else ""
