@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 
 import pytest
 from azure.ai.ml import command
@@ -39,6 +40,9 @@ def served(tmp_path, monkeypatch):
     server = start_emulator(tmp_path / "local", provisioning_delay_s=PROVISIONING_S)
     server.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, TEST_WORKSPACE, TEST_LOCATION)
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.cert_path))   # as serve's help says (blob uploads)
+    # MLClient names its cloud in AZUREML_CURRENT_CLOUD for the whole process: undone after the test, so a later
+    # test in this worker does not look up a cloud that only this one registered
+    monkeypatch.setenv("AZUREML_CURRENT_CLOUD", os.environ.get("AZUREML_CURRENT_CLOUD", "AzureCloud"))
     yield server
     server.stop()
 

@@ -4,7 +4,8 @@ the emulator launches each as Azure ML would and the framework in it sees the st
 
 Shapes are shrunk to what this machine runs: at most 2 nodes, 2 processes per node, on a 2-GPU size (a
 per-node launcher starts one process per GPU), InfiniBand optional (the emulator's CPU run judges none).
-Frameworks missing here skip as in test_smoke_frameworks.py (fail under INFRA_REQUIRE_FRAMEWORKS=1).
+Frameworks missing here skip as in test_smoke_frameworks.py (fail under INFRA_REQUIRE_FRAMEWORKS=1, Horovod
+under INFRA_REQUIRE_HOROVOD=1).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from test_smoke_frameworks import TWO_GPU_SIZE, assert_passed, need, need_mpirun
 from test_smoke_script import tensorflow_or_skip
 
 GUIDES = Path(__file__).resolve().parent / "guides" / "stacks"
-NEEDS = {"lightning": ("lightning",), "transformers": ("transformers", "accelerate"), "deepspeed": ("deepspeed",)}
+NEEDS = {"horovod": ("horovod.torch",), "lightning": ("lightning",), "transformers": ("transformers", "accelerate"), "deepspeed": ("deepspeed",)}
 
 
 def _runnable(path: Path) -> bool:
@@ -65,8 +66,6 @@ def test_guide_setup_passes_its_smoke_on_the_emulator(guide, tmp_path):
         tensorflow_or_skip()
     if "mpi" in kinds:
         need_mpirun()
-    if "horovod" in frameworks:
-        pytest.skip("Horovod is not in the frameworks extra (see test_horovod_runs_when_it_installs)")
     for framework in frameworks:
         need(*NEEDS.get(framework, ()))
     if "mpi" in kinds and "deepspeed" in frameworks:

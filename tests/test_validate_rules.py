@@ -293,10 +293,16 @@ def test_single_node_without_infiniband_is_clean(tmp_path):
     assert r.diagnostics == []
 
 
-def test_more_processes_than_gpus(tmp_path):
-    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 16\n"))
-    d = r.one("distribution.gpus-exceeded", "error", "process_count_per_instance: 16")
+@pytest.mark.parametrize("processes", [9, 16])  # 9: one more than the 8 GPUs, the boundary itself
+def test_more_processes_than_gpus(tmp_path, processes):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: pytorch\nprocess_count_per_instance: {processes}\n"))
+    d = r.one("distribution.gpus-exceeded", "error", f"process_count_per_instance: {processes}")
     assert "process_count_per_instance: 8" in d.hint
+
+
+def test_exactly_one_process_per_gpu_is_clean(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 8\n"))
+    assert [d.rule for d in r.diagnostics if d.rule.startswith("distribution.gpus")] == []
 
 
 def test_fewer_processes_than_gpus(tmp_path):
