@@ -304,3 +304,24 @@ def test_names_cannot_end_the_smoke_scripts_docstring(script):
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "system"]
     assert not calls
     assert name in ast.get_docstring(tree)
+
+
+@pytest.mark.parametrize("name", ["A\nB", "A\rB", "A\x7fB", "A\x1bB"])
+def test_environment_variable_name_with_a_control_character_is_a_diagnostic(tmp_path, name):
+    """A name is written on the job file's comment lines (the --set hint): a newline in it would start YAML."""
+    path = tmp_path / "stack.yaml"
+    path.write_text(HEADER + f"""\
+clusters:
+  gpu: {{size: Standard_ND96asr_v4, max_instances: 2}}
+environments:
+  env: {{curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"}}
+distributions:
+  job:
+    cluster: gpu
+    environment: env
+    type: pytorch
+    process_count_per_instance: 8
+    environment_variables: {{{yaml_text(name)}: x}}
+""")
+    [d] = [d for d in validate_stack(load_stack(path)) if d.rule == "distribution.environment-variable-name"]
+    assert d.line == 13 and "control characters" in d.hint
