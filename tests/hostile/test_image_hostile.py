@@ -378,7 +378,9 @@ def test_timeout_bounds_the_whole_check(tmp_path, hostile, mode, what):
     started = time.monotonic()
     message = refused(tmp_path, f"{server.host}/hostile:latest", "--timeout", "3", why="--timeout of 3 s")
     assert what in message, message
-    assert time.monotonic() - started < 3 + 5, "the deadline is for the whole check, not per read"
+    # a trickle of one byte a second never ends by itself: any bound proves the deadline is for the whole check
+    # (not per read); a generous one, since a loaded machine is slow to start the process
+    assert time.monotonic() - started < 3 + 60, "the deadline is for the whole check, not per read"
 
 
 def test_default_timeout_is_stated_in_help():

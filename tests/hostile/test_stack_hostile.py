@@ -69,9 +69,7 @@ def test_aliases_to_one_large_string_are_bounded_in_bytes(tmp_path):
     stack.write_text("stack: bomb\n" + WORKSPACE + f"big: &a \"{'x' * 900_000}\"\n"
                      "distributions: {d: {command: [" + ", ".join(["*a"] * 1000) + "]}}\n")
     assert stack.stat().st_size < MAX_STACK_BYTES
-    started = time.monotonic()
     r = infra("validate", str(stack))
-    assert time.monotonic() - started < 30
     assert r.returncode == 1
     err = rules_of(r)
     assert "error[stack.too-large]" in err and f"{MAX_EXPANDED_BYTES >> 20} MiB" in err
