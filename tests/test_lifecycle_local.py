@@ -204,10 +204,13 @@ def test_prevent_destroy_and_destroy(tmp_path, clients):
     converge(path, clients)
     outcome = plan(path, clients, mode="destroy")
     assert not outcome.plan.has_errors()
-    assert sorted(c.address for c in outcome.plan.changes) == ["cluster.gpu", "cluster.gpu2"]
+    assert sorted(c.address for c in outcome.plan.changes) == ["cluster.gpu", "cluster.gpu2", "environment.train"]
     result = apply_outcome(outcome, operation="destroy")
-    assert result.ok and result.destroyed == 2
+    assert result.ok and result.destroyed == 2 and result.changed == 1   # the environment released, not deleted
     assert {c.name for c in clients.ml.compute.list()} == {"untagged"}
+    # Azure ML keeps the version, archived and without the stack's tags: no stack owns it now
+    assert [e.version for e in clients.ml.environments.list("train")] == []
+    assert plan(path, clients, mode="destroy").plan.changes == []
 
 
 def test_stale_plan_file_refused_and_nothing_changes(tmp_path, clients, emulator):
