@@ -245,3 +245,44 @@ def test_emulator_refuses_a_job_on_a_registry_environment_that_does_not_exist(cl
         clients.ml.jobs.create_or_update(command(command="true", environment=missing, compute="gpu"))
     assert getattr(refused.value, "status_code", None) == 400
     assert describe_azure_error(refused.value).startswith(f"UserError: Environment {missing} was not found")
+
+
+# ---- today's curated environments, read from Azure/azureml-assets --------------------------------------------
+
+ACPT_28 = "acpt-pytorch-2.8-cuda12.6"
+TF_216 = "tensorflow-2.16-cuda12"
+
+
+@pytest.mark.parametrize("name", [ACPT_28, TF_216])
+def test_todays_curated_environments_plan_clean_in_their_workspace_form(tmp_path, clients, name):
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("CURATED", f"azureml:AzureML-{name}@latest"))
+    outcome = plan_stack(load_stack(path), Provider(clients))
+    assert not outcome.plan.has_errors(), outcome.plan.diagnostics
+    assert not [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+    (env,) = [c for c in outcome.plan.resource_changes if c.address == "environment.acpt"]
+    assert env.after["resolved"] == f"azureml://registries/azureml/environments/{name}/versions/{latest(name)}"
+
+
+def test_the_registry_serves_them_under_both_names(clients):
+    registry = clients.registry("azureml")
+    assert registry.environments.get(ACPT_28, label="latest").image == \
+        f"mcr.microsoft.com/azureml/curated/{ACPT_28}:{latest(ACPT_28)}"
+    assert registry.environments.get(f"AzureML-{TF_216}", version="30").version == "30"
+
+
+def test_validate_knows_what_they_carry(tmp_path):
+    from infra_cli.knowledge.curated import curated_info
+    from infra_cli.validate.engine import validate_stack
+
+    acpt = curated_info(f"azureml:AzureML-{ACPT_28}@latest")
+    assert {"openmpi", "nccl", "deepspeed", "torch"} <= set(acpt.provides) and "azureml-assets" in acpt.source
+    tf = curated_info(f"azureml://registries/azureml/environments/{TF_216}/versions/30")
+    assert tf.provides["openmpi"] == "4.1.0" and {"horovod", "ibverbs", "tensorflow"} <= set(tf.provides)
+    row = next(r for r in curated_registries()["azureml"] if r.name == TF_216)
+    assert row.source_path == f"assets/training/general/environments/{TF_216}"
+    # an MPI job on the TensorFlow environment: Open MPI is there, so no distribution.mpi-missing
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("CURATED", f"azureml:AzureML-{TF_216}@latest").replace("type: pytorch", "type: mpi"))
+    rules = [d.rule for d in validate_stack(load_stack(path)) if d.severity == "error"]
+    assert rules == [], rules

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from infra_cli.emulator.backend import Backend
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
-from infra_cli.knowledge.curated import RegistryEnvironment, curated_registries, parse_environment_reference
+from infra_cli.knowledge.curated import (RegistryEnvironment, curated_registries, parse_environment_reference,
+                                         registry_environment)
 
 # Where the registries of the emulated world live (Azure answers the subscription and group that own them).
 REGISTRY_SUBSCRIPTION = "00000000-0000-0000-0000-00000000a2e1"
@@ -29,7 +30,8 @@ def _environments(registry: str) -> dict[str, RegistryEnvironment]:
 
 
 def _environment(registry: str, name: str) -> RegistryEnvironment:
-    found = _environments(registry).get(name.lower())
+    _environments(registry)  # 404 for a registry the world does not have
+    found = registry_environment(registry, name)  # its name or an alias (AzureML-NAME)
     if found is None:
         raise ArmError(404, "ResourceNotFound", f"The environment '{name}' was not found in registry '{registry}'.")
     return found

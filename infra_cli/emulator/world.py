@@ -1,4 +1,5 @@
-"""The emulated world (world.yaml): where each catalog size is offered or restricted, quota, name rules."""
+"""The emulated world (world.yaml): where each catalog size (GPU/HPC and general-purpose CPU) is offered or
+restricted, quota, name rules."""
 
 from __future__ import annotations
 
@@ -61,6 +62,9 @@ class World:
             skus = [s for s in self.catalog if not s.retired]
         else:
             skus = [s for s in (self.catalog.get(n) for n in listed) if s is not None]
+        if spec.get("general_purpose", True):  # the CPU sizes every Azure region offers, unless the file says not
+            listed_names = {s.name.lower() for s in skus}
+            skus += [s for s in self.catalog.general_purpose() if s.name.lower() not in listed_names]
         return [Offer(s, restricted.get(s.name.lower())) for s in skus]
 
     def offer(self, region: str, size: str) -> Offer | None:

@@ -37,6 +37,12 @@ class RegistryEnvironment:
     latest: int
     image: str  # with {version}
     source: str
+    aliases: tuple[str, ...] = ()         # other names Azure ML resolves to it (AzureML-NAME)
+    info: CuratedInfo | None = None       # what it carries, where the data says (`provides:`)
+    source_path: str | None = None        # its folder in Azure/azureml-assets
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,12 @@ def _curated(data: Any) -> Curated:
         for i, r in enumerate(sequence(rows, "a registry's environments")):
             with at("registry", registry, i):
                 r = mapping(r, "a registry environment")
-                envs.append(RegistryEnvironment(r["name"], int(r["latest"]), r["image"], r["source"]))
+                provides = r.get("provides")
+                info = None if provides is None else CuratedInfo(
+                    "", dict(mapping(provides, "provides")), bool(r.get("gpu", True)), r["source"], str(registry).lower())
+                aliases = tuple(str(a) for a in sequence(r.get("aliases"), "aliases"))
+                envs.append(RegistryEnvironment(r["name"], int(r["latest"]), r["image"], r["source"], aliases, info,
+                                                r.get("source_path")))
         registries[str(registry).lower()] = tuple(envs)
     return Curated(_rows(data, "curated", True), _rows(data, "images", False), registries)
 
@@ -141,9 +152,21 @@ def _registry_of(reference: str) -> str | None:
     return ref.split("/")[3].lower() if ref.lower().startswith("azureml://registries/") and ref.count("/") > 3 else None
 
 
+def registry_environment(registry: str, name: str) -> RegistryEnvironment | None:
+    """The environment a registry serves under this name or one of its aliases (any case)."""
+    wanted = name.lower()
+    return next((env for env in _read().registries.get(registry.lower(), ())
+                 if wanted in (n.lower() for n in env.names())), None)
+
+
 def curated_info(reference: str) -> CuratedInfo | None:
+    """What a curated environment carries: its own row of `registry:` where it has `provides:`, else the first
+    `curated:` pattern that matches its name."""
     name = curated_name(reference)
     registry = _registry_of(reference)
+    known = registry_environment(registry or CURATED_REGISTRY, name)
+    if known is not None and known.info is not None:
+        return known.info
     for row in _read().curated:
         if row.registry is not None and row.registry != registry:
             continue  # registry names (acpt-pytorch-2.2-...) mean nothing in a workspace

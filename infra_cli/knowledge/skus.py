@@ -126,9 +126,15 @@ class Price:
 
 
 class Catalog:
+    """The GPU/HPC sizes (what iteration, `names()` and `infra skus` list) and the general-purpose CPU sizes
+    (`general_purpose()`), both found by `get()`; the region names Azure has (`regions`)."""
+
     def __init__(self, skus: dict[str, Sku], prices: dict[str, dict[str, Price]] | None = None,
-                 currency: str = "USD"):
+                 currency: str = "USD", general_purpose: dict[str, Sku] | None = None,
+                 regions: frozenset[str] = frozenset()):
         self._by_lower = {name.lower(): sku for name, sku in skus.items()}
+        self._general = {name.lower(): sku for name, sku in (general_purpose or {}).items()}
+        self.regions = regions
         self._families: dict[str, list[str]] | None = None  # built on first use: only did-you-mean needs it
         self._prices = {name.lower(): regions for name, regions in (prices or {}).items()}
         self.currency = currency
@@ -144,7 +150,16 @@ class Catalog:
         return iter(sorted(self._by_lower.values(), key=lambda s: s.name))
 
     def get(self, size: str) -> Sku | None:
-        return self._by_lower.get(size.lower())
+        key = size.lower()
+        return self._by_lower.get(key) or self._general.get(key)
+
+    def general_purpose(self) -> list[Sku]:
+        """The CPU sizes of `general_purpose:` (D, DS, E, F families), by name."""
+        return sorted(self._general.values(), key=lambda s: s.name)
+
+    def knows_region(self, region: str) -> bool:
+        """Azure has a region of this name (`regions:`); any region when the file lists none."""
+        return not self.regions or region.replace(" ", "").lower() in self.regions
 
     def names(self) -> list[str]:
         return [s.name for s in self]
@@ -200,6 +215,24 @@ def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
     )
 
 
+GENERAL_PURPOSE_KEYS = {"vcpus", "memory_gib", "family", "source", "unconfirmed", "note"}
+
+
+def _general_from_row(name: str, row: Any) -> Sku:
+    """A CPU size: no GPUs, no RDMA, so no InfiniBand; its vCPUs and quota family as Azure names them."""
+    mapping(row, "a size")
+    unknown = sorted(set(row) - GENERAL_PURPOSE_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(map(str, unknown))}: a general-purpose size has "
+                         f"{', '.join(sorted(GENERAL_PURPOSE_KEYS))}")
+    if not str(row.get("source", "")).startswith("https://"):
+        raise fault("a size needs its public source (https://...)", "source")
+    return Sku(name=name, gpus=0, vcpus=int(row["vcpus"]), memory_gib=int(row["memory_gib"]),
+               family=str(row["family"]), rdma=False, sriov=False, nccl_over_ib=False, source=str(row["source"]),
+               gpu_model=None, accelerator="none", unconfirmed=tuple(row.get("unconfirmed") or ()),
+               note=row.get("note") or "a general-purpose CPU size")
+
+
 def _amount(value: Any) -> float | None:
     if value is None:
         return None
@@ -244,6 +277,15 @@ def _catalog(data: Any) -> Catalog:
     for name, row in sizes.items():
         with at("sizes", name):
             skus[str(name)] = _sku_from_row(str(name), row, profiles)
+    general = {}
+    for name, row in mapping(data.get("general_purpose") or {}, "`general_purpose:` (size name -> facts)").items():
+        with at("general_purpose", name):
+            if str(name).lower() in {s.lower() for s in skus}:
+                raise ValueError(f"{name} is already a size of `sizes:`")
+            general[str(name)] = _general_from_row(str(name), row)
+    with at("regions"):
+        regions = mapping(data.get("regions") or {}, "`regions:` (source, names)")
+        names = frozenset(str(r).lower() for r in sequence(regions.get("names") or [], "regions.names"))
     prices: dict[str, dict[str, Price]] = {}
     with at("prices"):
         section = mapping(data.get("prices") or {}, "prices")
@@ -253,7 +295,7 @@ def _catalog(data: Any) -> Catalog:
                 if str(name).lower() not in {s.lower() for s in skus}:
                     raise ValueError(f"{name} is not a size of `sizes:`")
                 prices[str(name)] = _prices_of(str(name), row)
-    return Catalog(skus, prices, currency)
+    return Catalog(skus, prices, currency, general, names)
 
 
 def load_catalog() -> Catalog:

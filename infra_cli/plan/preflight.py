@@ -1,6 +1,7 @@
 """Live preflight: would the plan's clusters actually be created? Pure rules over data the provider read.
 
-Checks: the workspace exists and is where the clusters are; each size exists and is not restricted in the
+Checks: the workspace exists where the stack says; a cluster placed in another region (a preview of Azure ML's,
+a warning) names a region Azure has; each size exists and is not restricted in the
 region (Microsoft.Compute resource SKUs); the live RdmaEnabled capability against the catalog (whose SR-IOV
 knowledge wins for NC24r-class sizes); Azure ML's vCPU quota (the region's total for the tier, the size
 family's, the workspace's) covers the clusters' max_instances.
@@ -62,14 +63,21 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
         error(("workspace", "name"), "preflight.workspace-missing", f"workspace {workspace_name!r} does not exist",
               "create it (az ml workspace create) or fix workspace.name / resource_group / subscription_id")
     clusters = [c for c in changes if c.type == "cluster" and c.actions in (CREATE, REPLACE, UPDATE)]
+    # Clusters placed in a region other than the workspace's (the cluster's own `location`): the region's sizes and
+    # quota read here are the workspace region's, so theirs are left to Azure at apply, as the warning says.
+    elsewhere: set[str] = set()
     for change in clusters:
         after = change.after or {}
         size, location = after.get("size", ""), after.get("location") or facts.location
         at = ("clusters", change.name)
+        if location != facts.location:
+            elsewhere.add(change.name)
+            _other_region(error, change, location, facts, catalog, workspace_name)
+            continue
         if facts.workspace_location and location != facts.workspace_location:
-            error(at + ("location",) if after.get("location") else ("workspace", "location"), "preflight.location-mismatch",
+            error(("workspace", "location"), "preflight.location-mismatch",
                   f"{change.address} is in {location} but workspace {workspace_name!r} is in {facts.workspace_location}",
-                  f"remove the cluster's location or set it to {facts.workspace_location}")
+                  f"set workspace.location to {facts.workspace_location}, where the workspace is")
         if change.actions == UPDATE or "skus" in facts.unread:
             continue
         sku = facts.skus.get(size.lower())
@@ -106,6 +114,8 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
     sizes: dict[LiveQuota, set[str]] = defaultdict(set)
     first_cluster: dict[LiveQuota, str] = {}
     for change in clusters:
+        if change.name in elsewhere:
+            continue  # another region's quota, not the one read here
         delta = _vcpus_delta(change, facts, catalog)
         if not delta or delta[2] <= 0:
             continue
@@ -125,6 +135,32 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
                   "request an Azure ML quota increase for this region (https://learn.microsoft.com/azure/"
                   "machine-learning/how-to-manage-quotas), or lower max_instances")
     return out
+
+
+# Azure ML creates a compute cluster in a region other than its workspace's as a preview feature, for clusters
+# only and not in a workspace with a private endpoint; it warns of network latency and data transfer costs
+# (https://learn.microsoft.com/azure/machine-learning/how-to-create-attach-compute-cluster, Limitations). A region
+# Azure does not have is refused.
+CROSS_REGION_SOURCE = "https://learn.microsoft.com/azure/machine-learning/how-to-create-attach-compute-cluster"
+
+
+def _other_region(error, change: ResourceChange, location: str, facts: LiveFacts, catalog: Catalog,
+                  workspace_name: str) -> None:
+    at = ("clusters", change.name, "location")
+    if not catalog.knows_region(location):
+        error(at, "preflight.location-unknown", f"{change.address}: {location!r} is not an Azure region",
+              "use a region's programmatic name (az account list-locations), e.g. eastus, or remove `location` to "
+              "create the cluster in the workspace's region")
+        return
+    workspace_region = facts.workspace_location or facts.location
+    if location == workspace_region:
+        return
+    error(at, "preflight.location-mismatch",
+          f"{change.address} is in {location}, workspace {workspace_name!r} in {workspace_region}: Azure ML creates "
+          "compute in another region as a preview feature (not in a workspace with a private endpoint), with more "
+          f"network latency and data transfer costs; the size and quota in {location} are checked by Azure at apply",
+          f"remove `location` to keep the cluster beside its workspace, or keep it knowingly ({CROSS_REGION_SOURCE})",
+          "warning")
 
 
 # what could not be read -> (what it is, the checks skipped), the permission that reads it
