@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -21,7 +22,8 @@ from infra_cli.knowledge.docker_templates import parameter_problems
 from infra_cli.knowledge.grammars import REFERENCE_GRAMMAR, image_reference_problem
 from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.knowledge.curated import curated_info, image_info
-from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks, launcher_variables, types_needing_mpi
+from infra_cli.knowledge.frameworks import (FrameworkInfo, frameworks, launcher_variables, node_rank_variables,
+                                            types_needing_mpi)
 from infra_cli.knowledge.launchers import launchers
 from infra_cli.knowledge.names import name_rules, tag_limits
 from infra_cli.knowledge.skus import Catalog, Sku
@@ -29,6 +31,7 @@ from infra_cli.paths import context_files, inside, project_root, templates_dir
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Distribution, Environment
+from infra_cli.validate.dockerfile import read_dockerfile
 from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
 
@@ -143,12 +146,15 @@ def _same_family(size: str, catalog: Catalog) -> list[str]:
     return catalog.family_names(parsed.family) if parsed else []
 
 
-def _successors(retired: Sku, ctx: Context) -> str:
-    """Current sizes of the retired one's family with at least its GPUs, and InfiniBand where it had it: an
-    NC24rs_v3 user is pointed at an NC with InfiniBand, not at the catalog's largest ND."""
+def _successors(retired: Sku, ctx: Context, cluster: Cluster) -> str:
+    """Current sizes of the retired one's family with at least its GPUs, and InfiniBand where it had it or the
+    cluster requires it (cluster_infiniband's test): an NC24rs_v3 user is pointed at an NC with InfiniBand,
+    not at the catalog's largest ND, and no hint names a size the next check refuses."""
+    needs_ib = retired.infiniband_eligible or cluster.infiniband == "required"
+
     def keeps(sku: Sku) -> bool:
         return (sku.retirement_date is None and sku.gpus >= retired.gpus
-                and (sku.infiniband_eligible or not retired.infiniband_eligible))
+                and (sku.infiniband_eligible or not needs_ib))
     family = [s for s in map(ctx.catalog.get, _same_family(retired.name, ctx.catalog)) if s and keeps(s)]
     pool = family or [s for s in ctx.catalog if keeps(s) and s.gpus > 0 and s.accelerator == retired.accelerator]
     picks = sorted(pool, key=lambda s: (s.gpus, s.vcpus, s.name))[:3]
@@ -186,7 +192,7 @@ def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnost
         # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
         yield ctx.at(path, "cluster.size-retired",
                      f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
-                     f"choose a current size{_successors(sku, ctx)} "
+                     f"choose a current size{_successors(sku, ctx, cluster)} "
                      "(`infra plan` reports a cluster that already exists as a warning)")
     elif sku.retiring_as_of(ctx.today):
         yield ctx.warning(path, "cluster.size-retiring",
@@ -485,10 +491,12 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
     path = ("distributions", name, "process_count_per_instance")
     if _launched_per_node(dist):
         return  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
+    if sku.gpus == 0 and dist.type == "mpi" and sku.infiniband_eligible:
+        return  # CPU MPI on an HPC size (HB, HC, HX: InfiniBand over SR-IOV, no GPUs) is what they are for
     if sku.gpus == 0:
         yield ctx.warning(("distributions", name, "cluster"), "distribution.no-gpus",
                      f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
-                     "use a GPU size for GPU training (CPU MPI jobs on HB/HC sizes are fine)")
+                     "use a GPU size for GPU training; for CPU training use type: mpi on an HPC size (HB, HC, HX: InfiniBand)")
     elif per_node > sku.gpus:
         yield ctx.at(path, "distribution.gpus-exceeded",
                      f"process_count_per_instance {per_node} exceeds the {sku.gpus} GPU(s) of {sku.name}",
@@ -516,6 +524,7 @@ class Carries:
     provides: frozenset[str]
     complete: bool   # True: what is not listed is absent (a custom image carries only what it declares)
     evidence: str
+    package_files: tuple[str, ...] = ()   # conda/pip files read for what they install (a package goes there)
 
 
 def _declared(env: Environment) -> set[str]:
@@ -558,6 +567,45 @@ def _conda_packages(path: Path, root: Path) -> set[str]:
     return out
 
 
+def _pip_requirements(path: Path, root: Path) -> set[str]:
+    """Package names a pip requirements file installs (options, -r includes and comments skipped)."""
+    text = _project_text(path, root) or ""
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return {_pip_name(line) for line in lines if line and not line.startswith("-")}
+
+
+def _build_context_carries(env: Environment, base_dir: Path, root: Path) -> tuple[set[str], str, list[str]]:
+    """What an image built from a `build: {path}` context carries: its Dockerfile's final base image as
+    curated_environments.yaml knows it, the conda and pip files it copies in, and what `RUN pip install` names.
+    Returns (provides, evidence, the package files read, relative to the stack)."""
+    context = base_dir / env.build.path
+    dockerfile = context / env.build.dockerfile_path
+    text = _project_text(dockerfile, root) if inside(dockerfile, context) else None
+    if text is None:
+        return set(), "a custom image carries only what it declares", []
+    facts = read_dockerfile(text)
+    provides = {_pip_name(p) for p in facts.pip_installs}
+    evidence = f"{env.build.path}/{env.build.dockerfile_path} builds FROM {facts.base_image or 'an unknown base'}"
+    image = image_info(facts.base_image) if facts.base_image else None
+    if image is not None:
+        provides |= set(image.provides)
+        evidence += f" ({image.source})"
+    files = []
+    for copied in facts.copied:
+        source = context / copied
+        if not (inside(source, context) and source.is_file()):
+            continue
+        name = source.name.lower()
+        if name.endswith((".yml", ".yaml")):
+            provides |= _conda_packages(source, root)
+        elif name.endswith(".txt") and "requirement" in name:
+            provides |= _pip_requirements(source, root)
+        else:
+            continue
+        files.append(posixpath.normpath(f"{env.build.path}/{copied}"))
+    return provides, evidence, files
+
+
 def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries:
     """What the environment carries, from validators/curated_environments.yaml (curated environments and
     AzureML base images), our Dockerfile templates, a conda file and the environment's own `requires:`."""
@@ -581,9 +629,14 @@ def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries
         pip = {_pip_name(p) for p in (env.build.parameters.get("pip_packages") or []) if isinstance(p, str)}
         provides |= pip | {extra for p in pip for extra in build_template_pip_extras(env.build.template).get(p, ())}
         evidence = f"templates/docker/{env.build.template} installs it"
-    if env.conda_file:
+    files: list[str] = []
+    if env.build and env.build.path:
+        built, evidence, files = _build_context_carries(env, base_dir, root)
+        provides |= built
+    if env.conda_file and _project_text(base_dir / env.conda_file, root) is not None:
         provides |= _conda_packages(base_dir / env.conda_file, root)
-    return Carries(frozenset(provides), True, evidence)
+        files.append(env.conda_file)
+    return Carries(frozenset(provides), True, evidence, tuple(files))
 
 
 def _parses(spec: str) -> bool:
@@ -636,6 +689,9 @@ def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: Frame
     listed = ", ".join(missing)
     hint = (f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by "
             f"`infra image check`){', or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)' if fw.name == 'deepspeed' else ''}")
+    if carries.package_files:   # the files were read: the package goes there (requires would only silence it)
+        hint = (f"add {listed} to {' or '.join(carries.package_files)} (the environment installs what it lists); "
+                "`requires:` would only declare it, not install it")
     if carries.complete:
         yield ctx.at(("distributions", name, "environment"), "distribution.packages-missing",
                      f"{what}, but environment {dist.environment!r} is not known to carry {listed} "
@@ -879,7 +935,7 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
                               f"{step.invoked_as} {spec.flags['node_rank'][0]} {literal} gives every one of the "
                               f"{dist.instance_count} nodes the same rank",
                               f"pass {spec.flags['node_rank'][0]} "
-                              f"{'$NODE_RANK' if dist.type == 'pytorch' else '$OMPI_COMM_WORLD_RANK'}")
+                              f"${node_rank_variables()[0].get(dist.type, 'NODE_RANK')}")
         for flag in spec.multi_node_requires:
             if flag not in step.options:
                 yield _command_at(ctx, name, "distribution.launcher-rendezvous",
@@ -893,6 +949,33 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
             yield _command_at(ctx, name, "distribution.launcher-rendezvous",
                               f"the command passes ${var}, which Azure ML does not set in a {dist.type} job",
                               f"use the variables of type {dist.type}: {', '.join(sorted(own.get(dist.type, {})))}")
+
+
+@rule_for_each("distributions")
+def distribution_node_rank_variable(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """A per-node launch whose node rank is a variable that only reads like one (frameworks.yaml
+    not_node_rank: OMPI_COMM_WORLD_NODE_RANK is 0 on every node): every node claims rank 0, the job hangs."""
+    step = _training(dist)
+    if step is None or dist.instance_count < 2:
+        return
+    if step.kind == "per-node":
+        flag = next((f for f in step.launcher.flags.get("node_rank", ()) if f in step.options), None)
+        value = step.role("node_rank")
+    else:   # a script that starts its node's processes itself: its own --node_rank / --node-rank argument
+        names = [f for spec in launchers().launchers for f in spec.flags.get("node_rank", ())]
+        value = step.script_option(names)
+        flag = next((n for n in names for a in step.script_args if a == n or a.startswith(n + "=")), None)
+    ranks, wrong = node_rank_variables()
+    for var in sorted(variables(value) & wrong):
+        right = ranks.get(dist.type, "NODE_RANK")
+        one = " with process_count_per_instance: 1 (one process per node, so a process's rank is its node's)" \
+            if dist.type == "mpi" else ""
+        yield _command_at(ctx, name, "distribution.node-rank-variable",
+                          f"{flag} ${var}: despite its name, {var} is not the node's rank (it numbers the processes "
+                          f"within one node): it is 0 on every one of the {dist.instance_count} nodes, so each claims "
+                          "rank 0 and the rendezvous waits forever",
+                          f"pass {flag} ${right}{one} (validators/frameworks.yaml node_rank; "
+                          "https://azure.github.io/azureml-cheatsheets/docs/cheatsheets/python/v1/distributed-training)")
 
 
 def _script_text(ctx: Context, dist: Distribution, script: str | None) -> str | None:
@@ -954,6 +1037,14 @@ def distribution_lightning(ctx: Context, name: str, dist: Distribution, fw: Fram
                               f"set it to {sku.gpus} to use every GPU you pay for", "warning")
 
 
+def _raise_max_instances(ctx: Context, dist: Distribution, nodes: int) -> str:
+    """What a hint proposing instance_count `nodes` must add so that distribution.instance-count holds."""
+    cluster = ctx.stack.clusters.get(dist.cluster)
+    if cluster is None or nodes <= cluster.max_instances:
+        return ""
+    return f" with clusters.{dist.cluster}.max_instances raised to {nodes} (it is {cluster.max_instances})"
+
+
 @rule_for_each("distributions")
 def distribution_tensorflow(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     base = ("distributions", name)
@@ -980,13 +1071,14 @@ def distribution_tensorflow(ctx: Context, name: str, dist: Distribution) -> Iter
         yield ctx.at(at, "distribution.tensorflow-counts",
                      f"{workers} workers on instance_count {nodes} node(s): Azure ML would put two workers on a "
                      "node, and each worker's strategy claims every GPU of its node",
-                     f"set instance_count: {workers} or worker_count: {nodes} (one worker per node)")
+                     f"set worker_count: {nodes} (one worker per node) or instance_count: {workers}"
+                     + _raise_max_instances(ctx, dist, workers))
     elif workers + ps < nodes:
         yield ctx.warning(at, "distribution.tensorflow-idle-nodes",
                      f"{workers} worker(s){f' + {ps} parameter server(s)' if ps else ''} on instance_count {nodes} "
                      f"nodes: {nodes - workers - ps} node(s) run no task and are paid for idle",
                      f"set worker_count: {nodes - ps} (MultiWorkerMirroredStrategy: one worker per node) or "
-                     f"instance_count: {workers + ps}")
+                     f"instance_count: {workers + ps}" + _raise_max_instances(ctx, dist, workers + ps))
     if ps and ps >= workers:
         yield ctx.warning(base + ("parameter_server_count",), "distribution.tensorflow-counts",
                      f"{ps} parameter server(s) for {workers} worker(s) is unusual and wastes nodes",
