@@ -829,3 +829,120 @@ def test_environment_image_is_an_image_reference(tmp_path, image):
     d = r.one("environment.image-reference", "error", f'image: "{image}"')
     assert "distribution/reference" in d.hint
     assert not check(tmp_path, "environments:\n  env:\n    image: mcr.microsoft.com/azureml/x:1\n").diagnostics
+
+
+# ---- guide 002's MPI per-node launch, CPU MPI on HPC sizes, build contexts (issue 23) --------------------
+
+PER_NODE_MPI = ("type: mpi\ninstance_count: 2\nprocess_count_per_instance: 1\n"
+                "command: 'torchrun --nnodes 2 --nproc_per_node 8 --node_rank {rank} "
+                "--master_addr $(echo $AZ_BATCH_MASTER_NODE | cut -d: -f1) --master_port 6105 train.py'\n")
+
+
+def errors(r: Checked) -> list[Diagnostic]:
+    return [d for d in r.diagnostics if d.severity == "error"]
+
+
+@pytest.mark.parametrize("command", [
+    PER_NODE_MPI.format(rank="$OMPI_COMM_WORLD_NODE_RANK"),
+    "type: mpi\ninstance_count: 2\nlauncher: per-node\ncommand: python launch.py --node-rank=$${OMPI_COMM_WORLD_NODE_RANK}\n",
+], ids=["torchrun", "own-script"])
+def test_ompi_node_rank_is_not_the_node_rank_and_the_hint_fixes_it(tmp_path, command):
+    # Guide 002 (cheat sheet, "Environment variables from Open MPI"): OMPI_COMM_WORLD_NODE_RANK is not the node
+    # rank; with one process per node OMPI_COMM_WORLD_RANK is.
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, command, "infiniband: required", max_instances=2))
+    d = r.one("distribution.node-rank-variable", "error", "command: ")
+    assert "$OMPI_COMM_WORLD_RANK" in d.hint and "process_count_per_instance: 1" in d.hint
+    fixed = command.replace("OMPI_COMM_WORLD_NODE_RANK", "OMPI_COMM_WORLD_RANK")
+    assert check(tmp_path, one_distribution(A100, CURATED_ENV, fixed, "infiniband: required", max_instances=2)) \
+        .diagnostics == []
+
+
+def test_ompi_node_rank_on_one_node_is_right_and_clean(tmp_path):
+    dist = PER_NODE_MPI.format(rank="$OMPI_COMM_WORLD_NODE_RANK").replace("instance_count: 2", "instance_count: 1")
+    assert not check(tmp_path, one_distribution(A100, CURATED_ENV, dist)).of("distribution.node-rank-variable")
+
+
+def test_a_pipe_inside_a_substitution_keeps_the_launchers_flags(tmp_path):
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, PER_NODE_MPI.format(rank="$OMPI_COMM_WORLD_RANK"),
+                                         "infiniband: required", max_instances=2))
+    assert r.diagnostics == []
+
+
+def test_cpu_mpi_on_an_hpc_size_is_clean_and_cpu_pytorch_still_warns(tmp_path):
+    env = "image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"
+    hb = "Standard_HB120rs_v3"
+    assert check(tmp_path, one_distribution(hb, env, "type: mpi\ninstance_count: 2\nprocess_count_per_instance: 120\n",
+                                            "infiniband: required")).diagnostics == []
+    d = check(tmp_path, one_distribution(hb, env, "type: pytorch\n")).one("distribution.no-gpus", "warning",
+                                                                         "cluster: gpu")
+    assert "type: mpi" in d.hint
+
+
+# Every hint below is followed literally and the stack validated again: the rule is gone and no error is new.
+
+def test_a_retired_sizes_hint_keeps_the_infiniband_the_cluster_requires(tmp_path):
+    body = "clusters:\n  gpu:\n    size: Standard_NC24s_v3\n    infiniband: required\n"
+    d = check(tmp_path, body).of("cluster.size-retired")[0]
+    named = d.hint.split("e.g. ")[1].split(" (")[0].split(", ")
+    for size in named:
+        after = check(tmp_path, body.replace("Standard_NC24s_v3", size))
+        assert errors(after) == [], (size, after.diagnostics)
+
+
+def test_tensorflow_hint_respects_max_instances(tmp_path):
+    dist = "type: tensorflow\ninstance_count: 2\nworker_count: 16\n"
+    d = check(tmp_path, one_distribution(A100, CURATED_ENV, dist, "infiniband: required", max_instances=2)) \
+        .one("distribution.tensorflow-counts", "error", "worker_count: 16")
+    assert "set worker_count: 2" in d.hint and "max_instances raised to 16" in d.hint
+    for fixed, most in ((dist.replace("worker_count: 16", "worker_count: 2"), 2),
+                        (dist.replace("instance_count: 2", "instance_count: 16"), 16)):
+        after = check(tmp_path, one_distribution(A100, CURATED_ENV, fixed, "infiniband: required", max_instances=most))
+        assert errors(after) == [], after.diagnostics
+
+
+def _deepspeed_conda(tmp_path: Path, packages: str) -> str:
+    (tmp_path / "conda.yml").write_text("dependencies:\n  - python=3.10\n  - pip:\n" + packages, encoding="utf-8")
+    return one_distribution(A100, CUSTOM_IMAGE + "\nconda_file: conda.yml\nrequires: [openmpi>=4.1]",
+                            "type: mpi\nframework: deepspeed\nprocess_count_per_instance: 8\n")
+
+
+def test_a_package_missing_from_a_read_conda_file_is_added_there_not_declared(tmp_path):
+    d = check(tmp_path, _deepspeed_conda(tmp_path, "    - deepspeed\n")).one(
+        "distribution.packages-missing", "error", "environment: env")
+    assert "add mpi4py to conda.yml" in d.hint and "`requires: [" not in d.hint, d.hint
+    after = check(tmp_path, _deepspeed_conda(tmp_path, "    - deepspeed\n    - mpi4py\n"))
+    assert errors(after) == [], after.diagnostics
+
+
+def _context(tmp_path: Path, dockerfile: str, requirements: str = "") -> str:
+    (tmp_path / "ctx").mkdir(exist_ok=True)
+    (tmp_path / "ctx" / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+    (tmp_path / "ctx" / "requirements.txt").write_text(requirements, encoding="utf-8")
+    return one_distribution(A100, "build: {path: ctx}", "type: mpi\nframework: deepspeed\nprocess_count_per_instance: 8\n")
+
+
+OPENMPI_BASE = "mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04"
+
+
+@pytest.mark.parametrize("dockerfile", [
+    f"FROM {OPENMPI_BASE}:latest\nCOPY requirements.txt .\n",
+    f"ARG BASE={OPENMPI_BASE}\nARG TAG=\"20240101\"\nFROM $BASE:${{TAG}} AS build\nFROM build\nCOPY --chown=1:1 requirements.txt /r/\n",
+    f"FROM python:3.11 AS tools\nFROM {OPENMPI_BASE}:1 AS final\nCOPY --from=tools /x /x\nCOPY ./requirements.txt \\\n  /tmp/\n",
+], ids=["plain", "arg-and-alias", "last-stage"])
+def test_a_build_context_is_read_from_its_dockerfile(tmp_path, dockerfile):
+    """The final stage's FROM (ARG defaults, stage aliases) and the pip file it copies feed MPI and packages."""
+    r = check(tmp_path, _context(tmp_path, dockerfile, "deepspeed>=0.14\n"))
+    assert not r.of("distribution.mpi-missing"), r.diagnostics
+    d = r.one("distribution.packages-missing", "error", "environment: env")
+    assert "add mpi4py to ctx/requirements.txt" in d.hint, d.hint
+    assert errors(check(tmp_path, _context(tmp_path, dockerfile, "deepspeed>=0.14\nmpi4py\n"))) == []
+
+
+@pytest.mark.parametrize("dockerfile", [
+    "FROM ubuntu:22.04\nCOPY requirements.txt .\n",
+    "ARG BASE\nFROM $BASE\n",                                      # decided at build time: unknown
+    f"FROM {OPENMPI_BASE}:1 AS mpi\nFROM ubuntu:22.04\nCOPY --from=mpi /usr/local /usr/local\n",
+], ids=["plain-ubuntu", "arg-without-default", "mpi-only-in-an-earlier-stage"])
+def test_a_build_context_without_an_mpi_base_still_needs_mpi(tmp_path, dockerfile):
+    r = check(tmp_path, _context(tmp_path, dockerfile, "deepspeed\nmpi4py\n"))
+    r.one("distribution.mpi-missing", "error", "environment: env")

@@ -10,7 +10,8 @@ from infra_cli.knowledge.reader import at, load, mapping, sequence
 
 FILE = "frameworks.yaml"
 HINT = ("fix validators/frameworks.yaml: each framework needs types, launchers and source; each "
-        "distribution type may set needs_mpi and launcher_sets (severity: [VARIABLE...])")
+        "distribution type may set needs_mpi, launcher_sets (severity: [VARIABLE...]), node_rank (a variable) "
+        "and not_node_rank (a list)")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Frameworks:
     frameworks: dict[str, FrameworkInfo]
     types_needing_mpi: frozenset[str]
     launcher_variables: dict[str, dict[str, str]]
+    node_rank: dict[str, str]          # distribution type -> the variable that is a node's rank
+    not_node_rank: frozenset[str]      # variables that read like the node rank but are not
 
 
 def _framework(name: str, row: Any) -> FrameworkInfo:
@@ -53,7 +56,7 @@ def _frameworks(data: Any) -> Frameworks:
     for name, row in mapping(data["frameworks"], "frameworks").items():
         with at("frameworks", name):
             out[str(name)] = _framework(str(name), row)
-    mpi, variables = set(), {}
+    mpi, variables, node_rank, not_node_rank = set(), {}, {}, set()
     for kind, row in mapping(data["distribution_types"], "distribution_types").items():
         with at("distribution_types", kind):
             row = mapping(row, "a distribution type")
@@ -62,7 +65,10 @@ def _frameworks(data: Any) -> Frameworks:
             variables[str(kind)] = {str(var): str(severity) for severity, names in
                                     mapping(row.get("launcher_sets") or {}, "launcher_sets").items()
                                     for var in sequence(names, "launcher_sets")}
-    return Frameworks(out, frozenset(mpi), variables)
+            if row.get("node_rank"):
+                node_rank[str(kind)] = str(row["node_rank"])
+            not_node_rank.update(map(str, sequence(row.get("not_node_rank"), "not_node_rank")))
+    return Frameworks(out, frozenset(mpi), variables, node_rank, frozenset(not_node_rank))
 
 
 def _read() -> Frameworks:
@@ -80,3 +86,10 @@ def types_needing_mpi() -> frozenset[str]:
 def launcher_variables() -> dict[str, dict[str, str]]:
     """distribution type -> {variable Azure ML's launcher sets: the severity of setting it yourself}."""
     return _read().launcher_variables
+
+
+def node_rank_variables() -> tuple[dict[str, str], frozenset[str]]:
+    """(distribution type -> the variable that is a node's rank under per-node launch, the variables that
+    read like a node rank but are not)."""
+    data = _read()
+    return data.node_rank, data.not_node_rank

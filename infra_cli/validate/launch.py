@@ -82,15 +82,88 @@ def variables(value: str | None) -> set[str]:
     return {a or b for a, b in _VARIABLE.findall(text)}
 
 
+def _substitutions(text: str) -> list[tuple[int, int]]:
+    """The spans of the command substitutions (`$( )`, backticks) that stand outside quotes, each read to its
+    own closing `)` or backtick with whatever it nests (pipes, `;`, quotes, more substitutions): to bash one
+    piece of a word, never a separator. Iterative (a stack of open contexts), so nesting costs no recursion.
+    Raises CommandSyntaxError for one left open, as bash refuses it."""
+    spans: list[tuple[int, int]] = []
+    stack: list[list] = []   # [kind, open parentheses, start]; kind: sub ($( )), tick (backticks), dq ("...")
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        kind = stack[-1][0] if stack else None
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'" and kind != "dq":          # single quotes: literal to their end (shlex judges an open one)
+            end = text.find("'", i + 1)
+            if end < 0:
+                break
+            i = end + 1
+            continue
+        if text.startswith("$(", i):
+            stack.append(["sub", 0, i])
+            i += 2
+            continue
+        if c == "`" and kind == "tick":
+            start = stack.pop()[2]
+            if not stack:
+                spans.append((start, i + 1))
+        elif c == "`":
+            stack.append(["tick", 0, i])
+        elif c == '"' and kind == "dq":
+            stack.pop()
+        elif c == '"':
+            stack.append(["dq", 0, i])
+        elif kind == "sub" and c == "(":
+            stack[-1][1] += 1
+        elif kind == "sub" and c == ")":
+            if stack[-1][1]:
+                stack[-1][1] -= 1
+            else:
+                start = stack.pop()[2]
+                if not stack:
+                    spans.append((start, i + 1))
+        i += 1
+    opened = [entry for entry in stack if entry[0] != "dq"]
+    if opened:
+        what = "$(" if opened[0][0] == "sub" else "`"
+        raise CommandSyntaxError(f"{what} at character {opened[0][2] + 1} is never closed")
+    return spans   # only those opened outside every other context: disjoint, in order
+
+
+def _protect(text: str) -> tuple[str, str, list[str]]:
+    """`text` with each top-level substitution replaced by a marker word shlex keeps whole (TAG k TAG), the
+    tag, and the substitutions' original text (put back into the words afterwards)."""
+    spans = _substitutions(text)
+    tag = "\x00"
+    while tag in text:               # a marker no command contains
+        tag += "\x00"
+    out, last = [], 0
+    for k, (start, end) in enumerate(spans):
+        out += [text[last:start], f"{tag}{k}{tag}"]
+        last = end
+    out.append(text[last:])
+    return "".join(out), tag, [text[start:end] for start, end in spans]
+
+
+def _restore(word: str, tag: str, saved: list[str]) -> str:
+    if not saved or tag not in word:
+        return word
+    return re.sub(re.escape(tag) + r"(\d+)" + re.escape(tag), lambda m: saved[int(m.group(1))], word)
+
+
 def _words(command: str) -> list[str]:
     text = command.replace("\\\r\n", " ").replace("\\\n", " ")  # line continuations
+    text, tag, saved = _protect(text)  # `$(echo $X | cut -d: -f1)` is one piece of a word, not a pipeline
     text = _FD_PREFIX.sub("", text)  # `2>&1`, `2>err`: the descriptor is no argument of the program
     lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>\n")
     lexer.whitespace = " \t\r"       # a newline ends a command, as in the shell
     lexer.whitespace_split = True
     lexer.commenters = ""            # `#` only starts a comment at a word's start; rarely matters here
     try:
-        return list(lexer)
+        return [_restore(w, tag, saved) for w in lexer]
     except ValueError as exc:
         raise CommandSyntaxError(str(exc)) from None
 

@@ -99,3 +99,56 @@ def test_a_hostile_conda_file_is_no_evidence_and_no_crash(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr, run.stderr
     assert [d["rule"] for d in json.loads(run.stdout)] == ["distribution.packages-missing"] * 2
+
+
+@pytest.mark.parametrize("command, flag, value", [
+    # a pipe, `;` and `)` inside $( ) or backticks belong to the substitution: one word to bash, not a pipeline
+    ("torchrun --master_addr $(echo $AZ_BATCH_MASTER_NODE | cut -d: -f1) --master_port 6105 t.py",
+     "--master_port", "6105"),
+    ("torchrun --master_addr `echo $AZ_BATCH_MASTER_NODE | cut -d: -f1` --master_port 6105 t.py", "--master_port", "6105"),
+    ("torchrun --master_addr=$(getent hosts $(echo $X | cut -d: -f1) | awk '{print $1}') --node_rank 0 t.py",
+     "--node_rank", "0"),
+    ("torchrun --master_addr \"$(a; b) x\" --master_port $((6100 + 5)) t.py", "--master_port", "$((6100 + 5))"),
+    ("torchrun --master_addr $(echo ')' | tr -d ')') --master_port 1 t.py", "--master_port", "1"),
+])
+def test_substitutions_are_one_word(command, flag, value):
+    step = parse_command(command, launchers())
+    assert step.kind == "per-node" and step.options[flag] == value and step.script == "t.py", step
+
+
+@pytest.mark.parametrize("command", [
+    "torchrun --master_addr $(echo $X | cut -d: -f1 --master_port 6105 t.py",   # $( never closed
+    "torchrun --master_addr `echo $X t.py",                                     # backtick never closed
+    "python t.py --x \"$(echo \"$(date)\" \"",                                  # nested, the outer one open
+    "$(" * 20_000,                                                              # deep, no recursion
+], ids=["dollar-paren", "backtick", "nested-outer-open", "deep"])
+def test_an_unclosed_substitution_is_a_syntax_error(command):
+    with pytest.raises(CommandSyntaxError):
+        parse_steps(command, launchers())
+
+
+def test_deeply_nested_substitutions_parse_without_recursion():
+    nested = "$(echo " * 20_000 + "x" + ")" * 20_000
+    step = parse_command(f"torchrun --master_addr {nested} --master_port 1 t.py", launchers())
+    assert step.options["--master_port"] == "1"
+
+
+def test_a_build_context_copying_from_outside_is_not_read(tmp_path):
+    """A Dockerfile that COPYs ../ or a symlink out of its context: those files are never opened as evidence."""
+    (tmp_path / "ctx").mkdir()
+    outside = tmp_path.parent / f"{tmp_path.name}-req.txt"
+    outside.write_text("deepspeed\nmpi4py\n", encoding="utf-8")
+    (tmp_path / "ctx" / "requirements.txt").symlink_to(outside)
+    (tmp_path / "ctx" / "Dockerfile").write_text(
+        "FROM mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest\n"
+        f"COPY ../../{outside.name} requirements.txt /tmp/\n" + "RUN true \\\n" * 5000 + "\n", encoding="utf-8")
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(HEADER.replace("environments: {env: {curated: azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest}}",
+                                    "environments: {env: {build: {path: ctx}}}")
+                     + "distributions:\n  a: {cluster: gpu, environment: env, type: mpi, framework: deepspeed, "
+                       "process_count_per_instance: 8}\n", encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "Traceback" not in run.stderr, run.stderr
+    rules = [d["rule"] for d in json.loads(run.stdout)]
+    assert "distribution.packages-missing" in rules and "distribution.mpi-missing" not in rules, rules
