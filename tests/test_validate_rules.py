@@ -92,6 +92,25 @@ def test_every_rule_is_exercised_by_this_file():
     assert not missing, f"rules without a test here: {missing}"
 
 
+# ---- a command job's keys (validators/job_schema.yaml) -----------------------------------------------------
+
+def test_a_command_binding_names_a_declared_input(tmp_path):
+    body = one_distribution(A100, CURATED_ENV, "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n"
+                            "inputs: {epochs: 1}\noutputs: {model: {type: uri_folder}}\n"
+                            "command: python train.py --epochs ${{inputs.epoch}} --out ${{outputs.model}}\n")
+    d = check(tmp_path, body).one("distribution.job-binding", "error", "command: python")
+    assert "${{inputs.epochs}}" in d.hint and "epoch" in d.message
+    assert check(tmp_path, body.replace("inputs.epoch}}", "inputs.epochs}}")).of("distribution.job-binding") == []
+
+
+def test_a_service_key_azure_ai_ml_does_not_read(tmp_path):
+    body = one_distribution(A100, CURATED_ENV, "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n"
+                            "services:\n  vscode:\n    job_service_type: vs_code\n    nodes: all\n")
+    d = check(tmp_path, body).one("distribution.job-key", "error", "job_service_type")
+    assert "'type'" in d.hint
+    assert check(tmp_path, body.replace("job_service_type", "type")).of("distribution.job-key") == []
+
+
 # ---- names ----------------------------------------------------------------------------------------------
 
 def test_cluster_name_must_suit_azure(tmp_path):
@@ -945,4 +964,35 @@ def test_a_build_context_is_read_from_its_dockerfile(tmp_path, dockerfile):
 ], ids=["plain-ubuntu", "arg-without-default", "mpi-only-in-an-earlier-stage"])
 def test_a_build_context_without_an_mpi_base_still_needs_mpi(tmp_path, dockerfile):
     r = check(tmp_path, _context(tmp_path, dockerfile, "deepspeed\nmpi4py\n"))
-    r.one("distribution.mpi-missing", "error", "environment: env")
+    d = r.one("distribution.mpi-missing", "error", "environment: env")
+    assert "build FROM an AzureML Open MPI base image" in d.hint and "ctx/Dockerfile" in d.hint, d.hint
+    # the hint followed: the final stage builds FROM an AzureML Open MPI base image
+    fixed = dockerfile.rsplit("FROM ", 1)[0] + f"FROM {OPENMPI_BASE}:latest\nCOPY requirements.txt .\n"
+    assert errors(check(tmp_path, _context(tmp_path, fixed, "deepspeed\nmpi4py\n"))) == []
+
+
+def test_the_mpi_per_node_rendezvous_hint_leads_to_a_clean_stack(tmp_path):
+    dist = "type: mpi\ninstance_count: 2\nprocess_count_per_instance: 1\ncommand: torchrun --nnodes 2 --nproc_per_node 8 t.py\n"
+    body = one_distribution(A100, CURATED_ENV, dist, "infiniband: required", max_instances=2)
+    d = check(tmp_path, body).of("distribution.launcher-rendezvous")[0]
+    assert "--rdzv_endpoint $AZ_BATCH_MASTER_NODE" in d.hint and "$OMPI_COMM_WORLD_RANK" in d.hint, d.hint
+    fixed = body.replace("t.py", "--rdzv_endpoint $AZ_BATCH_MASTER_NODE --node_rank $OMPI_COMM_WORLD_RANK t.py")
+    assert check(tmp_path, fixed).diagnostics == []
+
+
+def _sizes_named(hint: str) -> list[str]:
+    return hint.split("size (")[1].split(")")[0].split(", ")
+
+
+@pytest.mark.parametrize("rule, at", [
+    ("cluster.infiniband-ineligible", "size: Standard_NC96ads_A100_v4"),
+    ("distribution.multinode-without-infiniband", "instance_count: 2"),
+])
+def test_infiniband_hints_name_sizes_with_the_gpus_the_processes_need(tmp_path, rule, at):
+    """8 processes per node: a suggested InfiniBand size with 4 GPUs (GB200) would be gpus-exceeded next."""
+    body = one_distribution("Standard_NC96ads_A100_v4", CURATED_ENV,
+                            "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n", "infiniband: required")
+    d = check(tmp_path, body).one(rule, "error", at)
+    for size in _sizes_named(d.hint):
+        after = check(tmp_path, body.replace("Standard_NC96ads_A100_v4", size))
+        assert errors(after) == [], (size, after.diagnostics)

@@ -91,10 +91,18 @@ def _ib_reason(sku: Sku) -> str:
     return f"{sku.name} has no InfiniBand" + (f" ({sku.note.rstrip('.')})" if sku.note else "")
 
 
-def _ib_sizes(catalog: Catalog) -> str:
-    # current sizes only: a retiring size is no advice
+def _ib_sizes(catalog: Catalog, gpus: int = 0) -> str:
+    # current sizes only (a retiring size is no advice), with the GPUs the processes per node need (a
+    # suggestion that distribution.gpus-exceeded refuses next is no advice either)
     return ", ".join(s.name for s in catalog
-                     if s.infiniband_eligible and s.nccl_over_ib and s.retirement_date is None)
+                     if s.infiniband_eligible and s.nccl_over_ib and s.retirement_date is None and s.gpus >= gpus)
+
+
+def _gpus_needed(ctx: Context, cluster_name: str) -> int:
+    """The most processes per node a distribution on the cluster starts one per GPU (per-node launches
+    size themselves to the node): a size suggested for the cluster needs that many GPUs."""
+    return max((d.processes_per_instance for d in ctx.stack.distributions.values()
+                if d.cluster == cluster_name and d.type != "tensorflow" and not _launched_per_node(d)), default=0)
 
 
 # ---- clusters -------------------------------------------------------------------------------------------
@@ -210,11 +218,13 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
     if sku is not None and not sku.infiniband_eligible:
         yield ctx.at(path, "cluster.infiniband-ineligible",
                      f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
-                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog, _gpus_needed(ctx, name))}) or set "
+                     "`infiniband: optional`")
     elif parsed is not None and not parsed.rdma:
         yield ctx.at(path, "cluster.infiniband-ineligible",
                      f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
-                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog)}) or set `infiniband: optional`")
+                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog, _gpus_needed(ctx, name))}) or set "
+                     "`infiniband: optional`")
     elif parsed is not None:
         yield ctx.warning(path, "cluster.infiniband-unverified",
                      f"cluster {name!r} requires InfiniBand; {cluster.size} is an RDMA size by its name, but "
@@ -478,7 +488,7 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
                      "expect a fraction of InfiniBand bandwidth")
     else:
         yield ctx.at(path, "distribution.multinode-without-infiniband", message,
-                     f"use an InfiniBand size ({_ib_sizes(ctx.catalog)}), run on one node, "
+                     f"use an InfiniBand size ({_ib_sizes(ctx.catalog, _gpus_needed(ctx, dist.cluster))}), run on one node, "
                      f"or set `infiniband: optional` on cluster {dist.cluster!r} to accept sockets")
 
 
@@ -664,6 +674,10 @@ def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkI
         yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
                      f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
                      f"({carries.evidence})",
+                     (f"build FROM an AzureML Open MPI base image (mcr.microsoft.com/azureml/openmpi4.1.0-...) in "
+                      f"{posixpath.normpath(env.build.path + '/' + env.build.dockerfile_path)}, or install an MPI "
+                      f"there and declare `requires: [openmpi>=4.1]` on environments.{dist.environment} (checked "
+                      "by `infra image check`)") if env.build and env.build.path else
                      f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
                      "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
                      "base image, or build from templates/docker/openmpi-rdma")
