@@ -156,12 +156,34 @@ def test_nested_and_flat_that_disagree_are_an_error_at_the_nested_line(tmp_path)
 
 
 def test_unknown_key_in_a_pasted_block_is_named_where_written(tmp_path):
-    text = DIST_HEAD + "    resources:\n      instance_count: 2\n      shm_size: 3g\n    distribution: {type: mpi}\n"
+    text = DIST_HEAD + "    resources:\n      instance_count: 2\n      shm_sise: 3g\n    distribution: {type: mpi}\n"
     with pytest.raises(DiagnosticError) as exc:
         load_stack(_write(tmp_path, text))
     [d] = exc.value.diagnostics
-    assert (d.rule, d.line) == ("stack.unknown-key", text.splitlines().index("      shm_size: 3g") + 1)
-    assert "instance_count" in d.hint
+    assert (d.rule, d.line) == ("stack.unknown-key", text.splitlines().index("      shm_sise: 3g") + 1)
+    assert "shm_size" in d.hint
+
+
+def test_resources_keys_of_azures_job_schema_paste_in(tmp_path):
+    """shm_size, docker_args, ... are keys of azure-ai-ml's resources schema (validators/job_schema.yaml): they
+    paste into a distribution as written, and stay in its resources block for the job."""
+    text = DIST_HEAD + ("    resources:\n      instance_count: 2\n      shm_size: 3100m\n"
+                        "      docker_args: --ipc=host\n      properties: {x: 1}\n    distribution: {type: mpi}\n")
+    dist = load_stack(_write(tmp_path, text)).stack.distributions["train"]
+    assert dist.instance_count == 2
+    assert (dist.resources.shm_size, dist.resources.docker_args, dist.resources.properties) == (
+        "3100m", "--ipc=host", {"x": 1})
+
+
+def test_a_jobs_other_keys_paste_in(tmp_path):
+    text = DIST_HEAD + ("    distribution: {type: pytorch}\n    inputs: {epochs: 1, data: {type: uri_folder, path: ./d}}\n"
+                        "    outputs: {model: null}\n    limits: {timeout: 600}\n    queue_settings: {job_tier: Spot}\n"
+                        "    services: {ssh: {type: ssh, nodes: all}}\n    identity: {type: user_identity}\n"
+                        "    tags: {team: ml}\n    display_name: d\n    experiment_name: e\n    description: x\n")
+    dist = load_stack(_write(tmp_path, text)).stack.distributions["train"]
+    assert set(dist.inputs) == {"epochs", "data"} and dist.outputs == {"model": None}
+    assert (dist.limits.timeout, dist.queue_settings.job_tier) == (600, "spot")
+    assert (dist.display_name, dist.experiment_name, dist.description, dist.tags) == ("d", "e", "x", {"team": "ml"})
 
 
 def test_distribution_type_is_needed_one_way_or_the_other(tmp_path):

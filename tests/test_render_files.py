@@ -160,3 +160,69 @@ def test_unwritable_output_is_a_diagnostic(tmp_path):
     r = subprocess.run([sys.executable, "-m", "infra_cli", "render", str(EXAMPLES[0]), "--out", str(blocker)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "error[render.write]" in r.stderr
+
+
+JOB_STACK = """\
+stack: jobs
+workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}
+clusters:
+  gpu: {size: Standard_ND96asr_v4, max_instances: 2}
+environments:
+  acpt: {curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"}
+distributions:
+  train:
+    cluster: gpu
+    environment: acpt
+    code: src
+    command: python train.py --epochs ${{inputs.epochs}} --data ${{inputs.cifar}} --out ${{outputs.model}}
+    inputs:
+      epochs: 1
+      cifar: {type: uri_folder, path: "azureml:cifar-10-example@latest"}
+    outputs:
+      model: {type: uri_folder, mode: rw_mount}
+    distribution: {type: pytorch, process_count_per_instance: 8}
+    resources: {instance_count: 2, shm_size: 3100m, docker_args: "--ipc=host"}
+    limits: {timeout: 3600}
+    services: {vscode: {type: vs_code, nodes: all}}
+    queue_settings: {job_tier: standard}
+    identity: {type: user_identity}
+    tags: {team: vision}
+    display_name: cifar
+    experiment_name: cifar-ddp
+    description: "a job: with a colon"
+"""
+
+
+def test_training_job_carries_the_pasted_job_keys_and_loads(tmp_path):
+    """inputs/outputs (the command's ${{...}} bindings), limits.timeout, services, queue_settings, identity, tags,
+    display_name, experiment_name and resources.shm_size/docker_args reach train-job.yml, which azure-ai-ml's
+    load_job accepts (before: "Inputs to job does not contain 'epochs'")."""
+    from azure.ai.ml import load_job
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print(1)\n", encoding="utf-8")
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(JOB_STACK, encoding="utf-8")
+    render_stack(stack, tmp_path / "out")
+    job = load_job(tmp_path / "out" / "jobs" / "train" / "train-job.yml")
+    assert job.inputs["epochs"]._data == 1 and job.inputs["cifar"].path.endswith("cifar-10-example@latest")
+    assert job.outputs["model"].mode == "rw_mount"
+    assert (job.limits.timeout, job.queue_settings.job_tier, job.identity.type) == (3600, "standard", "user_identity")
+    assert (job.resources.instance_count, job.resources.shm_size, job.resources.docker_args) == (2, "3100m", "--ipc=host")
+    assert set(job.services) == {"vscode"}
+    assert (job.display_name, job.experiment_name, job.description) == ("cifar", "cifar-ddp", "a job: with a colon")
+    assert job.tags["team"] == "vision" and job.tags["infra.address"] == "job.train"
+    assert job.distribution.process_count_per_instance == 8
+
+
+def test_pasted_job_values_are_data_in_the_job_file(tmp_path):
+    """A value or key with a newline, a colon or a YAML date stays one value: nothing in inputs/services adds a
+    key to the job document (each is written as JSON)."""
+    (tmp_path / "src").mkdir()
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(JOB_STACK.replace("      epochs: 1\n", '      epochs: 1\n      "x\\ncompute: evil": "a\\ncode: /etc"\n'
+                                       "      day: 2024-01-01\n"), encoding="utf-8")
+    render_stack(stack, tmp_path / "out")
+    doc = yaml.safe_load((tmp_path / "out" / "jobs" / "train" / "train-job.yml").read_text(encoding="utf-8"))
+    assert doc["compute"] == "azureml:gpu" and doc["code"] != "/etc"
+    assert doc["inputs"]["x\ncompute: evil"] == "a\ncode: /etc" and doc["inputs"]["day"] == "2024-01-01"

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.conventions import TAG_ADDRESS, TAG_STACK
@@ -51,6 +52,10 @@ class CommandJobSpec:
     description: str
     timeout_s: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # The distribution's own command job keys (inputs, outputs, services, ...) and resources keys (shm_size,
+    # docker_args, ...), written as the stack gives them: validators/job_schema.yaml lists which these are.
+    job_fields: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,7 @@ def training_job(loaded: LoadedStack, name: str, catalog: Catalog, code: str | N
     if not dist.command:
         return None
     stack = loaded.stack.stack
+    job_fields, resources = pasted_job_fields(dist)
     return CommandJobSpec(
         address=f"job.{name}",
         command=dist.command,  # the user's own shell command, passed through as written
@@ -190,8 +196,31 @@ def training_job(loaded: LoadedStack, name: str, catalog: Catalog, code: str | N
         instance_count=dist.instance_count,
         distribution=_distribution_block(dist, processes_per_node(dist, sku)),
         environment_variables=job_environment(sku, dist, None),
-        experiment_name=safe_name(f"{stack}-{name}"),
-        display_name=f"{stack}/{name}",
-        description=f"training job of distribution {name!r} (stack {stack})",
-        tags={TAG_STACK: stack, TAG_ADDRESS: f"job.{name}"},
+        experiment_name=dist.experiment_name or safe_name(f"{stack}-{name}"),
+        display_name=dist.display_name or f"{stack}/{name}",
+        description=dist.description if dist.description is not None else
+        f"training job of distribution {name!r} (stack {stack})",
+        timeout_s=dist.limits.timeout if dist.limits is not None else None,
+        tags={**dist.tags, TAG_STACK: stack, TAG_ADDRESS: f"job.{name}"},
+        job_fields=job_fields,
+        resources=resources,
     )
+
+
+# Command job keys the spec writes itself (or, for the nested blocks, from their flat fields).
+_SPEC_KEYS = ("$schema", "type", "name", "code", "command", "compute", "environment", "distribution", "resources",
+              "environment_variables", "experiment_name", "display_name", "description", "limits", "tags")
+
+
+def pasted_job_fields(dist: Distribution) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The distribution's other command job keys (validators/job_schema.yaml `command_job`: inputs, outputs,
+    services, queue_settings, identity, properties) and its resources keys beside instance_count (`resources`:
+    shm_size, docker_args, instance_type, ...), as plain data for the job file, only those it sets."""
+    schema = job_schema()
+    given = dist.model_dump(mode="json", exclude_none=True)  # JSON data: a YAML date is its ISO text
+    fields = {key: given[key] for key in schema.command_job
+              if key not in _SPEC_KEYS and key in Distribution.model_fields and given.get(key) not in (None, {}, [])}
+    block = dist.resources.model_dump(mode="json", exclude_none=True) if dist.resources is not None else {}
+    resources = {key: block[key] for key in schema.resources
+                 if key != "instance_count" and block.get(key) not in (None, {}, [])}
+    return fields, resources

@@ -223,16 +223,56 @@ class JobDistribution(Model):
     parameter_server_count = Field(Count | None, None, ge=0, le=_INT32_MAX, description="tensorflow")
 
 
-class JobResources(Model):
-    """A command job's `resources:` block, pasted unchanged; read into the flat fields beside it."""
+def _docker_args(v: Any) -> Any:
+    if v is None or isinstance(v, str) or (isinstance(v, list) and all(isinstance(a, str) for a in v)):
+        return v
+    raise ValueError("expected text (\"--ipc=host\") or a list of texts, as azure-ai-ml reads docker_args")
 
-    instance_count = Field(Count, 1, ge=1, le=_INT32_MAX, description="nodes the job runs on")
+
+class JobResources(Model):
+    """A command job's `resources:` block, pasted unchanged: instance_count is read into the flat field beside it,
+    the other keys (validators/job_schema.yaml `resources`, azure-ai-ml's own) go to the job as written."""
+
+    instance_count = Field(Count | None, None, ge=1, le=_INT32_MAX, description="nodes the job runs on (the flat "
+                           "instance_count)")
+    instance_type = Field(Text | None, None, description="instance type (Kubernetes or serverless compute)")
+    shm_size = Field(Str(pattern=r"^[0-9]+[bkmgBKMG]?$") | None, None,
+                     description="size of the container's /dev/shm, e.g. 3g (Docker's --shm-size)")
+    docker_args = Field(ANY | None, None, after=_docker_args,
+                        description="extra arguments to the container's docker run (text or a list of texts)")
+    properties = Field(DictOf(ANY), factory=dict, description="properties of the job's resources")
+    locations = Field(ListOf(Text), factory=list, description="regions the job may run in")
+    max_instance_count = Field(Count | None, None, ge=1, le=_INT32_MAX, description="most nodes (elastic training)")
+
+
+class JobLimits(Model):
+    """A command job's `limits:` block."""
+
+    timeout = Field(Count | None, None, ge=1, le=_INT32_MAX, description="seconds before Azure ML cancels the job")
+
+
+class JobQueueSettings(Model):
+    """A command job's `queue_settings:` block."""
+
+    job_tier = Field(OneOf("null", "spot", "basic", "standard", "premium") | None, None,
+                     description="the job's tier (any case: Spot, Standard, ...)")
+    priority = Field(OneOf("low", "medium", "high") | None, None, description="priority within the tier")
 
 
 # Where each key of the nested blocks lands in the flat form (the one rules and templates read).
 NESTED_DISTRIBUTION_KEYS: dict[str, tuple[str, ...]] = {
     "distribution": tuple(JobDistribution.model_fields),
-    "resources": tuple(JobResources.model_fields),
+    "resources": ("instance_count",),
+}
+# The keys of a command job YAML (validators/job_schema.yaml `command_job`) a distribution does not hold, and
+# where each goes instead; tests/realworld/test_job_schema.py holds every other key to be a Distribution field.
+JOB_KEYS_ELSEWHERE: dict[str, str] = {
+    "$schema": "infra render writes it",
+    "type": "always `command`; a distribution's `type` is its distribution type",
+    "name": "a job name is unique in the workspace: Azure ML names each submission",
+    "parent_job_name": "pipeline jobs only",
+    "compute": "the distribution's `cluster`: the compute becomes a cluster entry",
+    "environment": "the distribution's `environment`: the job's environment becomes an environments entry",
 }
 
 
@@ -304,8 +344,23 @@ class Distribution(Model):
         JobDistribution | None, None, description="a command job's distribution block, pasted as is; the same as the "
         "flat type, process_count_per_instance, worker_count, parameter_server_count (a value given both ways must agree)")
     resources = Field(
-        JobResources | None, None, description="a command job's resources block, pasted as is; the same as the flat "
-        "instance_count")
+        JobResources | None, None, description="a command job's resources block, pasted as is; instance_count is the "
+        "flat instance_count, the other keys go to the job as written")
+    inputs = Field(DictOf(ANY), factory=dict, description="a command job's inputs, as in its YAML: a value or "
+                   "{type, path, mode}; the command names them as ${{inputs.NAME}}")
+    outputs = Field(DictOf(ANY), factory=dict, description="a command job's outputs, as in its YAML; the command "
+                    "names them as ${{outputs.NAME}}")
+    limits = Field(JobLimits | None, None, description="a command job's limits block ({timeout: SECONDS})")
+    services = Field(DictOf(ANY), factory=dict, description="a command job's services (jupyter_lab, ssh, "
+                     "tensor_board, vs_code), as in its YAML")
+    queue_settings = Field(JobQueueSettings | None, None, description="a command job's queue_settings block")
+    identity = Field(DictOf(ANY) | None, None, description="a command job's identity ({type: user_identity | "
+                     "managed | aml_token})")
+    tags = Field(DictOf(Str()), factory=dict, before=_env_text, description="tags of the training job")
+    properties = Field(DictOf(ANY), factory=dict, description="properties of the training job")
+    display_name = Field(Text | None, None, description="the training job's name in Azure ML studio")
+    experiment_name = Field(Text | None, None, description="the training job's experiment")
+    description = Field(Str() | None, None, description="the training job's description")
 
     @classmethod
     def _prepare(cls, data: Any) -> Any:

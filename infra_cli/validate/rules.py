@@ -24,6 +24,7 @@ from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.knowledge.curated import curated_info, image_info
 from infra_cli.knowledge.frameworks import (FrameworkInfo, frameworks, launcher_variables, node_rank_variables,
                                             types_needing_mpi)
+from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.launchers import launchers
 from infra_cli.knowledge.names import name_rules, tag_limits
 from infra_cli.knowledge.skus import Catalog, Sku
@@ -444,6 +445,53 @@ def environment_image_reference(ctx: Context, name: str, env: Environment) -> It
 
 
 # ---- distributions --------------------------------------------------------------------------------------
+
+# A command job's expression bindings: ${{inputs.NAME}} and ${{outputs.NAME}}
+# (https://learn.microsoft.com/azure/machine-learning/reference-yaml-job-command#expression-syntax-for-configuring-azure-ml-job-inputs-and-outputs).
+_JOB_BINDING = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z0-9_.-]*?)\s*\}\}")
+
+
+@rule_for_each("distributions")
+def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """Each ${{inputs.NAME}} / ${{outputs.NAME}} in the command names an input or output the distribution
+    declares: azure-ai-ml refuses the job otherwise ("Inputs to job does not contain 'NAME'")."""
+    for m in _JOB_BINDING.finditer(dist.command or ""):
+        kind, key = m.groups()
+        declared = dist.inputs if kind == "inputs" else dist.outputs
+        if key in declared:
+            continue
+        close = difflib.get_close_matches(key, list(declared), n=1, cutoff=0.6)
+        listed = ", ".join(sorted(declared)) or "none"
+        yield _command_at(
+            ctx, name, "distribution.job-binding",
+            f"the command of distribution {name!r} names ${{{{{kind}.{key}}}}}, but its {kind} declare no "
+            f"{key!r} (declared: {listed}); Azure ML refuses the job",
+            (f"did you mean ${{{{{kind}.{close[0]}}}}}? " if close else "")
+            + f"declare it under `{kind}:` in the distribution (as in the job's YAML: {kind}: {{{key}: VALUE}})")
+
+
+@rule_for_each("distributions")
+def distribution_job_services(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """Each entry of `services:` carries only the keys azure-ai-ml reads (validators/job_schema.yaml
+    `services`, from the pinned azure-ai-ml's own schema): it refuses the job file otherwise."""
+    known = job_schema().services
+    for service, entry in dist.services.items():
+        if not isinstance(entry, dict):
+            yield ctx.at(("distributions", name, "services", service), "distribution.job-key",
+                         f"service {service!r} of distribution {name!r} must be a mapping ({{type: ..., nodes: ...}})",
+                         f"write it as Azure ML's job YAML does: {service}: {{type: vs_code, nodes: all}}")
+            continue
+        for key in entry:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.4) if key != "job_service_type" \
+                else ["type"]  # the preview schema's name of `type`
+            yield ctx.at(("distributions", name, "services", service, key), "distribution.job-key",
+                         f"service {service!r} of distribution {name!r} has key {key!r}, which azure-ai-ml "
+                         f"{job_schema().azure_ai_ml} does not read (it refuses the job: \"Unknown field\")",
+                         (f"did you mean {close[0]!r}? " if close else "")
+                         + f"a service takes {', '.join(k for k in known if not k.startswith('$'))}", key=True)
+
 
 @rule_for_each("distributions")
 def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
