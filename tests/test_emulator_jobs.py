@@ -17,7 +17,7 @@ from azure.ai.ml.entities import AmlCompute, Environment
 from azure.ai.ml.exceptions import JobException
 
 from emulator_fixtures import start_emulator
-from infra_cli.emulator.launch import JobSpec, plan_launches
+from infra_cli.emulator.launch import JobSpec, mpi_session_base, plan_launches
 
 IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"
 
@@ -269,3 +269,18 @@ def test_launch_variables_are_only_those_azure_ml_sets(tmp_path):
     assert "--allow-run-as-root" in mpirun.argv
     hostfile = dict((str(p), text) for p, text, _ in mpirun.files)[str(tmp_path / "mpi" / "hostfile")]
     assert hostfile == "local-node-0 slots=2\nlocal-node-1 slots=2\n"
+
+
+def test_each_emulated_mpi_node_keeps_its_open_mpi_session_directory_apart(tmp_path):
+    """Open MPI 4.1's daemons on one machine all create /tmp/ompi.HOST.UID/jf.N at once, and one that loses the
+    mkdir race fails the job ("orte_session_dir failed", seen on mpi-deepspeed's smoke): each emulated node's
+    daemon gets a session directory of its own, short enough for the unix sockets Open MPI puts in it, and the
+    runner removes it after the job."""
+    spec = JobSpec(name="j", command="true", instance_count=3,
+                   distribution={"distributionType": "Mpi", "processCountPerInstance": 2}, compute="gpu")
+    [launch] = plan_launches(spec, tmp_path / "job", tmp_path / "logs", mpirun="/usr/bin/mpirun")
+    base = mpi_session_base(tmp_path / "job")
+    agent = next(text for path, text, _ in launch.files if path.name == "node-agent.sh")
+    assert f'OMPI_MCA_orte_tmpdir_base={base}/node-"$node"' in agent
+    assert launch.scratch == (base,) and len(str(base)) < 48
+    assert mpi_session_base(tmp_path / "other") != base

@@ -13,11 +13,13 @@ Each emulated node has its own working directory holding a copy of the code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
 import shutil
 import socket
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -62,6 +64,7 @@ class Launch:
     log: str                # where its stdout and stderr go, e.g. "user_logs/std_log_process_0.txt"
     rank_logs: tuple[str, ...] = ()     # logs its ranks write themselves (mpirun)
     files: tuple[tuple[Path, str, int], ...] = ()   # (path, text, mode) to write before it starts
+    scratch: tuple[Path, ...] = ()      # directories it may create outside the job's own, removed after it
 
 
 def node_dir(workdir: Path, node: int) -> Path:
@@ -152,11 +155,20 @@ def _mpi_master(nodes: int, port: int) -> dict[str, str]:
     return {"AZ_BATCH_MASTER_NODE": f"{MASTER_ADDR}:{port}"} if nodes > 1 else {"AZ_BATCHAI_MPI_MASTER_NODE": MASTER_ADDR}
 
 
-def _node_agent(spec: JobSpec, nodes: int) -> str:
+def mpi_session_base(workdir: Path) -> Path:
+    return Path(tempfile.gettempdir()) / f"infra-ompi-{hashlib.sha256(str(workdir).encode()).hexdigest()[:12]}"
+
+
+def _node_agent(spec: JobSpec, nodes: int, workdir: Path) -> str:
     """Open MPI starts its daemon on every host of the host list through its remote shell (plm_rsh_agent).
     The emulated nodes are this machine, so this "ssh" runs the daemon here, with the node's own
     variables; Open MPI still sees one host per node and numbers local ranks per node itself."""
     cases = "\n".join(f"  {shlex.quote(node_hostname(spec, n))}) node={n} ;;" for n in range(nodes))
+    # Each node's daemon keeps its Open MPI session directory apart: on one machine they (and mpirun) would
+    # all create /tmp/ompi.HOST.UID/jf.N at once, and Open MPI 4.1 fails a daemon whose mkdir loses that
+    # race ("Directory: .../jf.N Error: File exists", orte_session_dir failed). Short, under the temporary
+    # directory: Open MPI puts unix sockets there, whose paths are limited to 108 bytes.
+    session_base = shlex.quote(str(mpi_session_base(workdir)))
     return f"""#!/bin/sh
 # Written by infra's local emulator: the remote shell Open MPI uses to start its daemon on an emulated node.
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
@@ -165,6 +177,7 @@ case "$1" in
   *) echo "infra emulator: no emulated node named $1" >&2; exit 255 ;;
 esac
 export AZUREML_NODE_HOSTNAME="$1" AZUREML_CR_NODE_RANK="$node"
+export OMPI_MCA_orte_tmpdir_base={session_base}/node-"$node"
 shift
 exec /bin/sh -c "$*"
 """
@@ -194,7 +207,8 @@ def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, 
             "--mca", "plm_rsh_agent", str(workdir / MPI_NODE_AGENT), "sh", "-c", script]
     return Launch(argv, env, workdir, "system_logs/mpirun.txt",
                   tuple(f"user_logs/std_log_process_{r}.txt" for r in range(world)),
-                  ((workdir / MPI_HOSTFILE, hostfile, 0o644), (workdir / MPI_NODE_AGENT, _node_agent(spec, nodes), 0o755)))
+                  ((workdir / MPI_HOSTFILE, hostfile, 0o644), (workdir / MPI_NODE_AGENT, _node_agent(spec, nodes, workdir), 0o755)),
+                  scratch=(mpi_session_base(workdir),))
 
 
 def _mpi_without_mpirun(spec: JobSpec, workdir: Path, nodes: int, ppn: int, port: int) -> list[Launch]:

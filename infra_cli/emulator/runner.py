@@ -164,6 +164,7 @@ class JobRunner:
     def _run(self, scope: Scope, name: str) -> None:
         key = (scope.key, name.lower())
         leases: list[MasterPortLease] = []
+        scratch: list[Path] = []
         try:
             self._set_status(scope, name, "Starting")
             body = self._backend.store.get("job", scope.key, name)
@@ -184,6 +185,7 @@ class JobRunner:
             port = MasterPortLease()
             leases.append(port)
             launches = plan_launches(spec, workdir, logs_dir, mpirun=find_mpirun(), master_port=port.port)
+            scratch += [path for launch in launches for path in launch.scratch]
             for launch in launches:
                 for path, text, mode in launch.files:
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,6 +220,8 @@ class JobRunner:
         finally:
             for lease in leases:
                 lease.release()
+            for path in scratch:
+                shutil.rmtree(path, ignore_errors=True)
             with self._lock:
                 self._running.pop(key, None)
                 self._canceled.discard(key)
