@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 
@@ -27,8 +28,6 @@ def azure_credential():
     """DefaultAzureCredential, without the warnings its chain logs when no credential works (some 90 lines on
     stderr through logging's last-resort handler): the error it raises carries the same list, and the command
     reports it in a few lines (INFRA_DEBUG=1 shows it whole)."""
-    import logging
-
     from azure.identity import DefaultAzureCredential
 
     logging.getLogger("azure.identity").addHandler(logging.NullHandler())
