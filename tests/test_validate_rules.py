@@ -14,6 +14,7 @@ import pytest
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.stack.load import load_stack
+from infra_cli.validate.dockerfile import read_dockerfile
 from infra_cli.validate.engine import validate_files, validate_stack
 from infra_cli.validate.rules import RULES
 
@@ -996,3 +997,19 @@ def test_infiniband_hints_name_sizes_with_the_gpus_the_processes_need(tmp_path, 
     for size in _sizes_named(d.hint):
         after = check(tmp_path, body.replace("Standard_NC96ads_A100_v4", size))
         assert errors(after) == [], (size, after.diagnostics)
+
+
+@pytest.mark.parametrize("text, base, copied, pip", [
+    ("FROM a:1\n", "a:1", (), ()),
+    ("# c\nARG R=mcr.microsoft.com\nARG T\nFROM --platform=linux/amd64 ${R}/x:${T:-2} AS b\nFROM b\n",
+     "mcr.microsoft.com/x:2", (), ()),
+    ("ARG T\nFROM x:$T\n", None, (), ()),                          # an ARG without a default: set at build time
+    ('FROM a\nCOPY --chown=1:1 ["conda.yml", "req.txt", "/tmp/"]\nADD --from=b /x /y\n', "a", ("conda.yml", "req.txt"), ()),
+    ("FROM a AS one\nFROM one AS two\nFROM two\nRUN pip install -U deepspeed==0.14 \\\n  mpi4py && python3 -m pip install x\n",
+     "a", (), ("deepspeed==0.14", "mpi4py", "x")),
+    ("FROM loop AS loop\n", None, (), ()),                         # a stage named after itself: no base known
+    ("", None, (), ()),
+])
+def test_dockerfile_reading(text, base, copied, pip):
+    facts = read_dockerfile(text)
+    assert (facts.base_image, facts.copied, facts.pip_installs) == (base, copied, pip)

@@ -8,6 +8,7 @@ Reference: https://docs.docker.com/reference/dockerfile/ (FROM, ARG before FROM,
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -55,6 +56,20 @@ def _resolve(value: str, args: dict[str, str]) -> str:
 
 
 def _words(arguments: str) -> list[str]:
+    """The words of an instruction's arguments: its exec (JSON array) form, else as a shell splits them."""
+    text = arguments.strip()
+    flags = []
+    while text.startswith("--") and " " in text:      # COPY --chown=x ["a", "b"]: flags before the array
+        flag, text = text.split(" ", 1)
+        flags.append(flag)
+        text = text.lstrip()
+    if text.startswith("["):
+        try:
+            array = json.loads(text)
+        except ValueError:
+            array = None
+        if isinstance(array, list) and all(isinstance(w, str) for w in array):
+            return flags + array
     try:
         return shlex.split(arguments)
     except ValueError:
