@@ -24,6 +24,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import FORMAT_VERSION, Plan, Resource, ResourceChange, canonical_json
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+from infra_cli.plan.render import render_plan
 from infra_cli.stack.load import LoadedStack
 from infra_cli.validate.engine import load_valid_stack
 
@@ -159,13 +160,46 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         )
         for change in plan.resource_changes + plan.drift:
             change.action   # an action list infra does not know is a ValueError here, not in show or apply
-        for d in plan.diagnostics:
-            Diagnostic(**d)   # show prints them
+        _check_shapes(plan)
         if not all(isinstance(v, str) for v in [plan.stack, *plan.smoke_jobs, *saved_targets(data)]):
             raise TypeError("the stack's name, smoke jobs and targets are strings")
+        render_plan(plan, colour=False)   # what show prints and apply reads from it: a value it cannot is refused here
         return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
+
+
+def _strings(values) -> bool:
+    return all(isinstance(v, str) for v in values)
+
+
+def _check_shapes(plan: Plan) -> None:
+    """Each field of a read plan of the type infra writes (a TypeError naming it otherwise): an edited file
+    whose digest was recomputed must be refused here, not fail later in show or apply."""
+    for c in plan.resource_changes + plan.drift:
+        where = c.address if isinstance(c.address, str) else "a change"
+        if not _strings((c.address, c.type, c.name, *c.actions)):
+            raise TypeError(f"{where}: its address, type, name and actions are strings")
+        if not all(side is None or isinstance(side, dict) for side in (c.before, c.after)):
+            raise TypeError(f"{where}: its before and after are mappings or null")
+        if not all(_strings(p) for p in (*c.replace_paths, *c.sensitive)):
+            raise TypeError(f"{where}: its replace_paths and sensitive_paths are lists of strings")
+        if not (c.action_reason is None or isinstance(c.action_reason, str)):
+            raise TypeError(f"{where}: its action_reason is a string or null")
+    for r in plan.desired:
+        if not (_strings((r.address, r.type, r.name, *r.depends_on)) and isinstance(r.attributes, dict)
+                and isinstance(r.tags, dict) and _strings(r.tags.values())):
+            raise TypeError("a desired resource's address, type, name and depends_on are strings, its attributes "
+                            "and tags mappings")
+    if not _strings(plan.smoke_reasons.values()):
+        raise TypeError("smoke_reasons: each reason is a string")
+    for d in plan.diagnostics:
+        diagnostic = Diagnostic(**d)   # show prints them
+        if not _strings((diagnostic.severity, diagnostic.rule, diagnostic.message)) or not all(
+                v is None or isinstance(v, t) and not isinstance(v, bool) for v, t in (
+                    (diagnostic.file, str), (diagnostic.line, int), (diagnostic.column, int), (diagnostic.hint, str))):
+            raise TypeError("a diagnostic's severity, rule and message are strings, its file, line, column and "
+                            "hint strings, whole numbers or null")
 
 
 def saved_targets(data: dict) -> list:
