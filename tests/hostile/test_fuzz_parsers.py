@@ -41,7 +41,8 @@ from infra_cli.validate.launch import CommandSyntaxError, parse_command, parse_s
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_image_hostile import entry, layout_with, tar_header  # noqa: E402
+from image_fixtures import write_blob  # noqa: E402
+from test_image_hostile import layout_with, tar_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # INFRA_FUZZ_EXAMPLES=5000 for a longer hunt by hand; CI runs the default
@@ -92,7 +93,8 @@ def mutated(draw, base):
 
 FILE = "fuzz.yaml"
 BASE_STACK_TEXT = (ROOT / "stacks" / "ib-a100.yaml").read_text(encoding="utf-8")
-BASE_STACK = yaml.safe_load(BASE_STACK_TEXT)
+BASE_STACKS = [yaml.safe_load((ROOT / "stacks" / name).read_text(encoding="utf-8"))   # every launcher's shape
+               for name in ("ib-a100.yaml", "mpi-deepspeed.yaml", "tf-multiworker.yaml", "lightning-per-node.yaml")]
 
 yaml_tokens = st.sampled_from([
     "stack", "workspace", "clusters", "distributions", "environments", "a100", "size", "command", "type",
@@ -126,7 +128,7 @@ def test_stack_loader_reads_or_refuses_any_text(text):
 
 
 @FUZZ
-@given(mutated(BASE_STACK), st.sampled_from(["block", "flow"]))
+@given(st.sampled_from(BASE_STACKS).flatmap(mutated), st.sampled_from(["block", "flow"]))
 def test_stack_loader_reads_or_refuses_mutated_stacks(doc, style):
     text = yaml.safe_dump(doc, default_flow_style=style == "flow", allow_unicode=True, sort_keys=False)
     assert_loaded_or_located(text)
@@ -253,6 +255,43 @@ def test_image_check_reads_or_refuses_any_layer(layers, compress):
     with tempfile.TemporaryDirectory() as tmp:
         ref = layout_with(Path(tmp), [gzip.compress(b) if compress else b for b in layers])
         assert_checked_or_refused(ref)
+
+
+# An OCI layout's documents as JSON with placeholders for what is known once the blobs are written
+BASE_CONFIG = {"architecture": "amd64", "os": "linux", "config": {"Env": ["PATH=/usr/bin", "LD_LIBRARY_PATH=/x"]},
+               "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "0" * 64]}}
+BASE_MANIFEST = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                 "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "@config", "size": "@config-size"},
+                 "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": "@layer", "size": "@layer-size"}]}
+BASE_INDEX = {"schemaVersion": 2, "manifests": [
+    {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "@manifest", "size": "@manifest-size",
+     "platform": {"architecture": "amd64", "os": "linux"}, "annotations": {"org.opencontainers.image.ref.name": "t"}}]}
+
+
+def filled(doc, values: dict):
+    """`doc` with each placeholder string replaced by its value."""
+    if isinstance(doc, dict):
+        return {k: filled(v, values) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [filled(v, values) for v in doc]
+    return values.get(doc, doc) if isinstance(doc, str) else doc
+
+
+@FUZZ
+@given(tars, mutated(BASE_CONFIG) | st.just(BASE_CONFIG), mutated(BASE_MANIFEST) | st.just(BASE_MANIFEST),
+       mutated(BASE_INDEX) | st.just(BASE_INDEX))
+def test_image_check_reads_or_refuses_edited_layout_documents(layer, config, manifest, index):
+    """index.json, the manifest and the config edited (the blobs' digests still match): a verdict or ImageReadError."""
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = Path(tmp)
+        (layout / "blobs" / "sha256").mkdir(parents=True)
+        (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+        values = {}
+        for name, blob in (("layer", gzip.compress(layer)), ("config", config)):
+            values["@" + name], values[f"@{name}-size"] = write_blob(layout, blob)
+        values["@manifest"], values["@manifest-size"] = write_blob(layout, filled(manifest, values))
+        (layout / "index.json").write_text(json.dumps(filled(index, values)))
+        assert_checked_or_refused(f"oci:{layout}:t")
 
 
 def docker_archive(layer: bytes, manifest: object) -> bytes:
