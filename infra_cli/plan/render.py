@@ -71,7 +71,8 @@ def _reason(change: ResourceChange, kind: str) -> str | None:
     if kind == "replace" and reason.startswith(_CANNOT_UPDATE):
         return None   # each forcing attribute carries "# forces replacement"
     if kind == "delete":
-        return _DELETE_WHY.get(reason, reason).format(address=change.address) or None
+        # only infra's own sentences are templates: a reason read from a plan file is text, never formatted
+        return (_DELETE_WHY[reason].format(address=change.address) if reason in _DELETE_WHY else reason) or None
     return None
 
 
