@@ -21,7 +21,7 @@ from infra_cli.apply.files import render_stack
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.stack.load import load_stack
 from infra_cli.validate.engine import validate_stack
-from realworld_paste import pasted_stack
+from realworld_paste import HEADER, pasted_stack
 
 JOBS = Path(__file__).parent / "jobs"
 ACPT = "curated: azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"
@@ -127,3 +127,23 @@ def test_public_job_as_its_hints_fix_it_renders_a_file_azure_ai_ml_loads(tmp_pat
     if pasted.resources is not None and pasted.resources.shm_size:
         assert job.resources.shm_size == pasted.resources.shm_size
     assert job.resources.instance_count == pasted.instance_count
+
+
+@pytest.mark.parametrize("fixture", sorted(VERDICTS))
+def test_public_job_as_its_hints_fix_it_plans_clean_on_the_emulator(tmp_path, fixture, clients):
+    """`infra plan --local`'s engine on the fixed job: the live checks (the size offered in the region, Azure
+    ML's quota, the curated environment resolved in the `azureml` registry) find no error either, but for the
+    pytorch-1.9 curated environment, which today's registry (validators/curated_environments.yaml) no longer
+    lists: a job naming it is refused by Azure ML as well."""
+    from emulator_fixtures import WORKSPACE_YAML
+
+    from infra_cli.azure.provider import Provider
+    from infra_cli.plan.engine import plan_stack
+
+    path = _project(tmp_path, fixture, fixed=True)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace(HEADER.splitlines()[1] + "\n", WORKSPACE_YAML), encoding="utf-8")
+    plan = plan_stack(load_stack(path), Provider(clients)).plan
+    errors = sorted(d["rule"] for d in plan.diagnostics if d["severity"] == "error")
+    assert errors == (["plan.environment-not-found"] if PYTORCH_19 in VERDICTS[fixture][2] else []), plan.diagnostics
+    assert f"cluster.{VERDICTS[fixture][0]}" in {c.address for c in plan.changes}
