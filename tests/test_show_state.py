@@ -90,7 +90,7 @@ def test_show_planfile_prints_what_plan_printed_text_and_json_and_imports_no_azu
     planfile = tmp_path / "plan.out"
     planned = cli("plan", str(stack), "--local", "--out", str(planfile), emulator=emulator, state_dir=state)
     assert planned.returncode == 0, planned.stderr
-    saved_line = f"\nSaved the plan to {planfile}. To perform exactly these actions: infra apply {planfile}\n"
+    saved_line = f"\nSaved the plan to {planfile}. To perform exactly these actions: infra apply {planfile} --local\n"
     assert planned.stdout.endswith(saved_line)
     assert "+ resource \"cluster\" \"zeta\"" in planned.stdout
 

@@ -61,3 +61,13 @@ def cancel_job(ml: Any, job_name: str) -> None:
 def download_job(ml: Any, job_name: str, into: Path) -> None:
     """Every output and log of the job, under `into` (azure-ai-ml's layout: artifacts/..., named outputs)."""
     ml.jobs.download(job_name, download_path=str(into), all=True)
+
+
+def job_logs(ml: Any, job_name: str) -> dict[str, str]:
+    """The job's user logs so far (name -> text, e.g. user_logs/std_log_process_0.txt), read as azure-ai-ml's
+    `jobs.stream` (`az ml job stream`) reads them while a job runs: run history's log files, each a SAS URL."""
+    from azure.ai.ml._utils.utils import download_text_from_url
+
+    files = ml.jobs._runs_operations.get_run_details(job_name).log_files or {}
+    return {name: download_text_from_url(url, ml.jobs._requests_pipeline, timeout=10)
+            for name, url in sorted(files.items()) if name.startswith("user_logs/")}

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Command, Progress, fail,
-                                      print_diagnostics)
+                                      for_this_run, for_this_run_diagnostic, local_flag, print_diagnostics,
+                                      progress_stream)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 if TYPE_CHECKING:
@@ -63,10 +64,10 @@ def _run_smoke(outcome, jobs: list[str]) -> int:
     try:
         from infra_cli.smoke.run import run_smoke
     except ImportError:
-        print(f"Smoke jobs to run: {', '.join(jobs)} (run `infra smoke` when the smoke runner is installed)")
+        print(for_this_run(f"Smoke jobs to run: {', '.join(jobs)} (run `infra smoke` when the smoke runner is installed)"))
         return EXIT_OK
     names = [j.split(".", 1)[1] for j in jobs]
-    verdicts = run_smoke(outcome.loaded, outcome.provider.clients, names)
+    verdicts = run_smoke(outcome.loaded, outcome.provider.clients, names, stream=progress_stream(sys.stdout))
     # An incomplete smoke (its framework is not installed where the job ran) leaves apply's work done: its one
     # line says what to install, and the smoke stays pending; `infra smoke` exits 1 for it.
     return EXIT_OK if all(v.passed or v.incomplete for v in verdicts) else EXIT_ERROR
@@ -110,7 +111,9 @@ def plan(
         raise fail(exc.diagnostics)
     p = outcome.plan
     if as_json:
-        print(json.dumps(p.to_json(), indent=2))
+        document = p.to_json()
+        document["diagnostics"] = [for_this_run_diagnostic(Diagnostic(**d)).to_json() for d in document["diagnostics"]]
+        print(json.dumps(document, indent=2))
     else:
         _print_plan_diagnostics(p)
         print(render_plan(p, colour=sys.stdout.isatty()))
@@ -119,7 +122,7 @@ def plan(
     if out is not None:
         write_plan_file(out, p, outcome.loaded.path, list(target), key=key)
         if not as_json:
-            print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}")
+            print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}{local_flag()}")
     has_changes = bool(p.changes or p.drift or p.smoke_jobs)  # a pending smoke is a change apply makes
     raise typer.Exit(EXIT_CHANGES if detailed_exitcode and has_changes else EXIT_OK)
 
@@ -155,7 +158,7 @@ def import_(
     from infra_cli.apply.engine import import_resource
 
     try:
-        print(import_resource(address, azure_name, stack, local=local))
+        print(for_this_run(import_resource(address, azure_name, stack, local=local)))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -210,9 +213,9 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                                        operation="destroy" if destroy else "apply")
     except LockHeld as exc:
         info = exc.info
-        print(f"error: stack {outcome.plan.stack!r} is locked by {info.holder} since {info.since} ({info.operation}).\n"
-              f"  hint: wait for it to finish; if that process is gone, run `infra force-unlock STACK`",
-              file=sys.stderr)
+        print(for_this_run(f"error: stack {outcome.plan.stack!r} is locked by {info.holder} since {info.since} "
+                           f"({info.operation}).\n  hint: wait for it to finish; if that process is gone, run "
+                           f"`infra force-unlock {outcome.loaded.path}`"), file=sys.stderr)
         raise typer.Exit(EXIT_ERROR)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)

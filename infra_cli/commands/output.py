@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import traceback
+from dataclasses import replace
 from typing import Any
 
 import typer
@@ -21,9 +22,20 @@ DEBUG_VARIABLE = "INFRA_DEBUG"  # =1: print the traceback of an error as well
 _COLOURS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 
 
+class _Run:
+    """What a view must know of the command line that started this run (Terraform's views are made with the
+    command's arguments): whether it was --local, so every command a message names is one the user can copy."""
+
+    local = False
+
+
 class Command(TyperCommand):
     """Usage lines as Terraform and POSIX utilities write them: `infra plan [OPTIONS] STACK`, where typer
     writes `{STACK}` for a required argument. Every command registers with `app.command(cls=Command)`."""
+
+    def invoke(self, ctx):
+        _Run.local = bool(ctx.params.get("local"))
+        return super().invoke(ctx)
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         return [_plain_usage(piece) for piece in super().collect_usage_pieces(ctx)]
@@ -50,10 +62,36 @@ def _plain_usage(piece: str) -> str:
     return name + ("..." if repeated and not name.endswith("...") else "")
 
 
+# The commands that take --local, as a message names them in backquotes: `infra import cluster.gpu gpu STACK`.
+_COMMAND_NAMED = re.compile(r"`(infra (?:plan|apply|destroy|import|force-unlock|smoke|state list|skus)\b[^`]*)`")
+
+
+def local_flag() -> str:
+    """" --local" when this run was local (a command named for the user to run must target the same Azure)."""
+    return " --local" if _Run.local else ""
+
+
+def for_this_run(text: str) -> str:
+    """`text` with every command it names in backquotes as the user must run it now: with --local on a local
+    run (copied without it, it would target real Azure). The engines name commands without knowing where they
+    ran; this one view adds what only the command line knows."""
+    if not _Run.local:
+        return text
+    return _COMMAND_NAMED.sub(lambda m: m.group(0) if "--local" in m.group(1).split() else f"`{m.group(1)} --local`",
+                              text)
+
+
+def for_this_run_diagnostic(d: Diagnostic) -> Diagnostic:
+    if not _Run.local:
+        return d
+    return replace(d, message=for_this_run(d.message), hint=d.hint and for_this_run(d.hint))
+
+
 def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
     stream = stream or sys.stderr
     colour = stream.isatty()
     for d in diagnostics:
+        d = for_this_run_diagnostic(d)
         text = d.format()
         if colour:
             text = text.replace(f"{d.severity}[", f"{_COLOURS.get(d.severity, '')}{d.severity}\033[0m[", 1)
@@ -63,7 +101,7 @@ def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
 def fail(diagnostics: list[Diagnostic], as_json: bool = False) -> typer.Exit:
     """Print why a command cannot go on (JSON on stdout when asked), and the exit to raise."""
     if as_json:
-        print(json.dumps([d.to_json() for d in diagnostics], indent=2))
+        print(json.dumps([for_this_run_diagnostic(d).to_json() for d in diagnostics], indent=2))
     else:
         print_diagnostics(diagnostics)
     return typer.Exit(EXIT_ERROR)
@@ -106,6 +144,15 @@ def report_error(exc: BaseException) -> int:
         print(f"error: internal error (a bug in infra): {type(exc).__name__}{': ' + text if text else ''}\n"
               f"  hint: run again with {DEBUG_VARIABLE}=1 to see the traceback, and report it", file=sys.stderr)
     return EXIT_ERROR
+
+
+def progress_stream(stream):
+    """A line of an engine's progress, written at once (a pipe would hold it back until the end) and with the
+    commands it names as this run needs them (for_this_run)."""
+    def write(line: str) -> None:
+        print(for_this_run(line), file=stream, flush=True)
+
+    return write
 
 
 class Progress:

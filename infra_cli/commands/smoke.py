@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics
+from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -29,7 +29,7 @@ def smoke(
         raise fail(exc.diagnostics)
     print_diagnostics(warnings)
     # Progress goes to stderr when stdout carries JSON.
-    stream = (lambda line: print(line, file=sys.stderr)) if as_json else print
+    stream = progress_stream(sys.stderr if as_json else sys.stdout)
     try:
         from infra_cli.azure.clients import build_clients
         from infra_cli.smoke.run import run_smoke

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra_cli.azure.errors import describe_azure_error
-from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_status, submit_job
+from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, job_status, submit_job
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.live import record_smoke
-from infra_cli.plan.smoke_pending import FAILED, INCOMPLETE, PASSED, SmokeRecord, smoke_inputs
+from infra_cli.plan.smoke_pending import FAILED, INCOMPLETE, PASSED, PENDING, SmokeRecord, smoke_inputs
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.render import smoke_jobs, write_smoke_job
@@ -28,6 +28,14 @@ from infra_cli.stack.load import LoadedStack
 
 _WAIT_MARGIN_S = 300  # queueing and node start-up on top of the script's own timeout
 _REASON_CHARS = 200   # of an incomplete smoke's reason, kept in a tag (Azure allows 256 characters a value)
+STILL_EVERY_S = 10.0  # a running smoke says it is alive at least this often, as Terraform's "Still creating..."
+STEP_MARKER = "infra-smoke step: "   # what the smoke script prints as each rank reaches a step (templates/smoke)
+
+
+class SmokeInterrupted(KeyboardInterrupt):
+    """Ctrl-C while smoke jobs ran: the jobs still running were canceled and each was said in one line."""
+
+    reported = True
 
 
 @dataclass
@@ -73,24 +81,56 @@ def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
         return JobOutputs(None, nccl_logs, logs, f"{found[0].name} of job {job_name} is not JSON: {exc}")
 
 
+def latest_steps(logs: dict[str, str]) -> str:
+    """The ranks' latest step, from their logs: `all_reduce sweep (16 ranks)`, or each step with its count
+    (`DDP replicas (5 steps) x12, all_reduce sweep x4`; `starting` a rank that has said none yet) while they
+    are apart; empty before any rank said one."""
+    latest: dict[str, int] = {}
+    for text in logs.values():
+        marks = [line.split(STEP_MARKER, 1)[1].strip() for line in text.splitlines() if STEP_MARKER in line]
+        step = marks[-1] if marks else "starting"
+        latest[step] = latest.get(step, 0) + 1
+    if set(latest) == {"starting"}:
+        return ""
+    if len(latest) == 1:
+        (step, count), = latest.items()
+        return f"{step} ({count} rank{'s' if count != 1 else ''})"
+    return ", ".join(f"{step} x{count}" for step, count in latest.items())
+
+
+def still_line(ml: Any, job_name: str, label: str, status: str, elapsed_s: float) -> str:
+    """`smoke.ddp: Still Running... [20s elapsed] ranks at: all_reduce sweep (16 ranks)`. The logs are progress
+    only: one that cannot be read leaves the line without the step."""
+    try:
+        steps = latest_steps(job_logs(ml, job_name)) if status == "Running" else ""
+    except Exception:   # the job's verdict never depends on this read
+        steps = ""
+    return f"{label}: Still {status}... [{elapsed_s:.0f}s elapsed]" + (f" ranks at: {steps}" if steps else "")
+
+
 def wait_for(ml: Any, job_name: str, label: str, timeout_s: float, stream: Callable[[str], Any],
-             poll_s: float) -> str:
-    """Poll the job until it ends (or cancel it after timeout_s), streaming each change of status."""
+             poll_s: float, still_every_s: float = STILL_EVERY_S) -> str:
+    """Poll the job until it ends (or cancel it after timeout_s), streaming each change of status, and while it
+    does not end a line at least every still_every_s with the time elapsed and the ranks' latest step."""
     deadline = time.monotonic() + timeout_s
-    started = time.monotonic()
+    started = said = time.monotonic()
     last = None
     while True:
         status = job_status(ml, job_name)
+        now = time.monotonic()
         if status != last:
-            stream(f"{label}: {status} ({time.monotonic() - started:.0f}s)")
-            last = status
+            stream(f"{label}: {status} ({now - started:.0f}s)")
+            last, said = status, now
+        elif status not in TERMINAL and now - said >= still_every_s:
+            stream(still_line(ml, job_name, label, status, now - started))
+            said = now
         if status in TERMINAL:
             return status
         if time.monotonic() > deadline:
             stream(f"{label}: still {status} after {timeout_s:.0f}s, canceling job {job_name}")
             cancel_job(ml, job_name)
             return "TimedOut"
-        time.sleep(poll_s)
+        time.sleep(min(poll_s, max(0.05, said + still_every_s - time.monotonic())))
 
 
 def _submit(ml: Any, loaded: LoadedStack, job: SmokeJob, code_dir: Path) -> str:
@@ -113,12 +153,16 @@ class SmokeRecorder:
         resolved = self.provider.resolve_environments(curated)
         self.inputs = smoke_inputs(loaded, desired_resources(loaded), resolved.get)
 
-    def record(self, distribution: str, verdict: SmokeVerdict, job_name: str) -> None:
+    def record(self, distribution: str, verdict: SmokeVerdict | None, job_name: str) -> None:
+        """The verdict; None: the smoke was interrupted, so it is pending (it proved nothing)."""
         at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        result = PASSED if verdict.passed else INCOMPLETE if verdict.incomplete else FAILED
-        why = verdict.findings[0].cause if verdict.incomplete and verdict.findings else verdict.incomplete
-        record = SmokeRecord(distribution, result, self.inputs.get(distribution), job_name, at,
-                             reason=(why or "")[:_REASON_CHARS] or None)
+        if verdict is None:
+            record = SmokeRecord(distribution, PENDING, None, job_name, at, reason="interrupted by Ctrl-C")
+        else:
+            result = PASSED if verdict.passed else INCOMPLETE if verdict.incomplete else FAILED
+            why = verdict.findings[0].cause if verdict.incomplete and verdict.findings else verdict.incomplete
+            record = SmokeRecord(distribution, result, self.inputs.get(distribution), job_name, at,
+                                 reason=(why or "")[:_REASON_CHARS] or None)
         try:
             record_smoke(self.provider, self.stack, record)
         except Exception as exc:  # the verdict stands; only the plan's memory of it is lost
@@ -135,16 +179,49 @@ def incomplete_line(verdict: SmokeVerdict) -> str:
             "the next apply runs it again")
 
 
+def cancel_interrupted(ml: Any, recorder: SmokeRecorder, unjudged: list[tuple[str, str]],
+                       stream: Callable[[str], Any]) -> None:
+    """After Ctrl-C: cancel each smoke job not yet judged (as `az ml job cancel`), one line each, and record its
+    smoke pending (the next plan shows it). A second Ctrl-C stops this too."""
+    for distribution, job_name in unjudged:
+        label = f"smoke.{distribution}"
+        try:
+            status = job_status(ml, job_name)
+            if status in TERMINAL:
+                stream(f"{label}: interrupted, job {job_name} had already ended ({status})")
+            else:
+                cancel_job(ml, job_name)
+                stream(f"{label}: interrupted, job {job_name} canceled")
+        except Exception as exc:
+            stream(f"{label}: interrupted; job {job_name} could not be canceled ({describe_azure_error(exc)}): "
+                   f"cancel it with `az ml job cancel --name {job_name}`")
+        recorder.record(distribution, None, job_name)
+
+
 def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] | None = None, *,
-              stream: Callable[[str], Any] = print, poll_s: float = 2.0) -> list[SmokeVerdict]:
-    """Submit every chosen smoke job at once, then wait for, fetch and judge each; the verdicts are streamed."""
+              stream: Callable[[str], Any] = print, poll_s: float = 2.0,
+              still_every_s: float = STILL_EVERY_S) -> list[SmokeVerdict]:
+    """Submit every chosen smoke job at once, then wait for, fetch and judge each; the verdicts are streamed.
+    Ctrl-C (KeyboardInterrupt) cancels the jobs not yet judged and raises SmokeInterrupted."""
     jobs = smoke_jobs(loaded_stack, distributions)
     ml = clients.ml
     recorder = SmokeRecorder(loaded_stack, clients, [j.name for j in jobs], stream)
+    submitted: list[tuple[SmokeJob, str]] = []
+    judged: set[str] = set()
+    with quiet_sdk():
+        try:
+            return _run_jobs(loaded_stack, ml, jobs, recorder, submitted, judged, stream, poll_s, still_every_s)
+        except KeyboardInterrupt:
+            cancel_interrupted(ml, recorder, [(j.name, n) for j, n in submitted if j.name not in judged], stream)
+            raise SmokeInterrupted() from None
+
+
+def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder: SmokeRecorder,
+              submitted: list[tuple[SmokeJob, str]], judged: set[str], stream: Callable[[str], Any], poll_s: float,
+              still_every_s: float) -> list[SmokeVerdict]:
     verdicts: list[SmokeVerdict] = []
     with tempfile.TemporaryDirectory(prefix="infra-smoke-") as tmp, quiet_sdk():
         work = Path(tmp)
-        submitted = []
         for job in jobs:
             name = _submit(ml, loaded_stack, job, work / "code" / safe_name(job.name))
             dist = loaded_stack.stack.distributions[job.name]
@@ -154,7 +231,7 @@ def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] 
         for job, name in submitted:
             dist = loaded_stack.stack.distributions[job.name]
             status = wait_for(ml, name, f"smoke.{job.name}", dist.smoke.timeout_minutes * 60 + _WAIT_MARGIN_S,
-                              stream, poll_s)
+                              stream, poll_s, still_every_s)
             outputs = fetch_outputs(ml, name, work / "download" / name)
             if outputs.why_no_result:
                 stream(f"smoke.{job.name}: {outputs.why_no_result}")
@@ -174,5 +251,6 @@ def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] 
                     for line in finding.render():
                         stream(line)
             recorder.record(job.name, verdict, name)
+            judged.add(job.name)
             verdicts.append(verdict)
     return verdicts
