@@ -169,7 +169,7 @@ class _AadCredential:
     """An azure-identity style credential (get_token) holding a fixed AAD token."""
 
     def get_token(self, *scopes: str):
-        assert scopes == (auth.ARM_SCOPE,)
+        assert scopes == ("https://management.azure.com/.default",)   # 127.0.0.1 stands in for *.azurecr.io
         from azure.core.credentials import AccessToken
 
         return AccessToken(AAD, 2**31)

@@ -17,7 +17,8 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.core.pipeline.policies import BearerTokenCredentialPolicy, HeadersPolicy, UserAgentPolicy
 from azure.core.rest import HttpRequest
 
-ARM_SCOPE = "https://management.azure.com/.default"
+from infra_cli.knowledge.clouds import clouds
+
 _MAX_PAGES = 1000  # a nextLink that never ends must not loop forever
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -35,13 +36,19 @@ def _transport(base_url: str, connection_verify: Any) -> Any:
 
 
 class ArmReader:
-    """GET and paged list over one base URL (ARM, or the local emulator), with the SDKs' credential and retries."""
+    """GET and paged list over one base URL (ARM, or the local emulator), with the SDKs' credential and retries.
+    `scope`: the token scope of the cloud's ARM (`https://management.usgovcloudapi.net/.default`, ...), also what
+    Azure ML's registry discovery and registries take; default the public cloud's (validators/clouds.yaml)."""
 
-    def __init__(self, base_url: str, credential: Any, retry_policy: Any, *, connection_verify: Any = True):
+    def __init__(self, base_url: str, credential: Any, retry_policy: Any, *,
+                 scope: str | None = None, connection_verify: Any = True):
+        if scope is None:
+            scope = clouds()["AzureCloud"].arm_scope
         self.base_url = base_url.rstrip("/") + "/"
+        self.scope = scope
         self._client = PipelineClient(self.base_url, transport=_transport(self.base_url, connection_verify), policies=[
             HeadersPolicy({"Accept": "application/json"}), UserAgentPolicy("infra-cli"), retry_policy,
-            BearerTokenCredentialPolicy(credential, ARM_SCOPE)])
+            BearerTokenCredentialPolicy(credential, scope)])
 
     def url(self, path_or_url: str) -> str:
         return path_or_url if "://" in path_or_url else self.base_url + path_or_url.lstrip("/")

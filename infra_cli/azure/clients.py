@@ -10,6 +10,11 @@ Retries: azure-core's RetryPolicy counts retries per kind (connect, read, status
 per-kind counts default to 3, so `retry_total` alone leaves throttled or failing requests at 3 retries. All
 four are set here. A Retry-After is honoured up to a cap per wait, and each request with its retries is bounded
 in time (https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling).
+
+Clouds: the workspace's `cloud` (AzureCloud, AzureUSGovernment, AzureChinaCloud) picks, from the SDKs' cloud
+metadata (validators/clouds.yaml, knowledge/clouds.py), the ARM endpoint every client talks to, the token scope
+each asks for (`{endpoint}/.default`, as MLClient asks it), the authority DefaultAzureCredential signs in at, and
+the registry discovery endpoint; MLClient gets the cloud's name and reads its own copy of the same metadata.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.knowledge.clouds import Cloud, clouds
 from infra_cli.paths import local_state_dir
 
 if TYPE_CHECKING:
@@ -34,10 +40,6 @@ if TYPE_CHECKING:
     from infra_cli.emulator.server import EmulatorServer
     from infra_cli.stack.model import Workspace
 
-AZURE_CLOUD = "AzureCloud"
-ARM_URL = "https://management.azure.com/"
-# Where azure-ai-ml asks the public cloud where a registry lives (its cloud metadata, registry_discovery_endpoint)
-REGISTRY_DISCOVERY_URL = "https://eastus.api.azureml.ms/"
 # Azure: back off 0.8 s, 1.6 s, ... (azure-core's default). Local: the emulator answers at once.
 _BACKOFF_S = {"azure": 0.8, "local": 0.05}
 _POLLING_S = {"azure": 10.0, "local": 0.1}     # LRO polling when the service sends no Retry-After (SDK: 30 s)
@@ -100,7 +102,9 @@ class AzureClients:
                 from azure.mgmt.compute import ComputeManagementClient
 
                 kwargs = {**self._sdk_kwargs(), **{k: self._sdk_options[k] for k in ("connection_verify", "base_url")
-                                                    if k in self._sdk_options}}
+                                                    if k in self._sdk_options},
+                          # the scope infra's other clients ask (azure-mgmt-core's own differs in US Government)
+                          "credential_scopes": [self.arm.scope]}
                 self._compute = ComputeManagementClient(self._sdk_options["credential"], self.subscription_id, **kwargs)
             return self._compute
 
@@ -120,10 +124,14 @@ class AzureClients:
 
 
 def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None = None,
-                  retry_total: int = DEFAULT_RETRY_TOTAL, emulator: "EmulatorServer | None" = None) -> AzureClients:
-    """SDK clients for the stack's workspace. local=True: the emulator (`emulator`, or the one this process
-    runs over local_dir, default ./.infra/local or INFRA_LOCAL_DIR, started on first use)."""
+                  retry_total: int = DEFAULT_RETRY_TOTAL, emulator: "EmulatorServer | None" = None,
+                  credential: Any = None) -> AzureClients:
+    """SDK clients for the stack's workspace, in its cloud. local=True: the emulator (`emulator`, or the one this
+    process runs over local_dir, default ./.infra/local or INFRA_LOCAL_DIR, started on first use), which stands in
+    for whichever cloud the workspace names. `credential`: a TokenCredential to use instead of
+    DefaultAzureCredential (Azure only)."""
     forget_inherited_emulator_cloud()
+    cloud = workspace_cloud(workspace)
     if local:
         if emulator is None and os.environ.get(EMULATOR_URL_ENV):
             target = served_emulator(os.environ[EMULATOR_URL_ENV], Path(local_dir or local_state_dir()))
@@ -133,11 +141,28 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
             server.ensure_workspace(workspace.subscription_id, workspace.resource_group, workspace.name,
                                     workspace.location)
             target = EmulatorTarget(server.url, server.port, server.cert_path, server.token)
-        return _clients(workspace, target.options(), retry_total, "local",
+        return _clients(workspace, target.options(), cloud, retry_total, "local",
                         before_sdk=lambda: trust_emulator_certificate(target.cert_path))
-    from infra_cli.azure.credentials import azure_credential
+    if credential is None:
+        from infra_cli.azure import credentials
 
-    return _clients(workspace, {"credential": azure_credential(), "cloud": AZURE_CLOUD}, retry_total, "azure")
+        credential = credentials.azure_credential(cloud.authority_host)
+    # MLClient knows these clouds by name (its own metadata gives its endpoints and scopes); the other clients
+    # get the endpoint and scope from clouds.yaml, which a test holds equal to that metadata.
+    return _clients(workspace, {"credential": credential, "cloud": cloud.name, "base_url": cloud.resource_manager},
+                    cloud, retry_total, "azure")
+
+
+def workspace_cloud(workspace: "Workspace") -> Cloud:
+    """The endpoints of the workspace's cloud (validators/clouds.yaml)."""
+    known = clouds()
+    found = known.get(workspace.cloud) or next((c for n, c in known.items() if n.lower() == workspace.cloud.lower()),
+                                               None)
+    if found is None:
+        raise DiagnosticError([Diagnostic(
+            "error", "workspace.unknown-cloud", f"cloud {workspace.cloud!r} has no endpoints in validators/clouds.yaml",
+            None, None, None, f"use one of {', '.join(known)}, or add its endpoints to validators/clouds.yaml")])
+    return found
 
 
 EMULATOR_CLOUD_PREFIX = "InfraLocalEmulator"
@@ -284,13 +309,15 @@ def retry_policy(retry_total: int, mode: str) -> Any:
                               retry_mode="exponential", timeout=_REQUEST_DEADLINE_S[mode])
 
 
-def _clients(workspace: "Workspace", options: dict[str, Any], retry_total: int, mode: str,
+def _clients(workspace: "Workspace", options: dict[str, Any], cloud: Cloud, retry_total: int, mode: str,
              before_sdk: Any = None) -> AzureClients:
+    """The emulator's options carry its own cloud metadata (every endpoint its URL); Azure's are the cloud's."""
     from infra_cli.azure.arm import ArmReader
 
     metadata = options.get("cloud_metadata") or {}
-    arm = ArmReader(options.get("base_url") or ARM_URL, options["credential"], retry_policy(retry_total, mode),
-                    connection_verify=options.get("connection_verify", True))
+    arm = ArmReader(options["base_url"], options["credential"], retry_policy(retry_total, mode),
+                    scope=cloud.arm_scope, connection_verify=options.get("connection_verify", True))
     return AzureClients(arm, workspace.subscription_id, workspace.resource_group, workspace.name, workspace.location,
-                        registry_discovery_url=metadata.get("registry_discovery_endpoint") or REGISTRY_DISCOVERY_URL,
+                        registry_discovery_url=metadata.get("registry_discovery_endpoint")
+                        or cloud.registry_discovery_endpoint,
                         sdk_options=options, retry_total=retry_total, mode=mode, before_sdk=before_sdk)

@@ -24,11 +24,12 @@ class LocalCredential:
         pass
 
 
-def azure_credential():
-    """DefaultAzureCredential, without the warnings its chain logs when no credential works (some 90 lines on
-    stderr through logging's last-resort handler): the error it raises carries the same list, and the command
-    reports it in a few lines (INFRA_DEBUG=1 shows it whole)."""
+def azure_credential(authority_host: str | None = None):
+    """DefaultAzureCredential signing in at the cloud's authority (`login.microsoftonline.us`, ...: azure.identity's
+    AzureAuthorityHosts; None: its default, the public cloud's, or AZURE_AUTHORITY_HOST), without the warnings its
+    chain logs when no credential works (some 90 lines on stderr through logging's last-resort handler): the error
+    it raises carries the same list, and the command reports it in a few lines (INFRA_DEBUG=1 shows it whole)."""
     from azure.identity import DefaultAzureCredential
 
     logging.getLogger("azure.identity").addHandler(logging.NullHandler())
-    return DefaultAzureCredential()
+    return DefaultAzureCredential(**({"authority": authority_host} if authority_host else {}))

@@ -10,15 +10,16 @@ from infra_cli.stack.model import Workspace
 LOCAL_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 
 
-def sku_availability(location: str, names: list[str], *, local: bool) -> dict[str, str]:
-    """lower-case size name -> "available", "restricted (REASON)" or "not offered"."""
+def sku_availability(location: str, names: list[str], *, local: bool, cloud: str = "AzureCloud",
+                     credential=None) -> dict[str, str]:
+    """lower-case size name -> "available", "restricted (REASON)" or "not offered", read from `cloud`'s ARM."""
     from infra_cli.azure.clients import build_clients
     from infra_cli.azure.provider import Provider
 
     subscription = LOCAL_SUBSCRIPTION if local else os.environ.get("AZURE_SUBSCRIPTION_ID", "")
     workspace = Workspace(subscription_id=subscription, resource_group="infra-skus", name="infra-skus",
-                          location=location)
-    live = Provider(build_clients(workspace, local=local)).sku_offers(workspace.location)
+                          location=location, cloud=cloud)
+    live = Provider(build_clients(workspace, local=local, credential=credential)).sku_offers(workspace.location)
     if live is None:
         raise DiagnosticError([Diagnostic(
             "error", "skus.forbidden", f"this identity may not read the VM sizes of subscription {subscription}",

@@ -13,11 +13,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra_cli.knowledge.clouds import clouds, registry_cloud
+
 ACR_SUFFIXES = (".azurecr.io", ".azurecr.cn", ".azurecr.us")
 # Hosts besides the registry's own that may receive its login as its token service (comma-separated host names
 # or host:port), e.g. auth.docker.io for a private Docker Hub image.
 TOKEN_HOSTS_ENV = "INFRA_REGISTRY_TOKEN_HOSTS"
-ARM_SCOPE = "https://management.azure.com/.default"
 HELPER_TIMEOUT_S = 30     # a credential helper's answer; less when less of the check's --timeout is left
 
 
@@ -135,12 +136,16 @@ def is_acr(hostname: str) -> bool:
     return hostname.endswith(ACR_SUFFIXES)
 
 
-def aad_access_token(credential=None) -> tuple[str, str | None]:
-    """An Azure AD token for ACR's /oauth2/exchange, and its tenant if known. azure-identity is imported
-    only here, only for ACR, so `infra image check` stays light everywhere else."""
+def aad_access_token(credential=None, registry_host: str = "") -> tuple[str, str | None]:
+    """An Azure AD token for ACR's /oauth2/exchange, and its tenant if known, from the registry's cloud (its
+    login-server suffix: .azurecr.us is US Government, .azurecr.cn China; validators/clouds.yaml): signed in at
+    that cloud's authority, for its resource manager's scope. azure-identity is imported only here, only for ACR,
+    so `infra image check` stays light everywhere else."""
+    cloud = registry_cloud(registry_host) or clouds()["AzureCloud"]
     if credential is None:
         from azure.identity import DefaultAzureCredential
 
-        credential = DefaultAzureCredential(exclude_interactive_browser_credential=True)
-    token = credential.get_token(ARM_SCOPE)
+        credential = DefaultAzureCredential(exclude_interactive_browser_credential=True,
+                                            authority=cloud.authority_host)
+    token = credential.get_token(cloud.arm_scope)
     return token.token, os.environ.get("AZURE_TENANT_ID")

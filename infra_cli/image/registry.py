@@ -347,7 +347,7 @@ class RegistryStore:
 
     def _acr_refresh_token(self, service: str, realm: str) -> str:
         """Azure AD token -> ACR refresh token via POST /oauth2/exchange (ACR's documented AAD flow)."""
-        aad, tenant = _within(self._deadline, lambda: auth.aad_access_token(self._aad_credential),
+        aad, tenant = _within(self._deadline, lambda: auth.aad_access_token(self._aad_credential, self.ref.hostname),
                               f"getting an Azure AD token for {self.ref.host}")
         form = {"grant_type": "access_token", "service": service, "access_token": aad}
         if tenant:

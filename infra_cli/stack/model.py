@@ -7,6 +7,7 @@ The model checks shapes and types only; knowledge-based rules (InfiniBand, GPUs,
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -54,6 +55,21 @@ def _guid(v: str) -> str:
     return v.lower()
 
 
+# Azure's clouds by the names azure-ai-ml and the Azure CLI give them (`az cloud list`); their endpoints are
+# validators/clouds.yaml (knowledge/clouds.py), held equal to the SDKs' own cloud metadata by a test.
+CLOUDS = ("AzureCloud", "AzureUSGovernment", "AzureChinaCloud")
+
+
+def _cloud_name(v: Any) -> Any:
+    """A cloud's name in any case; anything else is refused naming the closest one."""
+    if not isinstance(v, str) or v.lower() in (c.lower() for c in CLOUDS):
+        return v
+    by_lower = {c.lower(): c for c in CLOUDS}
+    close = difflib.get_close_matches(v.lower(), list(by_lower), n=1, cutoff=0.5)
+    mean = f"did you mean {by_lower[close[0]]!r}? " if close else ""
+    raise ValueError(f"{v!r} is not an Azure cloud: {mean}use one of {', '.join(CLOUDS)}")
+
+
 class Workspace(Model):
     """The Azure ML workspace every resource of the stack lives in."""
 
@@ -62,6 +78,9 @@ class Workspace(Model):
     name = Field(Text, description="workspace name")
     location = Field(Text, description="Azure region of the workspace, e.g. eastus",
                      after=lambda v: v.replace(" ", "").lower())
+    cloud = Field(OneOf(*CLOUDS, aliases={c.lower(): c for c in CLOUDS}), "AzureCloud", before=_cloud_name,
+                  description="the Azure cloud of the workspace (any case): AzureCloud (public), AzureUSGovernment "
+                              "or AzureChinaCloud; ARM endpoint, sign-in authority and registry discovery follow it")
 
 
 class SshSettings(Model):

@@ -83,7 +83,7 @@ def azure_clients(monkeypatch, parameters: dict, location: str):
     from infra_cli.azure.clients import build_clients
 
     credential = RecordingCredential()
-    monkeypatch.setattr(credentials, "azure_credential", lambda: credential)
+    monkeypatch.setattr(credentials, "azure_credential", lambda *authority: credential)
     return build_clients(workspace(parameters, location), local=False, retry_total=0)
 
 
