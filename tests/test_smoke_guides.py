@@ -10,6 +10,7 @@ under INFRA_REQUIRE_HOROVOD=1).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,8 @@ def test_guide_setup_passes_its_smoke_on_the_emulator(guide, tmp_path):
         need("mpi4py")
     path = tmp_path / guide.name
     path.write_text(yaml.safe_dump(stack, sort_keys=False))
+    if (GUIDES / "contexts").is_dir():  # build contexts the guides' stacks name, relative to the stack file
+        shutil.copytree(GUIDES / "contexts", tmp_path / "contexts")
     verdicts = smoke(path, tmp_path)
     assert set(verdicts) == set(stack["distributions"])
     for verdict in verdicts.values():

@@ -132,7 +132,7 @@ def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChang
         raise DiagnosticError([Diagnostic(
             "error", "apply.plan-mismatch",
             "the plan file's actions are not what the stack and the live state call for (the file was changed "
-            "after `infra plan` wrote it, or was not written by it), so nothing was changed: " + "; ".join(lines),
+            "after infra plan wrote it, or was not written by it), so nothing was changed: " + "; ".join(lines),
             file, None, None, REPLAN_HINT)])
 
 

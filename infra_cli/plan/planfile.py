@@ -216,7 +216,7 @@ def _check_seals(data: dict, key: bytes | None, strict: bool, bad, file: str) ->
         raise bad("the plan file carries no digest of its content: it was not written by this version of "
                   "`infra plan`, or its digest was removed", REPLAN_HINT, "planfile.changed")
     if not hmac.compare_digest(digest.encode(), content_digest(data).encode()):
-        raise bad("the plan file was changed after `infra plan` wrote it: its content no longer matches its sha256 "
+        raise bad("the plan file was changed after infra plan wrote it: its content no longer matches its sha256 "
                   "digest", REPLAN_HINT + " (a plan file is applied only as plan wrote it)", "planfile.changed")
     if key is not None:
         if seal is None:

@@ -133,7 +133,7 @@ def to_delete(body: dict) -> None:
 
 def test_actions_edited_to_delete_is_refused_as_changed(world, tmp_path):
     edited = _edited(world, tmp_path, to_delete, reseal=False)
-    _refused(world, edited, "planfile.changed", "changed after `infra plan` wrote it", "infra plan")
+    _refused(world, edited, "planfile.changed", "changed after infra plan wrote it", "infra plan")
     r = _cli(world, "show", str(edited))   # show checks the digest too
     assert r.returncode == 1 and r.stdout == "" and "error[planfile.changed]" in r.stderr
 
