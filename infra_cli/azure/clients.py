@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from infra_cli.conventions import EMULATOR_CLOUD_PREFIX, forget_inherited_emulator_cloud
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.clouds import Cloud, clouds
 from infra_cli.paths import local_state_dir
@@ -163,17 +164,6 @@ def workspace_cloud(workspace: "Workspace") -> Cloud:
             "error", "workspace.unknown-cloud", f"cloud {workspace.cloud!r} has no endpoints in validators/clouds.yaml",
             None, None, None, f"use one of {', '.join(known)}, or add its endpoints to validators/clouds.yaml")])
     return found
-
-
-EMULATOR_CLOUD_PREFIX = "InfraLocalEmulator"
-
-
-def forget_inherited_emulator_cloud() -> None:
-    """MLClient records its cloud in AZUREML_CURRENT_CLOUD, and azure.ai.ml reads it at import time. One naming
-    another process's emulator cloud (inherited by a child process) makes that import fail with "Unknown cloud
-    environment"; such a name means nothing outside the process that registered it, so drop it first."""
-    if os.environ.get("AZUREML_CURRENT_CLOUD", "").startswith(EMULATOR_CLOUD_PREFIX):
-        del os.environ["AZUREML_CURRENT_CLOUD"]
 
 
 def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":

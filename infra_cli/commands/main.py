@@ -108,10 +108,10 @@ for group in (validate, skus, render, lifecycle, state, smoke, image, emulator):
 
 
 def main() -> None:
-    # before anything imports azure.ai.ml, which reads it at import time (clients.py imports no azure module);
-    # imported only when the variable is there: --help and validate do not load the client module
+    # before anything imports azure.ai.ml, which reads it at import time; imported only when the variable is
+    # there: --help and validate load nothing more
     if "AZUREML_CURRENT_CLOUD" in os.environ:
-        from infra_cli.azure.clients import forget_inherited_emulator_cloud
+        from infra_cli.conventions import forget_inherited_emulator_cloud
 
         forget_inherited_emulator_cloud()
     # Usage errors exit 1, as Terraform's do: click's default 2 would read as "changes present" to a CI
