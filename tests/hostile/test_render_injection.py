@@ -258,24 +258,28 @@ def test_environment_image_is_held_to_the_reference_grammar(tmp_path, fragment):
 
 # ---- job files and smoke scripts ----------------------------------------------------------------------
 
-def test_set_hint_for_a_sensitive_value_pastes_as_data(stubs, tmp_path):
-    """The job file's header says how to pass a sensitive value: pasted into sh it passes exactly the value."""
-    written = "Bearer ${HF_TOKEN}$(pwned)`pwned`'\";pwned"
+def _job_stack(tmp_path: Path, *distribution_lines: str) -> Path:
+    """A one-distribution stack whose distribution ends with `distribution_lines` (the first at line 13)."""
     path = tmp_path / "stack.yaml"
-    path.write_text(HEADER + f"""\
+    path.write_text(HEADER + """\
 clusters:
-  gpu: {{size: Standard_ND96asr_v4, max_instances: 2}}
+  gpu: {size: Standard_ND96asr_v4, max_instances: 2}
 environments:
-  env: {{curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"}}
+  env: {curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"}
 distributions:
   job:
     cluster: gpu
     environment: env
     type: pytorch
     process_count_per_instance: 8
-    command: python train.py
-    environment_variables: {{AUTH: {json.dumps(written)}}}
-""")
+""" + "".join(f"    {line}\n" for line in distribution_lines))
+    return path
+
+
+def test_set_hint_for_a_sensitive_value_pastes_as_data(stubs, tmp_path):
+    """The job file's header says how to pass a sensitive value: pasted into sh it passes exactly the value."""
+    written = "Bearer ${HF_TOKEN}$(pwned)`pwned`'\";pwned"
+    path = _job_stack(tmp_path, "command: python train.py", f"environment_variables: {{AUTH: {json.dumps(written)}}}")
     os.environ["HF_TOKEN"] = "secret"
     try:
         loaded = load_stack(path)
@@ -309,19 +313,6 @@ def test_names_cannot_end_the_smoke_scripts_docstring(script):
 @pytest.mark.parametrize("name", ["A\nB", "A\rB", "A\x7fB", "A\x1bB"])
 def test_environment_variable_name_with_a_control_character_is_a_diagnostic(tmp_path, name):
     """A name is written on the job file's comment lines (the --set hint): a newline in it would start YAML."""
-    path = tmp_path / "stack.yaml"
-    path.write_text(HEADER + f"""\
-clusters:
-  gpu: {{size: Standard_ND96asr_v4, max_instances: 2}}
-environments:
-  env: {{curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"}}
-distributions:
-  job:
-    cluster: gpu
-    environment: env
-    type: pytorch
-    process_count_per_instance: 8
-    environment_variables: {{{yaml_text(name)}: x}}
-""")
+    path = _job_stack(tmp_path, f"environment_variables: {{{yaml_text(name)}: x}}")
     [d] = [d for d in validate_stack(load_stack(path)) if d.rule == "distribution.environment-variable-name"]
     assert d.line == 13 and "control characters" in d.hint
