@@ -247,7 +247,8 @@ def main() -> None:
                 {"name": "libmpi", "path": "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4", "shouldExist": True},
                 {"name": "mpirun", "path": "/usr/bin/orterun", "shouldExist": True}]}))
             archive = work / "early.tar"
-            run("skopeo", "copy", "--quiet", "--insecure-policy", layouts["early"], f"docker-archive:{archive}:bench/early:gzip")
+            run("skopeo", "copy", "--quiet", "--insecure-policy", layouts["early"],
+                f"docker-archive:{archive}:bench/early:gzip")
 
             def structure_test() -> None:
                 run(cst, "test", "--driver", "tar", "--image", str(archive), "--config", str(config))

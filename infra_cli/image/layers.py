@@ -59,7 +59,8 @@ class LayerIndex:
     opaque: set = field(default_factory=set)      # directories whose lower-layer children this layer hides
     symlinks: dict = field(default_factory=dict)  # path -> target
     hardlinks: dict = field(default_factory=dict) # path -> normalised target path
-    # hard links whose target no earlier entry of this layer holds: a lower layer must (merged_filesystem.check_hardlinks)
+    # hard links whose target no earlier entry of this layer holds: a lower layer must
+    # (merged_filesystem.check_hardlinks)
     external_links: dict = field(default_factory=dict)
     candidates: dict = field(default_factory=dict)  # path -> Candidate
 
