@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from infra_cli.apply.engine import apply_outcome  # noqa: E402
-from infra_cli.azure.clients import build_clients  # noqa: E402
+from infra_cli.commands.backend import build_clients  # noqa: E402
 from infra_cli.emulator.faults import FaultConfig  # noqa: E402
 from infra_cli.emulator.server import EmulatorServer  # noqa: E402
 from infra_cli.azure.provider import Provider  # noqa: E402

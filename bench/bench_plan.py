@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bytecode_cache import cached_bytecode_env  # noqa: E402  (bench/ is on sys.path: this script's folder)
-from infra_cli.azure.clients import build_clients  # noqa: E402
+from infra_cli.commands.backend import build_clients  # noqa: E402
 from infra_cli.azure.provider import Provider  # noqa: E402
 from infra_cli.emulator.faults import FaultConfig  # noqa: E402
 from infra_cli.emulator.server import EmulatorServer  # noqa: E402

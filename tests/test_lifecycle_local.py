@@ -133,7 +133,7 @@ def test_untagged_same_name_is_an_error_and_import_adopts_it(tmp_path, clients):
     outcome = plan(path, clients)
     assert "plan.unmanaged-resource" in [d["rule"] for d in outcome.plan.diagnostics]
     assert "cluster.gpu" not in actions(outcome)
-    import_resource("cluster.gpu", "gpu", path, local=True, clients=clients)
+    import_resource("cluster.gpu", "gpu", path, backend=lambda _: Provider(clients))
     outcome = plan(path, clients)
     assert not outcome.plan.has_errors()
     assert actions(outcome)["cluster.gpu"] == ["no-op"]
@@ -170,7 +170,7 @@ def test_restricted_size_and_short_quota_fail_the_plan(tmp_path, emulator, clien
         "Standard_ND96amsr_A100_v4", "Standard_ND96isr_H200_v5")
     emulator.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, "mlw-west", "westus2")
     path = write_stack(tmp_path, text.replace(TEST_WORKSPACE, "mlw-west"))
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     west = build_clients(load_stack(path).stack.workspace, local=True, emulator=emulator)
     outcome = plan(path, west)
@@ -281,7 +281,7 @@ def test_unknown_target_is_an_error(tmp_path, clients):
 
 def test_faults_converge_without_duplicates(tmp_path):
     """20% of requests answered 429/500 and 10% of long-running operations failing: repeated applies converge."""
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     server = start_emulator(tmp_path / "faulty", throttle_rate=0.1, error_rate=0.1, lro_failure_rate=0.1, seed=7,
                             retry_after_s=0)
@@ -380,7 +380,7 @@ def test_failed_operation_reported_others_finish(tmp_path):
     """Every long-running operation fails: apply tries each cluster a bounded number of times, then reports it
     with its Azure error code and message, while the independent changes (the environment) still finish."""
     from infra_cli.apply.executor import execute
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.azure.provider import Provider
 
     server = start_emulator(tmp_path / "lro", lro_failure_rate=1.0, seed=3)

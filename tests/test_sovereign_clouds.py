@@ -42,7 +42,7 @@ def _workspace(cloud: str | None) -> Workspace:
 
 
 def _clients(cloud: str | None, credential: RecordingCredential):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     return build_clients(_workspace(cloud), local=False, retry_total=0, credential=credential)
 
@@ -177,7 +177,7 @@ def test_registry_discovery_asks_the_clouds_discovery_endpoint_with_its_scope(cl
 
 
 def test_an_unknown_cloud_in_a_users_clouds_yaml_is_a_diagnostic(tmp_path, monkeypatch):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.diagnostics import DiagnosticError
     from infra_cli.paths import validators_dir
 
@@ -258,7 +258,7 @@ def test_acr_token_is_asked_of_the_registrys_cloud(host, cloud, monkeypatch):
 # --- the emulator stands in for any cloud ------------------------------------------------------------------------
 
 def test_local_mode_serves_a_sovereign_workspace(emulator):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     clients = build_clients(_workspace("AzureUSGovernment"), local=True, emulator=emulator)
     assert urlsplit(clients.arm.base_url).hostname == "127.0.0.1"

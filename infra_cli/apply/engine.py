@@ -33,6 +33,10 @@ from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
 from infra_cli.validate.engine import load_valid_stack
 
+# The provider for a workspace, built by the command (commands/backend.py): Azure, or the local emulator. Engines
+# that load the stack themselves ask for it once the stack passed their checks.
+Backend = Callable[[Any], Any]
+
 class StalePlan(DiagnosticError):
     pass
 
@@ -50,19 +54,15 @@ class SavedOutcome(PlanOutcome):
     file: str = ""
 
 
-def prepare_from_plan_file(path: Path, *, local: bool, key: bytes | None) -> SavedOutcome:
+def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -> SavedOutcome:
     """Load a saved plan (its seals checked; `key`: INFRA_PLAN_KEY) and the stack it came from; refuse it if the
     stack's desired state changed, or if the actions it records are not those the stack and the live state call
     for now. Reads only: nothing is locked or written."""
-    from infra_cli.azure.clients import build_clients
-
-    from infra_cli.azure.provider import Provider
-
     saved = read_plan_file(path, key=key)
     loaded = load_planned_stack(saved)
     if stack_changed_since(saved, loaded):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
-    provider = Provider(build_clients(loaded.stack.workspace, local=local))
+    provider = backend(loaded.stack.workspace)
     derived = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets).plan
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
@@ -175,17 +175,13 @@ def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:
         record_smoke(provider, plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
 
 
-def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:
-    from infra_cli.azure.clients import build_clients
-
+def force_unlock_stack(stack_path: Path, *, backend: Backend) -> Any:
     loaded, _ = load_valid_stack(stack_path)
-    clients = build_clients(loaded.stack.workspace, local=local)
-    return force_unlock(clients.ml, loaded.stack.stack)
+    return force_unlock(backend(loaded.stack.workspace).clients.ml, loaded.stack.stack)
 
 
-def import_resource(address: str, azure_name: str, stack_path: Path, *, local: bool, clients: Any = None) -> str:
+def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:
     """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
-    from infra_cli.azure.clients import build_clients
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # an imported cluster exists
     file = str(loaded.path)
     kind, _, name = address.partition(".")
@@ -204,9 +200,7 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
         raise error(f"the stack names this cluster {name!r} but the Azure cluster is {azure_name!r}",
                     f"import it under its Azure name: declare clusters.{azure_name} (Azure ML cannot rename a "
                     f"cluster) and run `infra import cluster.{azure_name} {azure_name} {file}`")
-    clients = clients or build_clients(loaded.stack.workspace, local=local)
-    from infra_cli.azure.provider import Provider
-    provider = Provider(clients)
+    provider = backend(loaded.stack.workspace)
     live = read_cluster(provider, azure_name)
     if live is None:
         raise error(f"there is no cluster {azure_name!r} in workspace {loaded.stack.workspace.name!r}",

@@ -4,7 +4,7 @@ Reads go over the lean REST reader (azure/arm.py: azure-core only, no azure-ai-m
 one serves, issued concurrently (bounded); they return plain data (dicts of the values azure-ai-ml's entities
 would hold), which plan normalises (plan/live.py), so this module needs nothing from plan. Writes go through the
 SDKs (azure-ai-ml, azure-mgmt-compute) with azure-core's retry policy (clients.py) handling 429/5xx. The same
-code runs against Azure and against the local emulator: only clients.py knows which.
+code runs against Azure and against the local emulator: only the command's backend (commands/backend.py) knows which.
 """
 
 from __future__ import annotations

@@ -31,11 +31,11 @@ def smoke(
     # Progress goes to stderr when stdout carries JSON.
     stream = progress_stream(sys.stderr if as_json else sys.stdout)
     try:
-        from infra_cli.azure.clients import build_clients
+        from infra_cli.commands.backend import build_provider
         from infra_cli.smoke.run import run_smoke
 
-        clients = build_clients(loaded.stack.workspace, local=local)
-        verdicts = run_smoke(loaded, clients, list(distribution or []) or None, stream=stream)
+        provider = build_provider(loaded.stack.workspace, local=local)
+        verdicts = run_smoke(loaded, provider, list(distribution or []) or None, stream=stream)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper

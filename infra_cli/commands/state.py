@@ -38,10 +38,11 @@ def _show_plan(path: Path, as_json: bool) -> None:
 
 
 def _read_state(stack: Path, local: bool):
+    from infra_cli.commands.backend import provider_for
     from infra_cli.plan.state import read_stack_state
 
     try:
-        return read_stack_state(stack, local=local)
+        return read_stack_state(stack, backend=provider_for(local=local))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.engine import with_sensitive
@@ -139,13 +139,9 @@ def sensitive_paths(loaded: Any, live: LiveState) -> dict[str, tuple]:
     return {c.address: c.sensitive for c in with_sensitive(changes, loaded.source) if c.sensitive}
 
 
-def read_stack_state(stack_path: Path, *, local: bool) -> StackState:
-    """Load the stack (for its name, workspace and environments), read Azure through the provider, and keep
+def read_stack_state(stack_path: Path, *, backend: Callable[[Any], Any]) -> StackState:
+    """Load the stack (for its name, workspace and environments), read Azure through the provider `backend` builds, and keep
     what carries the stack's tag. Raises DiagnosticError for a stack that does not load or validate."""
-    from infra_cli.azure.clients import build_clients
-    from infra_cli.azure.provider import Provider
-
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # as plan: a state read judges none
-    clients = build_clients(loaded.stack.workspace, local=local)
-    live = refresh(Provider(clients), desired_resources(loaded))
+    live = refresh(backend(loaded.stack.workspace), desired_resources(loaded))
     return stack_state(loaded.stack.stack, live, sensitive_paths(loaded, live))

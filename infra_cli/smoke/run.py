@@ -1,7 +1,8 @@
 """Submit smoke jobs through the Azure ML SDK, stream their progress, fetch their results, judge them.
 
-`run_smoke(loaded_stack, clients, distributions, stream=print)` -> one SmokeVerdict per distribution.
-`clients` is infra_cli.azure.clients.AzureClients (`.ml` an MLClient: Azure, or the emulator with --local).
+`run_smoke(loaded_stack, provider, distributions, stream=print)` -> one SmokeVerdict per distribution.
+`provider` is the one the command built (azure/provider.py; `.clients.ml` an MLClient: Azure, or the emulator
+with --local).
 """
 
 from __future__ import annotations
@@ -142,11 +143,9 @@ class SmokeRecorder:
     """Records each verdict on Azure with the inputs it was judged on (plan reads them: a smoke that failed or
     ran on other inputs is pending). The inputs are taken before the jobs are submitted."""
 
-    def __init__(self, loaded: LoadedStack, clients: Any, distributions: list[str], stream: Callable[[str], Any]):
-        from infra_cli.azure.provider import Provider
-
+    def __init__(self, loaded: LoadedStack, provider: Any, distributions: list[str], stream: Callable[[str], Any]):
         self.stack, self.stream = loaded.stack.stack, stream
-        self.provider = Provider(clients)
+        self.provider = provider
         envs = loaded.stack.environments
         used = {loaded.stack.distributions[d].environment for d in distributions}
         curated = {n: envs[n].curated for n in used if n in envs and envs[n].curated}
@@ -198,14 +197,14 @@ def cancel_interrupted(ml: Any, recorder: SmokeRecorder, unjudged: list[tuple[st
         recorder.record(distribution, None, job_name)
 
 
-def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] | None = None, *,
+def run_smoke(loaded_stack: LoadedStack, provider: Any, distributions: list[str] | None = None, *,
               stream: Callable[[str], Any] = print, poll_s: float = 2.0,
               still_every_s: float = STILL_EVERY_S) -> list[SmokeVerdict]:
     """Submit every chosen smoke job at once, then wait for, fetch and judge each; the verdicts are streamed.
     Ctrl-C (KeyboardInterrupt) cancels the jobs not yet judged and raises SmokeInterrupted."""
     jobs = smoke_jobs(loaded_stack, distributions)
-    ml = clients.ml
-    recorder = SmokeRecorder(loaded_stack, clients, [j.name for j in jobs], stream)
+    ml = provider.clients.ml
+    recorder = SmokeRecorder(loaded_stack, provider, [j.name for j in jobs], stream)
     submitted: list[tuple[SmokeJob, str]] = []
     judged: set[str] = set()
     with quiet_sdk():

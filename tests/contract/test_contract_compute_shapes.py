@@ -234,6 +234,6 @@ def test_import_of_a_string_subnet_cluster_keeps_its_subnet(tmp_path, monkeypatc
     with replay(every_answer_used=False) as mock:
         mock.get(url, json=body)
         mock.put(url, json=answer)
-        import_resource("cluster.compute123", "compute123", tmp_path / "stack.yaml", local=False, clients=clients)
+        import_resource("cluster.compute123", "compute123", tmp_path / "stack.yaml", backend=lambda _: Provider(clients))
     (put,) = sent(mock, "PUT")
     assert body_of(put)["properties"]["properties"]["subnet"]["id"].lower() == subnet_id(version).lower()

@@ -192,8 +192,8 @@ def test_importing_a_recorded_aks_compute_is_refused(tmp_path, clients):
     with replay() as mock:
         mock.get(f"{W}/computes/compute1234", json=response_body(LIST)["value"][1])
         with pytest.raises(DiagnosticError) as refused:
-            import_resource("cluster.compute1234", "compute1234", tmp_path / "stack.yaml", local=False,
-                            clients=clients)
+            import_resource("cluster.compute1234", "compute1234", tmp_path / "stack.yaml", 
+                            backend=lambda _: Provider(clients))
     (problem,) = refused.value.diagnostics
     assert problem.rule == "import.invalid" and "not an AmlCompute cluster" in problem.message
     assert sent(mock, "PUT") == []

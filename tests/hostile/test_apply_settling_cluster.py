@@ -16,7 +16,7 @@ import pytest
 
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, start_emulator
 from infra_cli.apply.engine import StalePlan, apply_outcome
-from infra_cli.azure.clients import build_clients
+from infra_cli.commands.backend import build_clients
 from infra_cli.azure.provider import Provider
 from infra_cli.plan.engine import PlanOutcome, plan_stack
 from infra_cli.plan.live import read_cluster

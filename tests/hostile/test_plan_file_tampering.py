@@ -23,6 +23,7 @@ from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIP
 
 from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
 from infra_cli.azure.provider import Provider
+from infra_cli.commands.backend import provider_for
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.plan.engine import plan_stack
 from infra_cli.plan.model import DELETE, REPLACE, ResourceChange
@@ -73,7 +74,7 @@ def _live(clients) -> dict:
 def world(tmp_path_factory):
     from azure.ai.ml.entities import AmlCompute
 
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     root = tmp_path_factory.mktemp("tamper")
     state = root / "local"
@@ -287,7 +288,7 @@ def test_a_changed_plan_is_refused_before_anything_is_locked(world, tmp_path, mo
     edited = _edited(world, tmp_path, lambda b: [c["change"].update(actions=["no-op"]) for c in b["resource_changes"]])
     world.server.stats.reset()
     with pytest.raises(DiagnosticError) as caught:
-        prepare_from_plan_file(edited, local=True, key=None)
+        prepare_from_plan_file(edited, backend=provider_for(local=True), key=None)
     assert [d.rule for d in caught.value.diagnostics] == ["apply.plan-mismatch"]
     assert world.server.stats.writes == 0
 

@@ -29,7 +29,7 @@ _LOCK_WORKER = textwrap.dedent("""
     import os, sys, threading
     from pathlib import Path
     from infra_cli.apply.lock import LockHeld, StackLock
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
     state, gate, trials = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -89,7 +89,7 @@ def test_transient_error_taking_the_lock_is_reported_as_such(tmp_path):
     """Before: a 500 on the lock's version create read as 'locked by None since None (None)'."""
     from azure.core.exceptions import HttpResponseError
 
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
     server = start_emulator(tmp_path / "flaky", error_rate=0.4, seed=11)
@@ -137,7 +137,7 @@ def _stack(tmp_path: Path) -> Path:
 
 
 def _clients(path: Path, server):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.load import load_stack
 
     return build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
