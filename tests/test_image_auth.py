@@ -21,7 +21,7 @@ from infra_cli.image.check import check_store
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.reference import parse_reference
 from infra_cli.image.registry import RegistryStore
-from infra_cli.image.spec import parse_requirement
+from infra_cli.knowledge.requirements import parse_requirement
 
 USER, PASSWORD, TOKEN = "ci-bot", "s3cret-pa55", "tok-0123456789"
 AAD, REFRESH = "aad-token-xyz", "acr-refresh-abc"

@@ -17,7 +17,8 @@ import pytest
 
 from image_fixtures import base_layer, build_oci, package_layer
 from infra_cli.diagnostics import DiagnosticError
-from infra_cli.image.dockerfile import load_template_meta, render_dockerfile
+from infra_cli.image.dockerfile import render_dockerfile
+from infra_cli.knowledge.docker_templates import load_template_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 

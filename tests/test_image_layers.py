@@ -15,7 +15,7 @@ from infra_cli.image.errors import ImageReadError
 from infra_cli.image.evidence import build_matcher
 from infra_cli.knowledge.image_evidence import glob_regex, profiles
 from infra_cli.image.layers import index_layer
-from infra_cli.image.merged import MergedView, State
+from infra_cli.image.merged_filesystem import MergedView, State
 import re
 
 MATCHER = build_matcher(profiles().values())

@@ -9,7 +9,7 @@ import pytest
 
 from image_fixtures import Layer, base_layer, build_oci
 from infra_cli.image.check import check_image
-from infra_cli.image.spec import parse_requirement
+from infra_cli.knowledge.requirements import parse_requirement
 
 SITE = "/opt/conda/lib/python3.10/site-packages"
 

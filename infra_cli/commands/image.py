@@ -33,7 +33,7 @@ def check(
     oversized input, and running out of --timeout).
     """
     from infra_cli.image.check import check_image
-    from infra_cli.image.spec import SpecError, parse_requirement
+    from infra_cli.knowledge.requirements import SpecError, parse_requirement
 
     try:
         requirements = [parse_requirement(spec) for spec in require or ["openmpi"]]

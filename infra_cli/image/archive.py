@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from infra_cli.image.blob import Descriptor, check_digest_syntax
-from infra_cli.image.document import (json_type, list_of_strings, load_json, load_object, malformed, optional_list,
+from infra_cli.image.strict_json import (json_type, list_of_strings, load_json, load_object, malformed, optional_list,
                                       optional_object)
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.layers import SPECIAL, Extended, cstr, octal, padded, special_length, ustar_name

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
-from infra_cli.image.document import json_type, malformed, optional_object, optional_string
+from infra_cli.image.strict_json import json_type, malformed, optional_object, optional_string
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.limits import MAX_BLOB_BYTES, NO_DEADLINE, Deadline
 

@@ -23,10 +23,10 @@ from infra_cli.image.evidence import ImageEnv, VariantFinding, build_matcher, ju
 from infra_cli.image.layers import LayerIndex, Matcher, index_layer, layer_number, new_budget
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
-from infra_cli.image.merged import MergedView, State, check_hardlinks
+from infra_cli.image.merged_filesystem import MergedView, State, check_hardlinks
 from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference
 from infra_cli.image.registry import RegistryStore
-from infra_cli.image.spec import Requirement, parse_requirement
+from infra_cli.knowledge.requirements import Requirement, parse_requirement
 from infra_cli.knowledge.image_evidence import Profile, profiles as evidence_profiles
 
 DEFAULT_REQUIREMENTS = ("openmpi",)

@@ -19,8 +19,6 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.docker_templates import load_template_meta, template_dir, template_parameters
 from infra_cli.knowledge.grammars import image_reference_problem, text_problem
 
-__all__ = ["load_template_meta", "render_dockerfile", "template_dir", "template_parameters"]
-
 
 def _refused(template_name: str, problem: str) -> DiagnosticError:
     return DiagnosticError([Diagnostic(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from infra_cli.image.layers import Candidate, LayerIndex, Matcher
-from infra_cli.image.merged import MergedView, State
+from infra_cli.image.merged_filesystem import MergedView, State
 from infra_cli.knowledge.image_evidence import Extractor, Profile, Rule, Variant, VersionSource, compiled, glob_regex
 
 def build_matcher(profiles: Iterable[Profile]) -> Matcher:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from infra_cli.image.blob import Descriptor, check_digest_syntax, read_capped, verify_bytes
-from infra_cli.image.document import (list_of_strings, load_object, malformed, optional_list, optional_object,
+from infra_cli.image.strict_json import (list_of_strings, load_object, malformed, optional_list, optional_object,
                                       optional_string)
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.limits import MAX_DOCUMENT_BYTES

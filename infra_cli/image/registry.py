@@ -20,7 +20,7 @@ from typing import Callable
 
 from infra_cli.image import auth
 from infra_cli.image.blob import RAW_CHUNK, Descriptor, overrun
-from infra_cli.image.document import json_type, load_object, malformed
+from infra_cli.image.strict_json import json_type, load_object, malformed
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.limits import MAX_DOCUMENT_BYTES, MAX_SMALL_ANSWER_BYTES, NO_DEADLINE, Deadline
 from infra_cli.image.manifest import ACCEPT

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra_cli.image.check import CheckResult
-from infra_cli.image.merged import State
+from infra_cli.image.merged_filesystem import State
 
 
 def _mb(n: int) -> str:
