@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bytecode_cache import cached_bytecode_env  # noqa: E402  (bench/ is on sys.path: this script's folder)
 from infra_cli.commands.backend import build_clients  # noqa: E402
-from infra_cli.azure.provider import Provider  # noqa: E402
+from infra_cli.azure.provider import AzureProvider  # noqa: E402
 from infra_cli.emulator.faults import FaultConfig  # noqa: E402
 from infra_cli.emulator.server import EmulatorServer  # noqa: E402
 from infra_cli.plan.engine import plan_stack  # noqa: E402
@@ -105,7 +105,7 @@ def main() -> None:
                 path = Path(tmp) / f"stack{n}.yaml"
                 path.write_text(stack_text(n))
                 loaded = load_stack(path)
-                provider = Provider(build_clients(loaded.stack.workspace, local=True, emulator=server))
+                provider = AzureProvider(build_clients(loaded.stack.workspace, local=True, emulator=server))
                 plan_stack(loaded, provider)  # warm-up: connections, token
                 times, requests = [], []
                 for _ in range(args.runs):

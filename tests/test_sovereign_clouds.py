@@ -160,7 +160,7 @@ def test_sdk_clients_go_to_the_clouds_resource_manager_with_its_scope(cloud, sdk
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_registry_discovery_asks_the_clouds_discovery_endpoint_with_its_scope(cloud):
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
 
     _, scope, _, discovery_host = EXPECTED[cloud]
     credential = RecordingCredential()
@@ -169,7 +169,7 @@ def test_registry_discovery_asks_the_clouds_discovery_endpoint_with_its_scope(cl
     with Intercept() as mock:
         mock.add(responses.GET, re.compile(rf"https://{re.escape(discovery_host)}/registrymanagement/.*"),
                  json={"primaryRegionResourceProviderUri": region, "subscriptionId": SUB, "resourceGroup": "reg"})
-        base, sub, group = Provider(clients)._registry_base("azureml")
+        base, sub, group = AzureProvider(clients)._registry_base("azureml")
     assert [urlsplit(r.url).path for r in mock.seen] == [
         "/registrymanagement/v1.0/registries/azureml/discovery"]
     assert base.startswith(region) and (sub, group) == (SUB, "reg")

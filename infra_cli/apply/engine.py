@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
 from infra_cli.apply.lock import StackLock, force_unlock
+from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
@@ -31,11 +32,12 @@ from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
+from infra_cli.stack.model import Workspace
 from infra_cli.validate.engine import load_valid_stack
 
 # The provider for a workspace, built by the command (commands/backend.py): Azure, or the local emulator. Engines
 # that load the stack themselves ask for it once the stack passed their checks.
-Backend = Callable[[Any], Any]
+Backend = Callable[[Workspace], Provider]
 
 class StalePlan(DiagnosticError):
     pass
@@ -168,7 +170,7 @@ def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str) -> None:
         raise DiagnosticError(problems)
 
 
-def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:
+def mark_smokes_pending(plan: Plan, loaded: Any, provider: Provider) -> None:
     """Before changing a distribution's cluster or environment, record its smoke as pending (with why) on Azure:
     until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
     for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():

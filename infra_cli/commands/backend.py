@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 from infra_cli.azure.clients import (DEFAULT_RETRY_TOTAL, AzureClients, EmulatorTarget, azure_clients, local_clients,
                                      workspace_cloud)
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.protocol import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.conventions import forget_inherited_emulator_cloud
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.paths import local_state_dir
@@ -60,7 +61,7 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
 
 def build_provider(workspace: "Workspace", *, local: bool, credential: Any = None) -> Provider:
     """The provider for the stack's workspace (Azure, or the local emulator)."""
-    return Provider(build_clients(workspace, local=local, credential=credential))
+    return AzureProvider(build_clients(workspace, local=local, credential=credential))
 
 
 def provider_for(*, local: bool, credential: Any = None) -> Callable[["Workspace"], Provider]:

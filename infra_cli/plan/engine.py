@@ -12,7 +12,8 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
 from infra_cli.plan.diff import diff, drift, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
-from infra_cli.plan.live import LiveState, Provider, read_live
+from infra_cli.azure.protocol import Provider
+from infra_cli.plan.live import LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange
 from infra_cli.plan.smoke_pending import SmokeRecord, changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.load import LoadedStack
@@ -25,7 +26,7 @@ from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
 class PlanOutcome:
     plan: Plan
     loaded: LoadedStack
-    provider: Any  # the Provider the plan read with (azure/provider.py), which apply then writes with
+    provider: Provider  # the provider the plan read with, which apply then writes with
     live: LiveState | None
 
 

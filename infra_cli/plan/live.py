@@ -1,6 +1,6 @@
-"""What plan knows of Azure: the live state and live facts, read through a Provider (the Protocol below).
+"""What plan knows of Azure: the live state and live facts, read through a Provider (azure/protocol.py).
 
-The provider (azure/provider.py satisfies the Protocol without importing plan) answers plain data: values as
+The provider (azure/provider.py AzureProvider) answers plain data: values as
 Azure's entities hold them. Here they become plan's types: normalised Resources (plan/normalise.py) in a
 LiveState, the size offers and quota of a region in LiveFacts, the smoke records. Reads are issued at once:
 the workspace's computes and environments are one list call each, whatever the stack's size.
@@ -11,35 +11,14 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
-
-
-class Provider(Protocol):
-    """The reads plan needs (and the smoke record apply and smoke write), answered as plain data."""
-
-    def smoke_record_name(self, stack: str, distribution: str) -> str: ...
-
-    def list_computes(self) -> list[dict[str, Any]]: ...
-
-    def read_compute(self, name: str) -> dict[str, Any] | None: ...
-
-    def read_environments(self, wanted: dict[str, str | None]) -> dict[str, dict[str, Any] | None]: ...
-
-    def resolve_environments(self, references: dict[str, str]) -> dict[str, str | None]: ...
-
-    def workspace_location(self) -> str | None: ...
-
-    def sku_offers(self, location: str) -> dict[str, dict[str, Any]] | None: ...   # None: not readable (403)
-
-    def usages(self, location: str) -> list[dict[str, Any]] | None: ...           # None: not readable (403)
-
-    def record_smoke(self, stack: str, distribution: str, tags: dict[str, str]) -> None: ...
 
 
 @dataclass

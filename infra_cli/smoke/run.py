@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from infra_cli.azure.errors import describe_azure_error
 from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, job_status, submit_job
+from infra_cli.azure.protocol import Provider
 from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.live import record_smoke
@@ -143,7 +144,7 @@ class SmokeRecorder:
     """Records each verdict on Azure with the inputs it was judged on (plan reads them: a smoke that failed or
     ran on other inputs is pending). The inputs are taken before the jobs are submitted."""
 
-    def __init__(self, loaded: LoadedStack, provider: Any, distributions: list[str], stream: Callable[[str], Any]):
+    def __init__(self, loaded: LoadedStack, provider: Provider, distributions: list[str], stream: Callable[[str], Any]):
         self.stack, self.stream = loaded.stack.stack, stream
         self.provider = provider
         envs = loaded.stack.environments
@@ -197,7 +198,7 @@ def cancel_interrupted(ml: Any, recorder: SmokeRecorder, unjudged: list[tuple[st
         recorder.record(distribution, None, job_name)
 
 
-def run_smoke(loaded_stack: LoadedStack, provider: Any, distributions: list[str] | None = None, *,
+def run_smoke(loaded_stack: LoadedStack, provider: Provider, distributions: list[str] | None = None, *,
               stream: Callable[[str], Any] = print, poll_s: float = 2.0,
               still_every_s: float = STILL_EVERY_S) -> list[SmokeVerdict]:
     """Submit every chosen smoke job at once, then wait for, fetch and judge each; the verdicts are streamed.

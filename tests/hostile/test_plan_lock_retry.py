@@ -147,20 +147,20 @@ def _plan(path: Path, clients):
     from infra_cli.plan.engine import plan_stack
     from infra_cli.stack.load import load_stack
 
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
 
-    return plan_stack(load_stack(path), Provider(clients))
+    return plan_stack(load_stack(path), AzureProvider(clients))
 
 
 def _apply_once(path: Path, server, *, retry_pause_s: float):
     """Plan and execute once, as apply does; (clients, result, events)."""
     from infra_cli.apply.executor import execute
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
 
     clients = _clients(path, server)
     outcome = _plan(path, clients)
     events: list = []
-    result = execute(outcome.plan, outcome.loaded, Provider(clients), emit=events.append, retry_pause_s=retry_pause_s)
+    result = execute(outcome.plan, outcome.loaded, AzureProvider(clients), emit=events.append, retry_pause_s=retry_pause_s)
     return clients, result, events
 
 
@@ -208,7 +208,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
     """A create that never ends (here: one that takes a day) is a replacement once past the bound, and not before."""
     from azure.ai.ml.entities import AmlCompute
 
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
     from infra_cli.plan.desired import desired_resources
     from infra_cli.plan.diff import diff
     from infra_cli.plan.live import refresh
@@ -224,7 +224,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
             tags={"infra.stack": "hostile", "infra.address": "cluster.nc0"}))   # not waited for
         loaded = load_stack(path)
         desired = desired_resources(loaded)
-        live = refresh(Provider(clients), desired)
+        live = refresh(AzureProvider(clients), desired)
         assert live.clusters["nc0"].attributes["provisioning_state"] == "Creating"
         bound = provisioning_rules().stuck_after_s["Creating"]
 
