@@ -26,7 +26,7 @@ from infra_cli.azure.quiet import quiet_sdk
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
 
-MAX_READ_CONCURRENCY = 16
+MAX_READ_CONCURRENCY = 32   # one round of single reads for a stack of 60 resources
 SMOKE_RECORD_IMAGE = "mcr.microsoft.com/azureml/infra-smoke-record:none"  # never pulled: the version is a record
 
 # The api-versions azure-ai-ml 1.35 and azure-mgmt-compute 39 send for the same reads, so a read here and
@@ -295,10 +295,14 @@ class AzureProvider:
         body = self.clients.arm.get(f"{self._workspace_path}/computes/{name}", API_COMPUTES)
         return None if body is None else compute_values(body)
 
-    def environment_names(self) -> set[str]:
-        """The workspace's environments (containers; lower case), one paged list."""
-        return {str(b.get("name")).lower() for b in
-                self.clients.arm.list(f"{self._workspace_path}/environments", API_ENVIRONMENTS)}
+    def environment_containers(self) -> dict[str, str | None]:
+        """The workspace's environments (containers, by lower-case name) -> their latest version as the list
+        carries it (AssetContainer.latestVersion; None where it is not there), one paged list."""
+        latest = {}
+        for body in self.clients.arm.list(f"{self._workspace_path}/environments", API_ENVIRONMENTS):
+            version = (body.get("properties") or {}).get("latestVersion") if isinstance(body, dict) else None
+            latest[str(body.get("name")).lower()] = version if isinstance(version, str) and version else None
+        return latest
 
     def read_environment(self, name: str, pinned: str | None) -> dict[str, Any] | None:
         """The pinned version (if the stack pins one) or the latest (as azure-ai-ml asks for label latest: the
@@ -326,16 +330,29 @@ class AzureProvider:
             return version_values(body, next_version)
         return version_values(latest, next_version)
 
+    def read_listed_environment(self, name: str, pinned: str | None, latest: str | None) -> dict[str, Any] | None:
+        """read_environment, where the container list named the latest version: one GET of the version the stack
+        pins, or of the latest, for what no list carries (its tags). The latest archived, a pin that is not
+        there, or no latest named: read_environment's own reads decide."""
+        if latest is None:
+            return self.read_environment(name, pinned)
+        body = self.clients.arm.get(f"{self._workspace_path}/environments/{name}/versions/{pinned or latest}",
+                                    API_ENVIRONMENTS)
+        if body is None or (body.get("properties") or {}).get("isArchived"):
+            return self.read_environment(name, pinned)
+        return version_values(body, str(int(latest) + 1) if latest.isdigit() else None)
+
     def read_environments(self, wanted: dict[str, str | None]) -> dict[str, dict[str, Any] | None]:
         """name -> read_environment(name, pinned) for each wanted one. One list of the workspace's environments
-        says which exist; only those are read, concurrently (an environment's versions and their tags can only be
-        read per environment: Azure has no workspace-wide list of versions)."""
+        says which exist and their latest version; the version of each that exists is then read, concurrently
+        (a version's tags are in no list: Azure lists versions per environment only)."""
         if not wanted:
             return {}
-        existing = self.environment_names()
-        found = [n for n in wanted if n.lower() in existing]
+        containers = self.environment_containers()
+        found = [n for n in wanted if n.lower() in containers]
         with _pool(len(found)) as pool:
-            futures = {n: pool.submit(self.read_environment, n, wanted[n]) for n in found}
+            futures = {n: pool.submit(self.read_listed_environment, n, wanted[n], containers[n.lower()])
+                       for n in found}
             return {n: futures[n].result() if n in futures else None for n in wanted}
 
     def _registry_base(self, registry: str) -> tuple[str, str, str]:

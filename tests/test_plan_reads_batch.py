@@ -1,0 +1,91 @@
+"""Plan reads as a batch: the requests a plan sends, counted at the emulator (its stats), must not grow with the
+stack. List calls (computes, environments, sizes, usages) are the same for a stack of 2 resources as for one of
+40; single reads are the workspace and, for each of the stack's environments that is live, its version (a
+version's tags are in no list: Azure lists versions per environment only). No compute is read on its own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, WORKSPACE_YAML
+from infra_cli.azure.clients import build_clients
+from infra_cli.azure.provider import Provider
+from infra_cli.plan.engine import plan_stack
+from infra_cli.stack.load import load_stack
+
+_WORKSPACE = (f"/subscriptions/{TEST_SUBSCRIPTION}/resourceGroups/{TEST_RESOURCE_GROUP}/providers/"
+              f"Microsoft.MachineLearningServices/workspaces/{TEST_WORKSPACE}")
+_LISTS = ("computes", "environments", "versions", "skus", "usages")
+
+
+def _put(emulator, path: str, body: dict, api: str = "2023-04-01-preview") -> None:
+    response = emulator.handle("PUT", f"{_WORKSPACE}/{path}?api-version={api}",
+                               {"Authorization": f"Bearer {emulator.token}", "Content-Type": "application/json"},
+                               json.dumps(body).encode())
+    assert response.status in (200, 201, 202), response.body
+
+
+def _put_version(emulator, name: str, version: str, tags: dict | None = None, archived: bool = False) -> None:
+    _put(emulator, f"environments/{name}/versions/{version}",
+         {"properties": {"image": f"mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:{name}", "tags": tags or {},
+                         "isArchived": archived}})
+
+
+def _stack(tmp_path, clusters: int, environments: int):
+    text = ["stack: batch\n", WORKSPACE_YAML, "clusters:\n"]
+    text += [f"  cpu{i:03d}: {{size: Standard_D4s_v3, max_instances: 1}}\n" for i in range(clusters)]
+    text += ["environments:\n"] + [f"  env{i:03d}: {{image: 'mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:{i}'}}\n"
+                                   for i in range(environments)]
+    path = tmp_path / f"stack{clusters}-{environments}.yaml"
+    path.write_text("".join(text))
+    return load_stack(path)
+
+
+def _counted_plan(emulator, loaded) -> tuple[int, int]:
+    """(list calls, single reads) of one plan, as the emulator counted them."""
+    provider = Provider(build_clients(loaded.stack.workspace, local=True, emulator=emulator))
+    emulator.stats.reset()
+    plan_stack(loaded, provider)
+    records = emulator.stats.records
+    assert all(r.method == "GET" for r in records), [r for r in records if r.method != "GET"]
+    assert not [r for r in records if "/computes/" in r.path], "a compute was read on its own"
+    lists = sum(r.path.rstrip("/").rsplit("/", 1)[-1].lower() in _LISTS for r in records)
+    return lists, len(records) - lists
+
+
+def test_plan_requests_do_not_grow_with_the_stack(tmp_path, emulator):
+    emulator.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, TEST_WORKSPACE, TEST_LOCATION)
+    small, large = _stack(tmp_path, 1, 1), _stack(tmp_path, 20, 20)
+    before = [_counted_plan(emulator, s) for s in (small, large)]
+    assert before[0] == before[1], f"nothing live: requests grew from {before[0]} to {before[1]} (lists, singles)"
+    for i in range(20):   # everything live: the clusters as computes, each environment with two versions
+        _put(emulator, f"computes/cpu{i:03d}", {"location": TEST_LOCATION, "properties": {
+            "computeType": "AmlCompute", "properties": {"vmSize": "Standard_D4s_v3",
+                                                        "scaleSettings": {"maxNodeCount": 1, "minNodeCount": 0}}}},
+             api="2023-08-01-preview")
+        _put_version(emulator, f"env{i:03d}", "1")
+        _put_version(emulator, f"env{i:03d}", "2")
+    (small_lists, small_singles), (large_lists, large_singles) = (_counted_plan(emulator, s) for s in (small, large))
+    assert small_lists == large_lists == before[0][0], "list calls grew with the stack"
+    # one version read per live environment of the stack (1 and 20), nothing else that grows
+    assert large_singles - small_singles == 20 - 1, (small_singles, large_singles)
+
+
+@pytest.mark.parametrize("versions, pinned", [
+    ([("1", False), ("2", False)], None),        # the latest
+    ([("1", False), ("2", False)], "1"),         # a pin below the latest
+    ([("1", False)], "7"),                       # a pin that does not exist
+    ([("1", False), ("2", True)], None),         # the latest archived: the active one before it
+    ([("1", True), ("2", True)], None),          # every version archived: none live, the next passes them
+])
+def test_listed_read_equals_the_per_environment_read(emulator, clients, versions, pinned):
+    """What read_environments answers from the container list and one GET is what read_environment's own
+    reads answer, in every case of latest, pin and archive."""
+    emulator.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, TEST_WORKSPACE, TEST_LOCATION)
+    for version, archived in versions:
+        _put_version(emulator, "e1", version, {"owner": f"v{version}"}, archived)
+    provider = Provider(clients)
+    assert provider.read_environments({"e1": pinned, "absent": None}) == {
+        "e1": provider.read_environment("e1", pinned), "absent": None}
