@@ -22,7 +22,7 @@ from typing import Any, Callable
 from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.protocol import Written
-from infra_cli.azure.quiet import quiet_sdk
+from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
 

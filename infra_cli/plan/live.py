@@ -266,19 +266,5 @@ def read_environment(provider: Provider, name: str, pinned: str | None) -> Resou
     return None if values is None else live_environment(values)
 
 
-def live_facts(provider: Provider, location: str) -> LiveFacts:
-    """Workspace location, size offers and restrictions, Azure ML's vCPU quota: three reads, concurrently."""
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        ws_f = pool.submit(provider.workspace_location)
-        skus_f = pool.submit(provider.sku_offers, location)
-        quota_f = pool.submit(provider.usages, location)
-        return region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
-
-
-def read_smoke_records(provider: Provider, stack: str, distributions: list[str]) -> dict[str, SmokeRecord | None]:
-    names = {d: provider.smoke_record_name(stack, d) for d in distributions}
-    return _records(stack, names, provider.read_environments({n: None for n in names.values()})) if names else {}
-
-
 def record_smoke(provider: Provider, stack: str, record: SmokeRecord) -> None:
     provider.record_smoke(stack, record.distribution, record_tags(stack, record))

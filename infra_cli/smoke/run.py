@@ -18,7 +18,7 @@ from typing import Any, Callable
 from infra_cli.azure.errors import describe_azure_error
 from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, job_status, submit_job
 from infra_cli.azure.protocol import Provider
-from infra_cli.azure.quiet import quiet_sdk
+from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.live import record_smoke
 from infra_cli.plan.smoke_pending import FAILED, INCOMPLETE, PASSED, PENDING, SmokeRecord, smoke_inputs

@@ -148,7 +148,7 @@ FORBIDDEN = {"error": {"code": "AuthorizationFailed", "message": (
 
 
 def test_a_403_on_the_region_facts_reads_as_unread_not_as_empty(clients):
-    from infra_cli.plan.live import live_facts
+    from infra_cli.plan.live import region_facts
 
     location = "westus"
     with replay(every_answer_used=False) as mock:
@@ -159,7 +159,8 @@ def test_a_403_on_the_region_facts_reads_as_unread_not_as_empty(clients):
         mock.get(f"{ARM}/subscriptions/{SUBSCRIPTION}/resourceGroups/testrg123/providers/"
                  "Microsoft.MachineLearningServices/workspaces/workspaces123", json={"location": location})
         provider = AzureProvider(clients)
-        assert provider.sku_offers(location) is None and provider.usages(location) is None
-        facts = live_facts(provider, location)
+        offers, usages = provider.sku_offers(location), provider.usages(location)
+        assert offers is None and usages is None
+        facts = region_facts(location, provider.workspace_location(), offers, usages)   # as plan reads them
     assert facts.unread == ("skus", "quota") and facts.skus == {} and facts.workspace_location == location
-    assert len([r for r in sent(mock, "GET") if "/skus" in r.url]) == 2     # once by the provider, once by live_facts
+    assert len([r for r in sent(mock, "GET") if "/skus" in r.url]) == 1
