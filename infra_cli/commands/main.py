@@ -1,110 +1,26 @@
-"""The `infra` program: the root command, its global options, and the command groups it registers.
+"""The `infra` program: `run` (its console script and `python -m infra_cli`) and `main`.
 
 Imports stay lazy: commands that do not touch Azure (--help, validate, schema, skus, image check) must
-not import azure.*, torch, jinja2 or the emulator. The modules that define commands do not use
-`from __future__ import annotations`: typer reads every command's annotations at each start, and
-as text each one is compiled first (10 ms of `infra --help`; tests/test_startup_imports.py).
+not import azure.*, torch, jinja2 or the emulator. `infra --help` imports no command at all: its text is
+commands/root_help.py's while the sources that draw it are unchanged; every other command line is read by the
+typer application of commands/root.py.
 """
 
 import atexit
 import os
 import sys
 import threading
-from typing import Optional
 
-import typer
-from typer._completion_classes import completion_init
-from typer._completion_shared import _get_shell_name, get_completion_script, install
-
-from infra_cli import __version__
-from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
-from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Group, report_error
+from infra_cli.commands import root_help
 
 
-_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
-_DETECT = "-"   # the value of --show-completion / --install-completion given without a shell
-_COMPLETION_OPTIONS = ("--show-completion", "--install-completion")
-_COMPLETE_VARIABLE = "_INFRA_COMPLETE"   # set by the completion scripts when the shell asks for completions
+def __getattr__(name: str):
+    """`app` (the typer application) is commands/root.py's, built on first use."""
+    if name == "app":
+        from infra_cli.commands.root import app
 
-
-def _completion(ctx, param, value):
-    """--show-completion [SHELL] / --install-completion [SHELL]: the script for the shell named (typer's own
-    options take no value and always answer for the shell they detect: `--show-completion zsh` printed bash's);
-    without a name, the shell infra runs under; a shell infra has no script for is an error naming those it has."""
-    if value is None or ctx.resilient_parsing:
-        return value
-    option = param.opts[0]
-    shell = (_get_shell_name() or "") if value == _DETECT else value.strip().lower()
-    if shell not in _SHELLS:
-        said = f"shell {value!r} is not supported" if value != _DETECT else (
-            "could not tell which shell runs infra" + (f" ({shell} has no completion script)" if shell else ""))
-        print(f"error: {said}: name one of {', '.join(_SHELLS)}, as in `infra {option} zsh`", file=sys.stderr)
-        raise typer.Exit(EXIT_ERROR)
-    if param.name == "show_completion":
-        print(get_completion_script(prog_name="infra", complete_var=_COMPLETE_VARIABLE, shell=shell))
-    else:
-        installed, path = install(shell=shell, prog_name="infra", complete_var=_COMPLETE_VARIABLE)
-        print(f"{installed} completion installed in {path}\nCompletion will take effect once you restart the shell")
-    raise typer.Exit(EXIT_OK)
-
-
-class _ReportingGroup(Group):
-    """Every command runs inside this: an exception no command handled becomes one line (report_error),
-    whether a command raised it or an option's callback while the command line was read (--version writing
-    to a full disk). Click's own exits, usage errors and a closed pipe are handled by click before this.
-    The completion options take an optional shell name: given alone, they stand for the detected shell."""
-
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
-        args = list(args)
-        for i, arg in enumerate(args):
-            if arg in _COMPLETION_OPTIONS and (i + 1 == len(args) or args[i + 1].startswith("-")):
-                args.insert(i + 1, _DETECT)
-                break
-            if not arg.startswith("-"):   # the command: what follows is its own
-                break
-        return super().parse_args(ctx, args)
-
-    def main(self, *args, **kwargs):
-        try:
-            return super().main(*args, **kwargs)
-        except Exception as exc:
-            sys.exit(report_error(exc))
-
-
-app = typer.Typer(
-    cls=_ReportingGroup,
-    name="infra",
-    help="Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning.",
-    no_args_is_help=True,
-    add_completion=False,   # infra's own --install-completion / --show-completion [SHELL] (_completion)
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        print(f"infra v{__version__}")
-        raise typer.Exit(EXIT_OK)
-
-
-@app.callback()
-def _global_options(
-    version: bool = typer.Option(False, "--version", "-version", callback=_print_version, is_eager=True,
-                                 help="print the version and exit"),
-    install_completion: Optional[str] = typer.Option(
-        None, "--install-completion", metavar="[SHELL]", callback=_completion, is_eager=True, expose_value=False,
-        help=f"install completion for SHELL ({', '.join(_SHELLS)}; default: the current shell)"),
-    show_completion: Optional[str] = typer.Option(
-        None, "--show-completion", metavar="[SHELL]", callback=_completion, is_eager=True, expose_value=False,
-        help="print the completion script for SHELL, to copy it or customize the installation"),
-) -> None:
-    """Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning."""
-
-
-# The order of --help: offline commands first, then the lifecycle, then the sub-applications.
-for group in (validate, skus, render, lifecycle, state, smoke, image, emulator):
-    group.register(app)
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -114,6 +30,12 @@ def main() -> None:
         from infra_cli.conventions import forget_inherited_emulator_cloud
 
         forget_inherited_emulator_cloud()
+    if root_help.answered(sys.argv[1:]):
+        return
+    import typer
+
+    from infra_cli.commands.root import _COMPLETE_VARIABLE, app, completion_init
+
     # Usage errors exit 1, as Terraform's do: click's default 2 would read as "changes present" to a CI
     # job running `infra plan --detailed-exitcode` with a mistyped option.
     # (Typer carries its own copy of click, so the class is found through the public BadParameter.)
@@ -147,6 +69,8 @@ def run() -> None:
     try:
         sys.stdout.flush()
     except (OSError, ValueError) as exc:   # a full disk, a closed pipe: the output is incomplete, never a success
+        from infra_cli.commands.output import EXIT_ERROR
+
         code = code or EXIT_ERROR
         if not isinstance(exc, BrokenPipeError):   # a reader that stopped (infra plan | head) wants no message
             print(f"error: the output could not be written: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)

@@ -21,13 +21,16 @@ import uuid
 from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import quote
-from xml.etree import ElementTree
-from xml.sax.saxutils import escape
 
 from infra_cli.emulator import auth
 from infra_cli.emulator.state import Store
 from infra_cli.emulator.wire import Request, Response
 from infra_cli.paths import open_beneath, private_subdir
+
+def escape(text: str) -> str:
+    """&, < and > as XML entities (xml.sax.saxutils.escape, whose import brings urllib.request to every start)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
 
 ACCOUNT = "devstoreaccount1"
 _STORAGE_VERSION = "2021-08-06"
@@ -257,6 +260,8 @@ class BlobStore:
         return Response(201, b"", _common_headers())
 
     def _put_block_list(self, req: Request, container: str, name: str) -> Response:
+        from xml.etree import ElementTree   # here: a --local plan never uploads, and starts the emulator sooner
+
         directory = self._blocks_dir(container, name)
         try:
             ids = [el.text or "" for el in ElementTree.fromstring(req.body)]

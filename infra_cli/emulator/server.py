@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import socketserver
 import ssl
 import threading
 import time
@@ -226,6 +227,12 @@ class _Server(ThreadingHTTPServer):
         # every connection a thread serves -> whether it waits for the client (a handshake, the next request);
         # insertion order is the order they began to wait, so the first waiting one has waited longest
         self._connections: dict[socket.socket, bool] = {}
+
+    def server_bind(self) -> None:
+        """HTTPServer's, without its socket.getfqdn: a reverse lookup of 127.0.0.1 (and the idna codec's import) on
+        every start, for a name only CGI scripts read."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
     def process_request(self, request, client_address) -> None:
         with self._connections_lock:
