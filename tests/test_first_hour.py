@@ -134,7 +134,7 @@ def test_hints_after_a_local_run_name_commands_with_local(tmp_path, emulator, cl
     from azure.ai.ml.entities import AmlCompute
     from test_lifecycle_local import write_stack
 
-    from infra_cli.apply.lock import StackLock
+    from infra_cli.state.lock import StackLock
 
     path = write_stack(tmp_path)
     state = tmp_path / "local"

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "infra_cli"
 FLOORS = {
     "commands": 4, "__main__": 4,
     "plan": 3, "apply": 3, "smoke": 3, "image": 3,
-    "azure": 2, "emulator": 2,
+    "state": 2, "azure": 2, "emulator": 2,
     "stack": 1, "validate": 1, "knowledge": 1,
     "diagnostics": 0, "paths": 0, "conventions": 0, "__init__": 0,
 }

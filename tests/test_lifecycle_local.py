@@ -15,7 +15,7 @@ import pytest
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, WORKSPACE_YAML, start_emulator
 
 from infra_cli.apply.engine import apply_outcome, import_resource
-from infra_cli.apply.lock import LockHeld, StackLock
+from infra_cli.state.lock import LockHeld, StackLock
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import plan_stack

@@ -20,19 +20,20 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
-from infra_cli.apply.lock import StackLock, force_unlock
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
 from infra_cli.plan.engine import PlanOutcome, plan_stack, planned_changes
-from infra_cli.plan.live import LiveState, read_cluster, record_smoke, refresh
+from infra_cli.plan.live import LiveState, read_cluster, refresh
 from infra_cli.plan.model import Plan, PlanMode, Resource, ResourceChange, canonical_json, content_hash
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
-from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
+from infra_cli.plan.smoke_pending import changed_smokes
 from infra_cli.stack.model import Workspace
+from infra_cli.state.records import PENDING, SmokeRecord
+from infra_cli.state.store import StateStore
 from infra_cli.validate.engine import load_valid_stack
 
 # The provider for a workspace, built by the command (commands/backend.py): Azure, or the local emulator. Engines
@@ -87,7 +88,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     the same changes, and is stale otherwise. Every delete and replace is then checked against the live state
     (_refuse_unsafe_destroys) before anything is written."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
-    with StackLock(provider.clients.ml, plan.stack, operation):
+    with StateStore(provider).lock(plan.stack, operation):
         live = refresh(provider, plan.desired)
         if live.fingerprint() != plan.live_fingerprint:
             again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
@@ -174,12 +175,12 @@ def mark_smokes_pending(plan: Plan, loaded: Any, provider: Provider) -> None:
     """Before changing a distribution's cluster or environment, record its smoke as pending (with why) on Azure:
     until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
     for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():
-        record_smoke(provider, plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
+        StateStore(provider).record_smoke(plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
 
 
 def force_unlock_stack(stack_path: Path, *, backend: Backend) -> Any:
     loaded, _ = load_valid_stack(stack_path)
-    return force_unlock(backend(loaded.stack.workspace).clients.ml, loaded.stack.stack)
+    return StateStore(backend(loaded.stack.workspace)).force_unlock(loaded.stack.stack)
 
 
 def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:

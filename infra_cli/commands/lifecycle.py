@@ -178,7 +178,7 @@ def force_unlock(
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
                       *, destroy: bool) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
-    from infra_cli.apply.lock import LockHeld
+    from infra_cli.state.lock import LockHeld
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, plan_key
     from infra_cli.plan.render import render_plan

@@ -15,8 +15,9 @@ from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider
 from infra_cli.plan.live import LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange
-from infra_cli.plan.smoke_pending import SmokeRecord, changed_smokes, pending_smokes, smoke_inputs
+from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.load import LoadedStack
+from infra_cli.state.records import SmokeRecord
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight

@@ -20,13 +20,14 @@ from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, j
 from infra_cli.azure.protocol import Provider
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.plan.desired import desired_resources
-from infra_cli.plan.live import record_smoke
-from infra_cli.plan.smoke_pending import FAILED, INCOMPLETE, PASSED, PENDING, SmokeRecord, smoke_inputs
+from infra_cli.plan.smoke_pending import smoke_inputs
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.render import smoke_jobs, write_smoke_job
 from infra_cli.smoke.spec import RESULT_FILE, SmokeJob, safe_name
 from infra_cli.stack.load import LoadedStack
+from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeRecord
+from infra_cli.state.store import StateStore
 
 _WAIT_MARGIN_S = 300  # queueing and node start-up on top of the script's own timeout
 _REASON_CHARS = 200   # of an incomplete smoke's reason, kept in a tag (Azure allows 256 characters a value)
@@ -164,7 +165,7 @@ class SmokeRecorder:
             record = SmokeRecord(distribution, result, self.inputs.get(distribution), job_name, at,
                                  reason=(why or "")[:_REASON_CHARS] or None)
         try:
-            record_smoke(self.provider, self.stack, record)
+            StateStore(self.provider).record_smoke(self.stack, record)
         except Exception as exc:  # the verdict stands; only the plan's memory of it is lost
             self.stream(f"smoke.{distribution}: could not record the result on Azure "
                         f"(the next plan will show this smoke as pending): {describe_azure_error(exc)}")

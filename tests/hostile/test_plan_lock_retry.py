@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE,  # noqa: E402
                                WORKSPACE_YAML, start_emulator)
 
-from infra_cli.apply.lock import LockHeld, StackLock  # noqa: E402
+from infra_cli.state.lock import LockHeld, StackLock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _LOCK_WORKER = textwrap.dedent("""
     import os, sys, threading
     from pathlib import Path
-    from infra_cli.apply.lock import LockHeld, StackLock
+    from infra_cli.state.lock import LockHeld, StackLock
     from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
