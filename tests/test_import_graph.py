@@ -209,6 +209,7 @@ def test_help_loads_no_engine():
 
     # an MLClient made earlier in this test process names its cloud in AZUREML_CURRENT_CLOUD; a user's shell has none
     env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
+    env["COLUMNS"] = "60"   # narrower than commands/root_help.py's text: typer draws the help, loading the commands
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "infra_cli", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -89,3 +89,16 @@ def test_listed_read_equals_the_per_environment_read(emulator, clients, versions
     provider = AzureProvider(clients)
     assert provider.read_environments({"e1": pinned, "absent": None}) == {
         "e1": provider.read_environment("e1", pinned), "absent": None}
+
+
+def test_the_container_list_is_read_past_its_first_page(emulator, clients):
+    """Azure pages a list with nextLink: an environment on the third page is read as one on the first."""
+    emulator.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, TEST_WORKSPACE, TEST_LOCATION)
+    emulator.backend.page_size = 2
+    for i in range(5):
+        _put_version(emulator, f"e{i}", "1", {"n": str(i)})
+    emulator.stats.reset()
+    found = Provider(clients).read_environments({f"e{i}": None for i in range(5)})
+    assert {n: (v["version"], v["tags"], v["next_version"]) for n, v in found.items()} == {
+        f"e{i}": ("1", {"n": str(i)}, "2") for i in range(5)}
+    assert len([r for r in emulator.stats.records if r.path.endswith("/environments")]) == 3   # pages: 2, 2, 1

@@ -32,9 +32,7 @@ def main() -> None:
         forget_inherited_emulator_cloud()
     if root_help.answered(sys.argv[1:]):
         return
-    import typer
-
-    from infra_cli.commands.root import _COMPLETE_VARIABLE, app, completion_init
+    from infra_cli.commands.root import _COMPLETE_VARIABLE, app, completion_init, typer
 
     # Usage errors exit 1, as Terraform's do: click's default 2 would read as "changes present" to a CI
     # job running `infra plan --detailed-exitcode` with a mistyped option.
@@ -69,7 +67,7 @@ def run() -> None:
     try:
         sys.stdout.flush()
     except (OSError, ValueError) as exc:   # a full disk, a closed pipe: the output is incomplete, never a success
-        from infra_cli.commands.output import EXIT_ERROR
+        from infra_cli.commands.root import EXIT_ERROR
 
         code = code or EXIT_ERROR
         if not isinstance(exc, BrokenPipeError):   # a reader that stopped (infra plan | head) wants no message

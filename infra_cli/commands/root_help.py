@@ -8,11 +8,12 @@ back to typer until TEXT is drawn again, so it is never shown stale. tests/test_
 to typer's drawing; `python -m infra_cli.commands.root_help` prints this module with both drawn anew.
 """
 
+import io
 import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xdc941202
+SOURCES_CRC = 0xe2f7c410
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
@@ -81,22 +82,18 @@ def answered(argv: list[str]) -> bool:
 
 def drawn() -> str:
     """TEXT as typer draws it now (80 columns)."""
-    import io
-    from contextlib import redirect_stdout
-
     from infra_cli.commands.root import app
 
-    out = io.StringIO()
-    old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "80"
+    out, stdout, columns = io.StringIO(), sys.stdout, os.environ.get("COLUMNS")
+    os.environ["COLUMNS"], sys.stdout = "80", out
     try:
-        with redirect_stdout(out):
-            app(["--help"], prog_name="infra", standalone_mode=False)
+        app(["--help"], prog_name="infra", standalone_mode=False)
     finally:
-        if old is None:
+        sys.stdout = stdout
+        if columns is None:
             os.environ.pop("COLUMNS")
         else:
-            os.environ["COLUMNS"] = old
+            os.environ["COLUMNS"] = columns
     return out.getvalue()
 
 

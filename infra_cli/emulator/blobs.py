@@ -21,6 +21,7 @@ import uuid
 from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import quote
+from xml.etree import ElementTree
 
 from infra_cli.emulator import auth
 from infra_cli.emulator.state import Store
@@ -260,8 +261,6 @@ class BlobStore:
         return Response(201, b"", _common_headers())
 
     def _put_block_list(self, req: Request, container: str, name: str) -> Response:
-        from xml.etree import ElementTree   # here: a --local plan never uploads, and starts the emulator sooner
-
         directory = self._blocks_dir(container, name)
         try:
             ids = [el.text or "" for el in ElementTree.fromstring(req.body)]
