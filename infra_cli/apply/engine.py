@@ -66,7 +66,8 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     if stack_changed_since(saved, loaded):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
     provider = backend(loaded.stack.workspace)
-    derived = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets).plan
+    derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets)
+    derived = derived_outcome.plan
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
                      str(path))
@@ -74,7 +75,8 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
-    return SavedOutcome(derived, loaded, provider, live=None, targets=saved.targets, file=str(path))
+    return SavedOutcome(derived, loaded, provider, live=None, smoke_inputs=derived_outcome.smoke_inputs,
+                        targets=saved.targets, file=str(path))
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,

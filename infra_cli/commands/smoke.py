@@ -32,10 +32,12 @@ def smoke(
     stream = progress_stream(sys.stderr if as_json else sys.stdout)
     try:
         from infra_cli.commands.backend import build_provider
+        from infra_cli.plan.engine import current_smoke_inputs
         from infra_cli.smoke.run import run_smoke
 
         provider = build_provider(loaded.stack.workspace, local=local)
-        verdicts = run_smoke(loaded, provider, list(distribution or []) or None, stream=stream)
+        inputs = current_smoke_inputs(loaded, provider, list(distribution or loaded.stack.distributions))
+        verdicts = run_smoke(loaded, provider, inputs, list(distribution or []) or None, stream=stream)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper
