@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xe2f7c410
+SOURCES_CRC = 0x32cd0ba4
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
