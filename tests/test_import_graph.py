@@ -52,7 +52,7 @@ ENGINE_FACES = {
     "infra_cli.plan.normalise": "is_other_compute: what a live compute is",
     "infra_cli.plan.preflight": "LIVE_JUDGED_RULES: the rules import leaves to the live state",
     "infra_cli.plan.smoke_pending": "changed_smokes: the smokes apply marks pending",
-    "infra_cli.smoke.render": "the smoke job template, written by infra render",
+    "infra_cli.smoke.job_templates": "the smoke job template, written by infra render",
     "infra_cli.image.dockerfile": "a Dockerfile template rendered into a build context",
     "infra_cli.image.check": "an image's layers read for --check-images",
 }

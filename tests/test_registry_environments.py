@@ -182,7 +182,7 @@ def test_sdk_error_from_the_emulator_reads_cleanly(clients):
 
 
 def test_command_job_keeps_registry_reference(tmp_path):
-    from infra_cli.smoke.render import smoke_jobs
+    from infra_cli.smoke.job_templates import smoke_jobs
     from infra_cli.azure.jobs import sdk_command_job
 
     uri = f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x32cd0ba4
+SOURCES_CRC = 0x498a8c91
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

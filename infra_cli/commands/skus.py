@@ -16,7 +16,7 @@ def skus(
     local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
 ) -> None:
     """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""
-    from infra_cli.commands.views import skus_table
+    from infra_cli.commands.views.skus import skus_table
     from infra_cli.knowledge.skus import load_catalog
 
     try:

@@ -44,12 +44,12 @@ def smoke(
     if as_json:
         print(json.dumps([v.to_json() for v in verdicts], indent=2))
     elif sys.stdout.isatty():   # bandwidth as a picture where a person reads it
-        from infra_cli.smoke.report import terminal_chart
+        from infra_cli.commands.views.smoke_report import terminal_chart
 
         for v in verdicts:
             stream("\n" + terminal_chart(v))
     if report is not None:
-        from infra_cli.smoke.report import write_report
+        from infra_cli.commands.views.smoke_report import write_report
 
         stream(f"\nReport: {write_report(report, verdicts, loaded.stack.stack)}")
     if not verdicts:

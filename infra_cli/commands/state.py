@@ -66,7 +66,7 @@ def show(
     if looks_like_plan_file(target):
         _show_plan(target, as_json)
         raise typer.Exit(EXIT_OK)
-    from infra_cli.plan.owned import render_state, state_json
+    from infra_cli.commands.views.state import render_state, state_json
 
     state = _read_state(target, local)
     print(json.dumps(state_json(state), indent=2) if as_json else render_state(state))

@@ -22,7 +22,7 @@ from infra_cli.azure.protocol import Provider
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
-from infra_cli.smoke.render import smoke_jobs, write_smoke_job
+from infra_cli.smoke.job_templates import smoke_jobs, write_smoke_job
 from infra_cli.smoke.spec import RESULT_FILE, SmokeJob, safe_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeInputs, SmokeRecord
