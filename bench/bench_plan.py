@@ -107,72 +107,91 @@ def _requests(server: EmulatorServer) -> tuple[int, int]:
     return lists, singles
 
 
+def _apply(path: Path, env: dict) -> float:
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "infra_cli", "apply", str(path), "--local", "--auto-approve",
+                           "--no-smoke"], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"apply of {path.name} failed: {done.stderr[-1000:]}")
+    return time.perf_counter() - t
+
+
+def _round_robin(plans: dict, runs: int, env: dict, server: EmulatorServer | None = None) -> dict:
+    """label -> (median wall s, median CPU s, (list calls, single reads) of the last run). Run i of every plan comes
+    before run i + 1 of any, so a machine whose load drifts slows each alike (the ratios stay meaningful)."""
+    walls: dict = {k: [] for k in plans}
+    cpus: dict = {k: [] for k in plans}
+    counts: dict = {}
+    for command in plans.values():   # not counted: file caches
+        subprocess.run(command, env=env, capture_output=True)
+    for _ in range(runs):
+        for label, command in plans.items():
+            if server is not None:
+                server.stats.reset()
+            t, c = time.perf_counter(), _children_cpu()
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            walls[label].append(time.perf_counter() - t)
+            cpus[label].append(_children_cpu() - c)
+            if done.returncode != 0:
+                raise SystemExit(f"{label} failed: {done.stderr[-1000:]}")
+            if server is not None:
+                counts[label] = _requests(server)
+    return {k: (statistics.median(walls[k]), statistics.median(cpus[k]), counts.get(k)) for k in plans}
+
+
 def served_plans(runs: int, latency: float, env: dict) -> None:
-    """Section 2: `infra plan` processes against a served emulator, before and after apply."""
+    """Section 2: `infra plan` processes against a served emulator, before and after apply, sizes round-robin."""
+    sizes = (1, 10, 50)
     with tempfile.TemporaryDirectory() as tmp:
         server = EmulatorServer(Path(tmp) / "state", faults=FaultConfig(provisioning_delay_s=0)).start()
         env = {**env, "INFRA_EMULATOR_URL": server.url, "INFRA_LOCAL_DIR": str(server.state_dir)}
-        rows = []
+        paths = {n: Path(tmp) / f"stack{n}.yaml" for n in sizes}
+        for n, path in paths.items():
+            path.write_text(stack_text(n, f"bench{n}"))
+        plans = {n: [sys.executable, "-m", "infra_cli", "plan", str(p), "--local"] for n, p in paths.items()}
         try:
-            for n in (1, 10, 50):
-                path = Path(tmp) / f"stack{n}.yaml"
-                path.write_text(stack_text(n, f"bench{n}"))
-                plan = [sys.executable, "-m", "infra_cli", "plan", str(path), "--local"]
-                for phase in ("before apply", "after apply"):
-                    if phase == "after apply":
-                        server.faults = FaultConfig(provisioning_delay_s=0)
-                        done = subprocess.run([sys.executable, "-m", "infra_cli", "apply", str(path), "--local",
-                                               "--auto-approve", "--no-smoke"], env=env, capture_output=True, text=True)
-                        if done.returncode != 0:
-                            raise SystemExit(f"apply of {n} resources failed: {done.stderr[-1000:]}")
-                    server.faults = FaultConfig(latency_s=latency, provisioning_delay_s=0)
-                    subprocess.run(plan, env=env, capture_output=True)   # not counted: file caches
-                    times, counts = [], []
-                    for _ in range(runs):
-                        server.stats.reset()
-                        t = time.perf_counter()
-                        done = subprocess.run(plan, env=env, capture_output=True, text=True)
-                        times.append(time.perf_counter() - t)
-                        counts.append(_requests(server))
-                        if done.returncode != 0:
-                            raise SystemExit(f"plan of {n} resources failed: {done.stderr[-1000:]}")
-                    rows.append((phase, n, statistics.median(times), counts[-1]))
+            server.faults = FaultConfig(latency_s=latency, provisioning_delay_s=0)
+            before = _round_robin(plans, runs, env, server)
+            server.faults = FaultConfig(provisioning_delay_s=0)
+            for path in paths.values():
+                _apply(path, env)
+            server.faults = FaultConfig(latency_s=latency, provisioning_delay_s=0)
+            after = _round_robin(plans, runs, env, server)
         finally:
             server.stop()
-    print(f"infra plan against a served emulator, {latency * 1000:.0f} ms latency per request, median of {runs} runs")
-    print(f"  {'':13} {'resources':>9}  {'wall s':>7}  {'x 1-resource':>12}  {'list calls':>10}  {'single reads':>12}")
-    for phase in ("before apply", "after apply"):
-        mine = [r for r in rows if r[0] == phase]
-        base = mine[0][2]
-        for _, n, seconds, (lists, singles) in mine:
-            print(f"  {phase:13} {n:>9}  {seconds:7.3f}  {seconds / base:12.2f}  {lists:10}  {singles:12}")
-        ratio = mine[-1][2] / base
-        same_lists = len({r[3][0] for r in mine[1:]}) == 1
+    print(f"infra plan against a served emulator, {latency * 1000:.0f} ms latency per request, median of {runs} runs "
+          "(sizes round-robin)")
+    print(f"  {'':13} {'resources':>9}  {'wall s':>7}  {'CPU s':>6}  {'x 1-resource':>12}  {'list calls':>10}  "
+          f"{'single reads':>12}")
+    for phase, rows in (("before apply", before), ("after apply", after)):
+        base = rows[1][0]
+        for n in sizes:
+            seconds, cpu, (lists, singles) = rows[n]
+            print(f"  {phase:13} {n:>9}  {seconds:7.3f}  {cpu:6.3f}  {seconds / base:12.2f}  {lists:10}  {singles:12}")
+        ratio = rows[50][0] / base
+        growing = rows[10][2][0] != rows[50][2][0]
         print(f"  {phase}: 50-resource plan {ratio:.2f}x the 1-resource plan (goal <= 1.2x: "
-              f"{'met' if ratio <= 1.2 else 'NOT met'}); list calls 10 -> 50: {mine[1][3][0]} -> {mine[-1][3][0]} "
-              f"({'not growing' if same_lists else 'GROWING'})")
+              f"{'met' if ratio <= 1.2 else 'NOT met'}); list calls 10 -> 50: {rows[10][2][0]} -> {rows[50][2][0]} "
+              f"({'GROWING' if growing else 'not growing'})")
     print(f"  ({_load()})\n")
 
 
 def local_110(runs: int, env: dict) -> None:
-    """Section 3: the issue's 110-resource stack, --local (the emulator in the command's process), no latency."""
+    """Section 3: the issue's 110-resource stack, --local (the emulator in the command's process), no latency: the
+    same stack in two workspaces, one applied, planned round-robin."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {**env, "INFRA_LOCAL_DIR": str(Path(tmp) / "local"), "INFRA_EMULATOR_PROVISIONING_DELAY": "0"}
         env.pop("INFRA_EMULATOR_URL", None)
-        path = Path(tmp) / "stack110.yaml"
-        path.write_text(stack_text(110, "bench110", clusters=10))
-        plan = [sys.executable, "-m", "infra_cli", "plan", str(path), "--local"]
-        before = wall(plan, runs, env)
-        t = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "infra_cli", "apply", str(path), "--local", "--auto-approve",
-                               "--no-smoke"], env=env, capture_output=True, text=True)
-        applied = time.perf_counter() - t
-        if done.returncode != 0:
-            raise SystemExit(f"apply of 110 resources failed: {done.stderr[-1000:]}")
-        after = wall(plan, runs, env)
+        paths = {phase: Path(tmp) / f"{phase}.yaml" for phase in ("before", "after")}
+        for phase, path in paths.items():
+            path.write_text(stack_text(110, f"bench110{phase}", clusters=10))
+        applied = _apply(paths["after"], env)
+        rows = _round_robin({phase: [sys.executable, "-m", "infra_cli", "plan", str(p), "--local"]
+                             for phase, p in paths.items()}, runs, env)
+    (before, before_cpu, _), (after, after_cpu, _) = rows["before"], rows["after"]
     print(f"110 resources (10 clusters, 100 environments), infra plan --local, no latency, median of {runs} runs")
-    print(f"  before apply {before[0]:6.3f} s wall {before[1]:6.3f} s CPU; after apply {after[0]:6.3f} s wall "
-          f"{after[1]:6.3f} s CPU ({after[0] / before[0]:.2f}x); apply {applied:.1f} s   ({_load()})")
+    print(f"  before apply {before:6.3f} s wall {before_cpu:6.3f} s CPU; after apply {after:6.3f} s wall "
+          f"{after_cpu:6.3f} s CPU ({after / before:.2f}x); apply {applied:.1f} s   ({_load()})")
 
 
 def main() -> None:

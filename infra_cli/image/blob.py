@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
 from infra_cli.image.strict_json import json_type, malformed, optional_object, optional_string
-from infra_cli.image.errors import ImageReadError
+from infra_cli.image.errors import ImageReadError, Stopped
 from infra_cli.image.limits import MAX_BLOB_BYTES, NO_DEADLINE, Deadline
 
 RAW_CHUNK = 1 << 20          # compressed bytes read per call
@@ -86,10 +86,6 @@ def read_capped(stream: BinaryIO, limit: int, what: str) -> bytes:
         if have > limit:
             raise ImageReadError(f"{what} is larger than the {limit} bytes it may be",
                                  "the registry or archive serves other content than the manifest names")
-
-
-class Stopped(Exception):
-    """The walk was told to stop (every requirement already decided)."""
 
 
 class VerifyingReader:
@@ -174,8 +170,10 @@ def fetch_into(open_stream, digest: str, size: int, what: str, out: "queue.Queue
 class PrefetchedBlob:
     """Consumer side: the blob's raw chunks in order; `finish()` raises unless the fetcher verified it."""
 
-    def __init__(self, source: "queue.Queue", digest: str, what: str, deadline: Deadline = NO_DEADLINE):
+    def __init__(self, source: "queue.Queue", digest: str, what: str, deadline: Deadline = NO_DEADLINE,
+                 stop: threading.Event | None = None):
         self._queue, self.digest, self.what, self._deadline = source, digest, what, deadline
+        self._stop = stop
         self._end: _End | None = None
         self.bytes_read = 0
 
@@ -184,9 +182,11 @@ class PrefetchedBlob:
             return b""
         while True:
             try:
-                item = self._queue.get(timeout=self._deadline.wait_s(1.0) + 0.05)
+                item = self._queue.get(timeout=self._deadline.wait_s(0.2) + 0.05)
                 break
             except queue.Empty:
+                if self._stop is not None and self._stop.is_set():
+                    raise Stopped() from None     # the fetcher was told to stop too: nothing more will come
                 # past the deadline the fetcher is hung up on at once and says what it was waiting for;
                 # its word is waited for a moment, this one only if it has none
                 left = self._deadline.remaining()

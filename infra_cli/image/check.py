@@ -4,23 +4,31 @@ Why top-down: an upper layer can hide anything below it (whiteouts, opaque direc
 never the reverse. So what the layers read so far show is final, and once every requirement's verdict
 (and version) is final, and every hard link of the layers read resolves, the lower layers cannot change it
 and are not read. What is not read is not judged: a lower layer that is truncated or malformed is refused
-only when the check reads it (`--json` lists the layers read; `early_exit=False` reads them all). Layers are
-fetched (and verified) concurrently by fetch threads, a bounded distance ahead, and walked in top-down order.
+only when the check reads it (`--json` lists the layers read; `early_exit=False` reads them all).
+
+Layers are fetched (and verified) by fetch threads, a bounded distance ahead. Where the machine has more than
+one core, walk threads decompress and index several layers at once (isal releases the GIL while it inflates,
+so two layers inflate on two cores); the results are still taken top-down, one layer after the other, so the
+verdict, the early exit and which refusal is reported are those of a walk in that order. Every walk shares
+the check's bounds (the deadline, the paths one image may index) and stops when the check ends.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from infra_cli.image.archive import DockerArchiveStore, OciLayoutStore
-from infra_cli.image.blob import PrefetchedBlob, decompressed_chunks, fetch_into
-from infra_cli.image.errors import ImageReadError
+from infra_cli.image.blob import FETCHER_GRACE_S, PrefetchedBlob, decompressed_chunks, fetch_into
+from infra_cli.image.errors import ImageReadError, Stopped
 from infra_cli.image.evidence import ImageEnv, VariantFinding, build_matcher, judge_profile
-from infra_cli.image.layers import LayerIndex, Matcher, index_layer, layer_number, new_budget
+from infra_cli.image.layers import LayerIndex, Matcher, PathBudget, index_layer, layer_number
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
 from infra_cli.image.merged_filesystem import MergedView, State, check_hardlinks
@@ -101,14 +109,30 @@ def image_env(image: ResolvedImage) -> ImageEnv:
 PREFETCH_CHUNKS = 16     # MiB queued ahead per layer being fetched: bounds memory and wasted reads
 
 
-def _walk_layer(blob: PrefetchedBlob, position: int, matcher: Matcher, deadline: Deadline,
-                budget: list[int]) -> LayerIndex:
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as `taskset` or a container's cpuset sets it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:            # not Linux
+        return os.cpu_count() or 1
+
+
+def _until_stopped(chunks: Iterator[bytes], stop: threading.Event) -> Iterator[bytes]:
+    for chunk in chunks:
+        if stop.is_set():
+            raise Stopped()
+        yield chunk
+
+
+def _walk_layer(blob: PrefetchedBlob, position: int, rank: int, matcher: Matcher, deadline: Deadline,
+                budget: PathBudget, stop: threading.Event) -> LayerIndex:
     try:
         kind, chunks = decompressed_chunks(blob)
-        index = index_layer(chunks, position, blob.digest, matcher, f"{blob.what} ({blob.digest})", deadline, budget)
+        index = index_layer(_until_stopped(chunks, stop), position, blob.digest, matcher,
+                            f"{blob.what} ({blob.digest})", deadline, budget, rank)
         blob.finish()        # trailing bytes count: the whole blob must match its digest
-    except DeadlineExceeded:
-        raise                  # out of time: the rest of the blob is not waited for
+    except (DeadlineExceeded, Stopped):
+        raise                  # out of time, or the check is over: the rest of the blob is not waited for
     except Exception as exc:   # a digest mismatch explains a corrupt or truncated stream best
         try:
             blob.finish()
@@ -122,6 +146,17 @@ def _walk_layer(blob: PrefetchedBlob, position: int, matcher: Matcher, deadline:
                              "the layer is corrupt or the connection dropped; retry, or push/save the image again") from None
     index.compression, index.compressed_bytes = kind, blob.bytes_read
     return index
+
+
+def _walked(future: Future, deadline: Deadline, what: str) -> LayerIndex:
+    """A walk thread's index (or its error). A walk keeps to the deadline itself; this wait does too, in case."""
+    while True:
+        try:
+            return future.result(timeout=deadline.wait_s(1.0))
+        except FutureTimeout:
+            left = deadline.remaining()
+            if left is not None and left < -2 * FETCHER_GRACE_S:
+                raise deadline.error(f"waiting for {what} to be indexed") from None
 
 
 def _requirement_result(req: Requirement, findings: list[VariantFinding]) -> RequirementResult:
@@ -156,9 +191,10 @@ def _resolve(store: ImageStore, platform: Platform | None) -> ResolvedImage:
 
 def check_store(store: ImageStore, requirements: list[Requirement], *, platform: Platform | None = None,
                 profiles: dict[str, Profile] | None = None, early_exit: bool = True,
-                deadline: Deadline = NO_DEADLINE) -> CheckResult:
+                deadline: Deadline = NO_DEADLINE, workers: int | None = None) -> CheckResult:
     """`platform` None: linux/amd64 out of an index, a single-platform image whatever its config says.
-    `deadline` bounds the walk (a registry store holds the same one for its requests)."""
+    `deadline` bounds the walk (a registry store holds the same one for its requests). `workers`: how many
+    layers are decompressed and indexed at once (default: one per usable core, at most MAX_WORKERS)."""
     started = time.perf_counter()
     profiles = profiles or evidence_profiles()
     image = _resolve(store, platform)
@@ -174,10 +210,14 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     read: list[LayerIndex] = []
     stopped_early = False
     view = MergedView(read, complete=(total == 0))
-    # Fetch threads download and verify layers top-down, each at most PREFETCH_CHUNKS ahead of the walker;
-    # this thread decompresses and walks them in the same order.
+    walkers = min(workers or usable_cores(), MAX_WORKERS, total)
+    budget = PathBudget(total)     # paths indexed, over all layers: memory stays bounded
+    # Fetch threads download and verify layers top-down, each at most PREFETCH_CHUNKS ahead of its walk; walk
+    # threads (or this one, on one core) decompress and index them; this thread takes the indexes top-down.
     fetches: list[Future] = []
+    walks: list[Future] = []
     pool = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, total or 1), thread_name_prefix="fetch")
+    walk_pool = ThreadPoolExecutor(max_workers=walkers, thread_name_prefix="walk") if walkers > 1 else None
     try:
         blobs = []
         for pos in reversed(range(total)):
@@ -185,11 +225,14 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
             q: queue.Queue = queue.Queue(maxsize=PREFETCH_CHUNKS)
             fetches.append(pool.submit(fetch_into, lambda d=desc: store.open_blob(d), desc.digest, desc.size,
                                        what, q, stop))
-            blobs.append((pos, PrefetchedBlob(q, desc.digest, what, deadline)))
-        budget = new_budget()     # paths indexed, over all layers: memory stays bounded
-        for i, (pos, blob) in enumerate(blobs):
-            read.append(_walk_layer(blob, pos, matcher, deadline, budget))
-            view = MergedView(read, complete=(i == total - 1))
+            blobs.append((pos, PrefetchedBlob(q, desc.digest, what, deadline, stop)))
+        if walk_pool is not None:
+            walks = [walk_pool.submit(_walk_layer, blob, pos, rank, matcher, deadline, budget, stop)
+                     for rank, (pos, blob) in enumerate(blobs)]
+        for rank, (pos, blob) in enumerate(blobs):
+            read.append(_walked(walks[rank], deadline, blob.what) if walks else
+                        _walk_layer(blob, pos, rank, matcher, deadline, budget, stop))
+            view = MergedView(read, complete=(rank == total - 1))
             links_pending = check_hardlinks(read, view.complete, total)
             if early_exit and not view.complete and not links_pending and all(
                     _decided(judge_profile(view, profiles[r.name], env), r) for r in requirements):
@@ -198,10 +241,13 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     except ImageReadError as exc:
         raise exc.located(store.description) from None
     finally:
-        stop.set()
-        for future in fetches:
+        stop.set()             # every fetch and walk thread ends at its next chunk
+        budget.cancel()
+        for future in fetches + walks:
             future.cancel()
         store.close()          # first: a fetch thread blocked on a socket is woken by it
+        if walk_pool is not None:
+            walk_pool.shutdown(wait=True)
         pool.shutdown(wait=True)
     # what the fetchers downloaded, including read-ahead of layers the verdict did not need
     bytes_read = sum(f.result() for f in fetches if f.done() and not f.cancelled())
@@ -221,7 +267,8 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
 
 def check_image(reference: str, requirements: list[Requirement] | list[str] | None = None, *,
                 platform: str | None = None, insecure: bool = False, credential=None,
-                early_exit: bool = True, timeout: float | None = DEFAULT_TIMEOUT_S) -> CheckResult:
+                early_exit: bool = True, timeout: float | None = DEFAULT_TIMEOUT_S,
+                workers: int | None = None) -> CheckResult:
     """Check that the image at `reference` meets `requirements` (specs or strings, default openmpi).
 
     `platform` (OS/ARCH[/VARIANT]) picks from a multi-arch index (default linux/amd64); given, it must also
@@ -234,4 +281,4 @@ def check_image(reference: str, requirements: list[Requirement] | list[str] | No
     wanted = parse_platform(platform) if platform is not None else None   # refused before the image is opened
     deadline = Deadline(timeout)
     store = open_store(reference, insecure=insecure, credential=credential, deadline=deadline)
-    return check_store(store, reqs, platform=wanted, early_exit=early_exit, deadline=deadline)
+    return check_store(store, reqs, platform=wanted, early_exit=early_exit, deadline=deadline, workers=workers)

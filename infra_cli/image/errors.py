@@ -1,4 +1,5 @@
-"""The one error the image reader raises: the image could not be read (exit 2), with why and how to fix."""
+"""The one error the image reader raises: the image could not be read (exit 2), with why and how to fix; and
+`Stopped`, which ends the reader's own threads and never leaves it."""
 
 from __future__ import annotations
 
@@ -17,3 +18,7 @@ class ImageReadError(DiagnosticError):
     def located(self, where: str) -> "ImageReadError":
         """This error naming `where` (the image), unless it already names a place."""
         return self if self.where else ImageReadError(self.message, self.hint, where, self.rule)
+
+
+class Stopped(Exception):
+    """A fetch or walk thread was told to stop: the check ended (verdict reached, a layer refused, out of time)."""

@@ -10,10 +10,11 @@ names) are bounded before they are read, and their records are parsed strictly (
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
-from infra_cli.image.errors import ImageReadError
+from infra_cli.image.errors import ImageReadError, Stopped
 from infra_cli.image.limits import (MAX_INDEXED_NAME_BYTES, MAX_INDEXED_PATHS, MAX_PATH_BYTES, MAX_SPECIAL_BYTES,
                                      NO_DEADLINE, Deadline)
 
@@ -22,6 +23,7 @@ BLOCK = 512
 # tar type flags
 _REG, _AREG, _LNK, _SYM, _DIR = b"0", b"\0", b"1", b"2", b"5"
 _GNU_LONGNAME, _GNU_LONGLINK, _PAX, _PAX_GLOBAL = b"L", b"K", b"x", b"g"
+_LINKS = (_LNK, _SYM)
 
 
 class Extractor(Protocol):
@@ -57,7 +59,7 @@ class LayerIndex:
     opaque: set = field(default_factory=set)      # directories whose lower-layer children this layer hides
     symlinks: dict = field(default_factory=dict)  # path -> target
     hardlinks: dict = field(default_factory=dict) # path -> normalised target path
-    # hard links whose target no earlier entry of this layer holds: a lower layer must (merged.check_hardlinks)
+    # hard links whose target no earlier entry of this layer holds: a lower layer must (merged_filesystem.check_hardlinks)
     external_links: dict = field(default_factory=dict)
     candidates: dict = field(default_factory=dict)  # path -> Candidate
 
@@ -254,21 +256,84 @@ class Extended:
         return name, link, size
 
 
-def new_budget() -> list[int]:
-    """What one image may index: [paths left, bytes of implied directory names left]."""
-    return [MAX_INDEXED_PATHS, MAX_INDEXED_NAME_BYTES]
+class PathBudget:
+    """What one image may index (MAX_INDEXED_PATHS paths, MAX_INDEXED_NAME_BYTES of implied directory names),
+    shared by the layers of one image, which may be walked by several threads at once.
+
+    Layers are ranked top-down (rank 0 is read first). A walker takes its allowance in grants, so the lock is
+    taken once per GRANT_PATHS entries, not per entry. The memory bound holds for all walkers together; and so
+    that a lower layer walked ahead cannot make an upper one fail where reading top-down would not, a layer
+    with a layer above it still being walked (not the head) takes grants only while half the bound is left
+    and otherwise waits until it is the head. The head takes whatever is left; past it the image is refused.
+    """
+
+    GRANT_PATHS, GRANT_NAMES = 1 << 16, 8 << 20
+
+    def __init__(self, layers: int = 1, paths: int | None = None, names: int | None = None):
+        self.paths = MAX_INDEXED_PATHS if paths is None else paths
+        self.names = MAX_INDEXED_NAME_BYTES if names is None else names
+        self._half = (self.paths // 2, self.names // 2)
+        self._unfinished = set(range(layers))
+        self._cancelled = False
+        self._cond = threading.Condition()
+
+    def _is_head(self, rank: int) -> bool:
+        return min(self._unfinished, default=rank) >= rank
+
+    def grant(self, rank: int, paths: int, names: int, deadline: Deadline = NO_DEADLINE) -> tuple[int, int] | None:
+        """At least (`paths`, `names`) more for the layer of `rank`, or None: the bound is spent."""
+        with self._cond:
+            while True:
+                if self._cancelled:
+                    raise Stopped()
+                deadline.check("waiting for the layers above to be indexed")
+                head = self._is_head(rank)
+                take_p = min(max(paths, self.GRANT_PATHS), self.paths)
+                take_n = min(max(names, self.GRANT_NAMES), self.names)
+                floor_p, floor_n = (0, 0) if head else self._half
+                if take_p >= paths and take_n >= names and self.paths - take_p >= floor_p and \
+                        self.names - take_n >= floor_n:
+                    self.paths -= take_p
+                    self.names -= take_n
+                    return take_p, take_n
+                if head:
+                    return None
+                self._cond.wait(deadline.wait_s(0.5))
+
+    def finish(self, rank: int, paths_left: int, names_left: int) -> None:
+        """The layer of `rank` is walked (or failed); what it was granted and did not use goes back."""
+        with self._cond:
+            self.paths += max(paths_left, 0)
+            self.names += max(names_left, 0)
+            self._unfinished.discard(rank)
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """Wake every waiting walker with Stopped: the check is over."""
+        with self._cond:
+            self._cancelled = True
+            self._cond.notify_all()
 
 
 def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Matcher, what: str,
-                deadline: Deadline = NO_DEADLINE, budget: list[int] | None = None) -> LayerIndex:
+                deadline: Deadline = NO_DEADLINE, budget: PathBudget | None = None, rank: int = 0) -> LayerIndex:
     """Walk a layer's uncompressed tar stream once and index it (see module docstring).
 
-    `budget` (new_budget()) is shared by the layers of one image: indexed paths count against it."""
-    index = LayerIndex(position, digest)
+    `budget` is shared by the layers of one image (this one is `rank`-th from the top): indexed paths count
+    against it."""
+    budget = budget if budget is not None else PathBudget()
+    left = [0, 0]       # paths, directory-name bytes granted and not yet used
+    try:
+        return _walk(chunks, LayerIndex(position, digest), matcher, what, deadline, budget, rank, left)
+    finally:
+        budget.finish(rank, *left)
+
+
+def _walk(chunks: Iterator[bytes], index: LayerIndex, matcher: Matcher, what: str, deadline: Deadline,
+          budget: PathBudget, rank: int, left: list[int]) -> LayerIndex:
     files, dirs, symlinks, hardlinks, candidates = (index.files, index.dirs, index.symlinks,
                                                     index.hardlinks, index.candidates)
-    budget = budget if budget is not None else new_budget()
-    paths_left, names_left = budget
+    paths_left = names_left = 0
     buf = _Buffer(chunks, lambda: deadline.check(f"reading {what}"))
     extended = Extended()
     last_parent = None
@@ -308,7 +373,7 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
         header = next_header()
         if header is None:
             break                                   # no end-of-archive blocks: tolerated, as tar does
-        if header.count(0) == BLOCK:                # end of archive: two zero blocks, or one and the stream's end
+        if not header[0] and header.count(0) == BLOCK:   # end of archive: two zero blocks, or one and the stream's end
             after = next_header()
             if after is not None and after.count(0) != BLOCK:
                 raise bad("a zero block followed by a tar header: tar readers (Go's archive/tar, which container "
@@ -328,8 +393,8 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             continue
         if extended.pending:
             name, link, size = extended.apply(header, size, bad)
-        else:
-            name, link = ustar_name(header), cstr(header[157:257])
+        else:                               # the link name is read only for the entries that have one
+            name, link = ustar_name(header), cstr(header[157:257]) if flag in _LINKS else ""
         index.entries += 1
 
         path = normalise(name)
@@ -342,7 +407,7 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             else:
                 index.whiteouts.add((parent.rstrip("/") + "/" + base[len(WHITEOUT):]))
             paths_left -= 1
-            if not buf.skip(padded(data_len)):
+            if not buf.skip((data_len + BLOCK - 1) & -BLOCK):
                 raise truncated()
             continue
         paths_left -= 1
@@ -366,8 +431,13 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
                 last_parent = parent
                 imply_ancestors(parent)
         if paths_left < 0 or names_left < 0:
-            raise bad(f"the image's entries and the directories their paths imply exceed the bound for one image "
-                      f"({MAX_INDEXED_PATHS:,} paths, {MAX_INDEXED_NAME_BYTES >> 20} MiB of directory names)")
+            more = budget.grant(rank, max(-paths_left, 0), max(-names_left, 0), deadline)
+            if more is None:
+                raise bad(f"the image's entries and the directories their paths imply exceed the bound for one "
+                          f"image ({MAX_INDEXED_PATHS:,} paths, {MAX_INDEXED_NAME_BYTES >> 20} MiB of directory names)")
+            paths_left += more[0]
+            names_left += more[1]
+            left[:] = paths_left, names_left
         if flag == _SYM:
             symlinks[path] = link
         extractors = matcher(path)
@@ -393,7 +463,7 @@ def index_layer(chunks: Iterator[bytes], position: int, digest: str, matcher: Ma
             candidates[path] = cand
         elif path in candidates:
             del candidates[path]         # replaced by an entry no rule names (e.g. a directory)
-        if data_len and not buf.skip(padded(data_len)):
+        if data_len and not buf.skip((data_len + BLOCK - 1) & -BLOCK):
             raise truncated()
-    budget[:] = paths_left, names_left
+    left[:] = paths_left, names_left
     return index
