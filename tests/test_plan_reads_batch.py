@@ -98,7 +98,7 @@ def test_the_container_list_is_read_past_its_first_page(emulator, clients):
     for i in range(5):
         _put_version(emulator, f"e{i}", "1", {"n": str(i)})
     emulator.stats.reset()
-    found = Provider(clients).read_environments({f"e{i}": None for i in range(5)})
+    found = AzureProvider(clients).read_environments({f"e{i}": None for i in range(5)})
     assert {n: (v["version"], v["tags"], v["next_version"]) for n, v in found.items()} == {
         f"e{i}": ("1", {"n": str(i)}, "2") for i in range(5)}
     assert len([r for r in emulator.stats.records if r.path.endswith("/environments")]) == 3   # pages: 2, 2, 1
