@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x498a8c91
+SOURCES_CRC = 0x1a58fafc
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
