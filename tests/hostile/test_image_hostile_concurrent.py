@@ -128,3 +128,13 @@ def test_the_first_refusal_stops_the_walks_below_it(tmp_path: Path):
     thread.join(WALL_S)
     assert not thread.is_alive(), "the walk of the layer below went on after the top layer was refused"
     assert outcome and "layer 2 of 2" in outcome[0] and "tar" in outcome[0], outcome
+
+
+@pytest.mark.parametrize("load, spare", [(0.1, 2), (1.0, 1), (12.0, 1)])
+def test_layers_are_walked_at_once_only_on_cores_the_machine_leaves_idle(monkeypatch, load, spare):
+    from infra_cli.image import check
+
+    monkeypatch.setattr(check.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(check.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(check.os, "getloadavg", lambda: (load, load, load))
+    assert check.spare_cores() == spare
