@@ -50,7 +50,6 @@ ENGINE_FACES = {
     "infra_cli.plan.diff": "provisioning_problem: apply judges a cluster it waited for as plan does",
     "infra_cli.plan.live": "the live reads apply repeats under the lock",
     "infra_cli.plan.normalise": "is_other_compute: what a live compute is",
-    "infra_cli.plan.preflight": "LIVE_JUDGED_RULES: the rules import leaves to the live state",
     "infra_cli.plan.smoke_pending": "changed_smokes: the smokes apply marks pending",
     "infra_cli.smoke.job_templates": "the smoke job template, written by infra render",
     "infra_cli.image.dockerfile": "a Dockerfile template rendered into a build context",

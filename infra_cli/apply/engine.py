@@ -24,12 +24,11 @@ from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
-from infra_cli.plan.engine import PlanOutcome, plan_stack, planned_changes
+from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
 from infra_cli.plan.live import LiveState, read_cluster, refresh
 from infra_cli.plan.model import Plan, PlanMode, Resource, ResourceChange, canonical_json, content_hash
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
-from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.plan.smoke_pending import changed_smokes
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
@@ -187,7 +186,7 @@ def force_unlock_stack(stack_path: Path, *, backend: Backend) -> Any:
 
 def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:
     """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
-    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # an imported cluster exists
+    loaded, _ = load_for_plan(stack_path)  # as plan: an imported cluster exists, the live state judges it
     file = str(loaded.path)
     kind, _, name = address.partition(".")
 
