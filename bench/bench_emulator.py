@@ -23,7 +23,7 @@ from pathlib import Path
 
 from azure.ai.ml.entities import AmlCompute
 
-from infra_cli.azure.clients import build_clients
+from infra_cli.commands.backend import build_clients
 from infra_cli.emulator.faults import FaultConfig
 from infra_cli.emulator.server import EmulatorServer
 from infra_cli.stack.model import Workspace

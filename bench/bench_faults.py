@@ -20,10 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from infra_cli.apply.engine import apply_outcome  # noqa: E402
-from infra_cli.azure.clients import build_clients  # noqa: E402
+from infra_cli.commands.backend import build_clients  # noqa: E402
 from infra_cli.emulator.faults import FaultConfig  # noqa: E402
 from infra_cli.emulator.server import EmulatorServer  # noqa: E402
-from infra_cli.azure.provider import Provider  # noqa: E402
+from infra_cli.azure.provider import AzureProvider  # noqa: E402
 from infra_cli.plan.engine import plan_stack  # noqa: E402
 from infra_cli.stack.load import load_stack  # noqa: E402
 
@@ -57,8 +57,8 @@ def one_run(faults: FaultConfig) -> tuple[bool, float, int, str]:
             try:
                 loaded = load_stack(path)
                 clients = build_clients(loaded.stack.workspace, local=True, emulator=server)
-                result = apply_outcome(plan_stack(loaded, Provider(clients)))
-                after = plan_stack(load_stack(path), Provider(clients)).plan
+                result = apply_outcome(plan_stack(loaded, AzureProvider(clients)))
+                after = plan_stack(load_stack(path), AzureProvider(clients)).plan
                 why = ("; ".join(f"{f.address}: {f.code}" for f in result.failures) if not result.ok else
                        f"next plan has {len(after.changes)} change(s)" if after.changes or after.has_errors() else "")
             except Exception as exc:  # a plan or the lock that ran out of retries: not converged, say why

@@ -55,6 +55,6 @@ def test_workspace() -> Workspace:
 @pytest.fixture
 def clients(emulator, test_workspace):
     """AzureClients (real MLClient and ComputeManagementClient) for the test workspace on the emulator."""
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     return build_clients(test_workspace, local=True, emulator=emulator)

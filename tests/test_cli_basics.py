@@ -129,7 +129,7 @@ def test_skus_table_shows_the_facts():
 
 
 def test_skus_table_marks_live_availability():
-    from infra_cli.commands.views import skus_table
+    from infra_cli.commands.views.skus import skus_table
 
     catalog = load_catalog()
     text = skus_table([catalog.get("Standard_ND96asr_v4"), catalog.get("Standard_NC24r")],

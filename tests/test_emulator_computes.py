@@ -67,7 +67,7 @@ def test_immutable_field_change_is_refused(clients, change, field):
 @contextlib.contextmanager
 def _clients_under_quota(tmp_path, test_workspace, quota: str):
     """The SDK clients of an emulator whose eastus offers every size under `quota` (world.yaml's quota: block)."""
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     world = tmp_path / "world.yaml"
     world.write_text(f"regions: {{eastus: {{offers: all}}}}\nquota: {quota}\n")

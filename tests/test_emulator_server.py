@@ -14,7 +14,7 @@ from azure.ai.ml.entities import AmlCompute, Environment
 from azure.core.exceptions import HttpResponseError
 
 from emulator_fixtures import TEST_SUBSCRIPTION, start_emulator
-from infra_cli.azure.clients import build_clients
+from infra_cli.commands.backend import build_clients
 
 SKUS = f"subscriptions/{TEST_SUBSCRIPTION}/providers/Microsoft.Compute/skus?api-version=2021-07-01"
 

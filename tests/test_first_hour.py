@@ -134,7 +134,7 @@ def test_hints_after_a_local_run_name_commands_with_local(tmp_path, emulator, cl
     from azure.ai.ml.entities import AmlCompute
     from test_lifecycle_local import write_stack
 
-    from infra_cli.apply.lock import StackLock
+    from infra_cli.state.lock import StackLock
 
     path = write_stack(tmp_path)
     state = tmp_path / "local"
@@ -211,7 +211,7 @@ def test_a_running_smoke_says_it_is_alive_and_ctrl_c_cancels_its_job(tmp_path):
 
     from emulator_fixtures import WORKSPACE_YAML, start_emulator
 
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.load import load_stack
 
     hook = tmp_path / "hook"

@@ -1,6 +1,9 @@
 """The floors of docs/ARCHITECTURE.md, checked on the source: no module imports from a higher floor, the
 module-level import graph has no cycle, and a function-level import is there only to keep a fast path light
 (it loads something heavy: an SDK, torch, jinja2, the emulator...), which tests/test_cli_basics.py measures.
+Within a floor, the packages stand in a declared order (SIDEWAYS: the ground's stack under validate, the engines
+side by side with apply driving the others through their faces, azure/ knowing nothing of the emulator), and
+the Azure clients and the provider are built only in the composition root (commands/backend.py).
 
 Read from the source with `ast`, so a module that is never imported by the tests is checked all the same.
 """
@@ -19,10 +22,45 @@ PACKAGE = ROOT / "infra_cli"
 FLOORS = {
     "commands": 4, "__main__": 4,
     "plan": 3, "apply": 3, "smoke": 3, "image": 3,
-    "azure": 2, "emulator": 2,
+    "state": 2, "azure": 2, "emulator": 2,
     "stack": 1, "validate": 1, "knowledge": 1,
     "diagnostics": 0, "paths": 0, "conventions": 0, "__init__": 0,
 }
+# The imports allowed between two packages of one floor (importer, imported), each with why; any other is an
+# arrow sideways the layout does not have (stack importing validate, smoke importing plan, azure/ the emulator).
+SIDEWAYS = {
+    ("__main__", "commands"): "the entry point runs the root command",
+    ("paths", "diagnostics"): "a path problem is said as a diagnostic",
+    ("stack", "knowledge"): "the stack model reads sizes, frameworks and launchers",
+    ("validate", "stack"): "validate judges a loaded stack",
+    ("validate", "knowledge"): "validate's thresholds and facts are knowledge",
+    ("state", "azure"): "state is kept on Azure, read and written through the provider",
+    ("apply", "plan"): "apply executes plan's result (through ENGINE_FACES only)",
+    ("apply", "smoke"): "infra render writes the smoke job beside the az ml YAML (through ENGINE_FACES only)",
+    ("apply", "image"): "a custom environment's build context holds the rendered Dockerfile (ENGINE_FACES)",
+    ("plan", "image"): "plan --check-images reads images (ENGINE_FACES)",
+}
+ENGINES = ("plan", "apply", "smoke", "image")
+# What one engine may import of another: its face. Anything else of an engine is its own business.
+ENGINE_FACES = {
+    "infra_cli.plan.model": "plan's types: Plan, ResourceChange, Resource, the actions",
+    "infra_cli.plan.engine": "plan_stack, planned_changes: apply derives the plan again under the lock",
+    "infra_cli.plan.planfile": "a saved plan, its seals checked",
+    "infra_cli.plan.desired": "the desired state (cluster secrets, distribution dependencies)",
+    "infra_cli.plan.diff": "provisioning_problem: apply judges a cluster it waited for as plan does",
+    "infra_cli.plan.live": "the live reads apply repeats under the lock",
+    "infra_cli.plan.normalise": "is_other_compute: what a live compute is",
+    "infra_cli.plan.smoke_pending": "changed_smokes: the smokes apply marks pending",
+    "infra_cli.smoke.job_templates": "the smoke job template, written by infra render",
+    "infra_cli.image.dockerfile": "a Dockerfile template rendered into a build context",
+    "infra_cli.image.check": "an image's layers read for --check-images",
+}
+# Calls that build what talks to Azure (SDK clients, the lean reader, the provider, the emulator): made only by
+# the composition root and by azure/clients.py, where the clients are defined.
+BACKEND_BUILDERS = {"AzureClients", "AzureProvider", "Provider", "MLClient", "ComputeManagementClient", "ArmReader",
+                    "build_clients", "build_provider", "provider_for", "azure_clients", "local_clients",
+                    "EmulatorServer", "local_emulator", "served_emulator"}
+BUILDS_BACKEND = ("infra_cli.commands.", "infra_cli.azure.clients")
 # What a function-level import may load lazily: third-party modules that cost start-up time, and the
 # infra_cli modules that import one of them when loaded.
 # Lazy imports a fast path needs that the rule above cannot see, each with why.
@@ -134,6 +172,81 @@ def _module_level_graph() -> dict[str, set[str]]:
             if top and inner and inner != module:
                 graph[module].add(inner)
     return graph
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _sideways(imports: dict[str, list[tuple[str, int, bool]]]) -> list[str]:
+    out = []
+    for module, found in imports.items():
+        for target, line, _ in found:
+            inner = internal(target)
+            if inner is None or floor(inner) != floor(module) or _package(inner) == _package(module):
+                continue
+            if (_package(module), _package(inner)) not in SIDEWAYS:
+                out.append(f"{module}:{line} imports {inner} (same floor, not in SIDEWAYS)")
+            elif _package(module) in ENGINES and inner not in ENGINE_FACES:
+                out.append(f"{module}:{line} imports {inner}, which is not its engine's face (ENGINE_FACES)")
+    return sorted(set(out))
+
+
+def test_no_arrow_sideways_but_the_declared_ones():
+    """stack/ imports nothing of validate/, azure/ nothing of emulator/ or state/, smoke/ nothing of plan/, and an
+    engine reaches another only through its face."""
+    assert not _sideways(IMPORTS), "\n".join(_sideways(IMPORTS))
+
+
+def test_azure_knows_nothing_of_the_emulator():
+    """The emulator plugs in at the composition root (commands/backend.py): azure/ imports no emulator module,
+    not even inside a function."""
+    found = [f"{m}:{line} imports {t}" for m, imports in IMPORTS.items() if m.startswith("infra_cli.azure")
+             for t, line, _ in imports if t.startswith("infra_cli.emulator")]
+    assert not found, "\n".join(found)
+
+
+def _backend_builds(module: str, tree: ast.AST) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else \
+                node.func.attr if isinstance(node.func, ast.Attribute) else None
+            if name in BACKEND_BUILDERS:
+                out.append(f"{module}:{node.lineno} calls {name}")
+    return out
+
+
+def test_clients_and_providers_are_built_only_in_the_composition_root():
+    """No engine, state or edge module builds SDK clients, the provider or the emulator: the command builds the
+    backend once (commands/backend.py) and hands it down."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if not module.startswith(BUILDS_BACKEND):
+            found += _backend_builds(module, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("module, source, expected", [
+    ("infra_cli.azure.clients", "from infra_cli.emulator.server import EmulatorServer\n", "not in SIDEWAYS"),
+    ("infra_cli.stack.model", "from infra_cli.validate.rules import RULES\n", "not in SIDEWAYS"),
+    ("infra_cli.smoke.run", "from infra_cli.plan.desired import desired_resources\n", "not in SIDEWAYS"),
+    ("infra_cli.apply.engine", "from infra_cli.plan.render import render_plan\n", "not its engine's face"),
+])
+def test_the_sideways_check_sees_a_forbidden_import(module, source, expected):
+    """The checks above can fail: each import the layout forbids is named."""
+    visitor = Imports(module, False)
+    visitor.visit(ast.parse(source))
+    (problem,) = _sideways({module: visitor.found})
+    assert expected in problem
+
+
+def test_the_builder_check_sees_a_client_built_in_an_engine():
+    source = "def f(ws):\n    return AzureProvider(build_clients(ws, local=True))\n"
+    found = _backend_builds("infra_cli.apply.engine", ast.parse(source))
+    assert found == ["infra_cli.apply.engine:2 calls AzureProvider", "infra_cli.apply.engine:2 calls build_clients"]
 
 
 def test_no_import_cycle():

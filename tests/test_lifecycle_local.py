@@ -15,9 +15,9 @@ import pytest
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, WORKSPACE_YAML, start_emulator
 
 from infra_cli.apply.engine import apply_outcome, import_resource
-from infra_cli.apply.lock import LockHeld, StackLock
+from infra_cli.state.lock import LockHeld, StackLock
 from infra_cli.diagnostics import DiagnosticError
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.plan.planfile import read_plan_file, write_plan_file
 from infra_cli.stack.load import load_stack
@@ -53,7 +53,7 @@ def write_stack(tmp_path: Path, text: str = STACK, conda: str = "dependencies: [
 
 
 def plan(path, clients, **kw):
-    return plan_stack(load_stack(path), Provider(clients), **kw)
+    return plan_stack(load_stack(path), AzureProvider(clients), **kw)
 
 
 def actions(outcome) -> dict[str, list[str]]:
@@ -133,7 +133,7 @@ def test_untagged_same_name_is_an_error_and_import_adopts_it(tmp_path, clients):
     outcome = plan(path, clients)
     assert "plan.unmanaged-resource" in [d["rule"] for d in outcome.plan.diagnostics]
     assert "cluster.gpu" not in actions(outcome)
-    import_resource("cluster.gpu", "gpu", path, local=True, clients=clients)
+    import_resource("cluster.gpu", "gpu", path, backend=lambda _: AzureProvider(clients))
     outcome = plan(path, clients)
     assert not outcome.plan.has_errors()
     assert actions(outcome)["cluster.gpu"] == ["no-op"]
@@ -170,7 +170,7 @@ def test_restricted_size_and_short_quota_fail_the_plan(tmp_path, emulator, clien
         "Standard_ND96amsr_A100_v4", "Standard_ND96isr_H200_v5")
     emulator.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, "mlw-west", "westus2")
     path = write_stack(tmp_path, text.replace(TEST_WORKSPACE, "mlw-west"))
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     west = build_clients(load_stack(path).stack.workspace, local=True, emulator=emulator)
     outcome = plan(path, west)
@@ -281,7 +281,7 @@ def test_unknown_target_is_an_error(tmp_path, clients):
 
 def test_faults_converge_without_duplicates(tmp_path):
     """20% of requests answered 429/500 and 10% of long-running operations failing: repeated applies converge."""
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     server = start_emulator(tmp_path / "faulty", throttle_rate=0.1, error_rate=0.1, lro_failure_rate=0.1, seed=7,
                             retry_after_s=0)
@@ -380,8 +380,8 @@ def test_failed_operation_reported_others_finish(tmp_path):
     """Every long-running operation fails: apply tries each cluster a bounded number of times, then reports it
     with its Azure error code and message, while the independent changes (the environment) still finish."""
     from infra_cli.apply.executor import execute
-    from infra_cli.azure.clients import build_clients
-    from infra_cli.azure.provider import Provider
+    from infra_cli.commands.backend import build_clients
+    from infra_cli.azure.provider import AzureProvider
 
     server = start_emulator(tmp_path / "lro", lro_failure_rate=1.0, seed=3)
     try:
@@ -391,7 +391,7 @@ def test_failed_operation_reported_others_finish(tmp_path):
         clients = build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
         events = []
         outcome = plan(path, clients)
-        result = execute(outcome.plan, outcome.loaded, Provider(clients), emit=events.append, retry_pause_s=0)
+        result = execute(outcome.plan, outcome.loaded, AzureProvider(clients), emit=events.append, retry_pause_s=0)
         assert result.failures and not result.ok
         assert all(f.code == "InternalServerError" and "failed" in f.message for f in result.failures)
         assert result.added == 1  # the environment went through
@@ -405,7 +405,7 @@ def test_failed_operation_reported_others_finish(tmp_path):
 def test_stop_requested_starts_nothing_new(tmp_path, clients):
     """What Ctrl-C does: running changes finish, nothing new starts, the rest is listed and the plan shows it."""
     from infra_cli.apply.executor import execute
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
 
     text = STACK.replace("clusters:\n", "clusters:\n" + "".join(
         f"  extra{i}:\n    size: Standard_NC24ads_A100_v4\n    max_instances: 1\n" for i in range(4)))
@@ -417,7 +417,7 @@ def test_stop_requested_starts_nothing_new(tmp_path, clients):
         if event.phase == "start":
             stop.set()  # as if Ctrl-C came right after the first change started
 
-    result = execute(outcome.plan, outcome.loaded, Provider(clients), parallelism=1, emit=on_event, stop=stop)
+    result = execute(outcome.plan, outcome.loaded, AzureProvider(clients), parallelism=1, emit=on_event, stop=stop)
     assert result.interrupted and not result.ok
     assert result.added == 1 and len(result.not_started) == 6
     left = [c.address for c in plan(path, clients).plan.changes]

@@ -10,7 +10,8 @@ import pytest
 from azure.core.exceptions import ServiceRequestError
 
 from infra_cli.azure.arm import ArmReader
-from infra_cli.azure.clients import build_clients, retry_policy
+from infra_cli.azure.clients import retry_policy
+from infra_cli.commands.backend import build_clients
 from infra_cli.azure.loopback import LoopbackTransport
 from infra_cli.emulator.tls import EXPIRY_FILE, ensure_certificate
 from test_startup_imports import _imported

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE
 
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.stack.load import load_stack
 
@@ -24,9 +24,9 @@ def test_check_images_reports_met_unmet_and_unreadable(tmp_path, clients, images
     path = tmp_path / "stack.yaml"
     path.write_text(STACK.replace("REGISTRY", images.registry.host))
     loaded = load_stack(path)
-    without = plan_stack(loaded, Provider(clients))
+    without = plan_stack(loaded, AzureProvider(clients))
     assert not [d for d in without.plan.diagnostics if d["rule"].startswith("plan.image")]
-    outcome = plan_stack(loaded, Provider(clients), check_images=True)
+    outcome = plan_stack(loaded, AzureProvider(clients), check_images=True)
     by_rule = {}
     for d in outcome.plan.diagnostics:
         by_rule.setdefault((d["rule"], d["severity"]), []).append(d)

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, WORKSPACE_YAML
-from infra_cli.azure.clients import build_clients
-from infra_cli.azure.provider import Provider
+from infra_cli.commands.backend import build_clients
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.stack.load import load_stack
 
@@ -45,7 +45,7 @@ def _stack(tmp_path, clusters: int, environments: int):
 
 def _counted_plan(emulator, loaded) -> tuple[int, int]:
     """(list calls, single reads) of one plan, as the emulator counted them."""
-    provider = Provider(build_clients(loaded.stack.workspace, local=True, emulator=emulator))
+    provider = AzureProvider(build_clients(loaded.stack.workspace, local=True, emulator=emulator))
     emulator.stats.reset()
     plan_stack(loaded, provider)
     records = emulator.stats.records
@@ -86,7 +86,7 @@ def test_listed_read_equals_the_per_environment_read(emulator, clients, versions
     emulator.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, TEST_WORKSPACE, TEST_LOCATION)
     for version, archived in versions:
         _put_version(emulator, "e1", version, {"owner": f"v{version}"}, archived)
-    provider = Provider(clients)
+    provider = AzureProvider(clients)
     assert provider.read_environments({"e1": pinned, "absent": None}) == {
         "e1": provider.read_environment("e1", pinned), "absent": None}
 
@@ -98,7 +98,7 @@ def test_the_container_list_is_read_past_its_first_page(emulator, clients):
     for i in range(5):
         _put_version(emulator, f"e{i}", "1", {"n": str(i)})
     emulator.stats.reset()
-    found = Provider(clients).read_environments({f"e{i}": None for i in range(5)})
+    found = AzureProvider(clients).read_environments({f"e{i}": None for i in range(5)})
     assert {n: (v["version"], v["tags"], v["next_version"]) for n, v in found.items()} == {
         f"e{i}": ("1", {"n": str(i)}, "2") for i in range(5)}
     assert len([r for r in emulator.stats.records if r.path.endswith("/environments")]) == 3   # pages: 2, 2, 1

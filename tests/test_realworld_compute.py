@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from emulator_fixtures import TEST_LOCATION, WORKSPACE_YAML
 
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.plan.engine import plan_stack
 from infra_cli.stack.load import load_stack
@@ -44,7 +44,7 @@ def pasted(text: str) -> tuple[str, str]:
 def plan_of(tmp_path: Path, text: str, clients):
     path = tmp_path / "stack.yaml"
     path.write_text(text, encoding="utf-8")
-    return plan_stack(load_stack(path), Provider(clients)).plan
+    return plan_stack(load_stack(path), AzureProvider(clients)).plan
 
 
 def test_the_folder_holds_the_seven_public_cluster_files():

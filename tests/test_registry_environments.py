@@ -11,7 +11,7 @@ import pytest
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE
 
 from infra_cli.azure.errors import azure_error_code, azure_error_details, azure_error_message, describe_azure_error
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.stack.load import load_stack
 from infra_cli.knowledge.curated import curated_registries, parse_environment_reference
@@ -60,7 +60,7 @@ def test_provider_resolves_every_form_to_a_version(clients):
     from azure.ai.ml.entities import Environment
 
     clients.ml.environments.create_or_update(Environment(name="train", version="4", image="example.com/train:1"))
-    provider = Provider(clients)
+    provider = AzureProvider(clients)
     registry = "azureml://registries/azureml/environments"
     resolved = provider.resolve_environments({
         "short": f"azureml:{ACPT_113}@latest", "short-version": f"azureml:{ACPT_113}:3",
@@ -102,7 +102,7 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
 
     path = tmp_path / "stack.yaml"
     path.write_text(STACK.replace("CURATED", f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"))
-    outcome = plan_stack(load_stack(path), Provider(clients))
+    outcome = plan_stack(load_stack(path), AzureProvider(clients))
     assert not outcome.plan.has_errors(), outcome.plan.diagnostics
     (env,) = [c for c in outcome.plan.resource_changes if c.address == "environment.acpt"]
     assert env.actions == ["no-op"]
@@ -110,11 +110,11 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
     assert f"= azureml://registries/azureml/environments/{ACPT_22}/versions/{latest(ACPT_22)}" in render_plan(outcome.plan)
 
     path.write_text(STACK.replace("CURATED", f"{ACPT_113}@latest"))  # as the guides write it
-    (env,) = [c for c in plan_stack(load_stack(path), Provider(clients)).plan.resource_changes if c.address == "environment.acpt"]
+    (env,) = [c for c in plan_stack(load_stack(path), AzureProvider(clients)).plan.resource_changes if c.address == "environment.acpt"]
     assert env.after["resolved"] == f"azureml://registries/azureml/environments/{ACPT_113}/versions/{latest(ACPT_113)}"
 
     path.write_text(STACK.replace("CURATED", "azureml://registries/azureml/environments/acpt-pytorch-9.9/versions/1"))
-    outcome = plan_stack(load_stack(path), Provider(clients))
+    outcome = plan_stack(load_stack(path), AzureProvider(clients))
     (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
     assert error["severity"] == "error" and error["line"] == 12 and "acpt-pytorch-9.9" in error["message"]
     assert "az ml environment list --registry-name azureml" in error["hint"]
@@ -182,7 +182,7 @@ def test_sdk_error_from_the_emulator_reads_cleanly(clients):
 
 
 def test_command_job_keeps_registry_reference(tmp_path):
-    from infra_cli.smoke.render import smoke_jobs
+    from infra_cli.smoke.job_templates import smoke_jobs
     from infra_cli.azure.jobs import sdk_command_job
 
     uri = f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"
@@ -257,7 +257,7 @@ TF_216 = "tensorflow-2.16-cuda12"
 def test_todays_curated_environments_plan_clean_in_their_workspace_form(tmp_path, clients, name):
     path = tmp_path / "stack.yaml"
     path.write_text(STACK.replace("CURATED", f"azureml:AzureML-{name}@latest"))
-    outcome = plan_stack(load_stack(path), Provider(clients))
+    outcome = plan_stack(load_stack(path), AzureProvider(clients))
     assert not outcome.plan.has_errors(), outcome.plan.diagnostics
     assert not [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
     (env,) = [c for c in outcome.plan.resource_changes if c.address == "environment.acpt"]

@@ -19,7 +19,7 @@ import pytest
 from emulator_fixtures import WORKSPACE_YAML
 
 from infra_cli.apply.engine import apply_outcome
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.stack.load import load_stack
 
@@ -59,7 +59,7 @@ def write_stack(directory: Path, text: str = STACK) -> Path:
 
 
 def converge(path: Path, clients) -> None:
-    result = apply_outcome(plan_stack(load_stack(path, environ=VARIABLES), Provider(clients)))
+    result = apply_outcome(plan_stack(load_stack(path, environ=VARIABLES), AzureProvider(clients)))
     assert result.ok, result.failures
 
 

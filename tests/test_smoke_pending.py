@@ -14,8 +14,8 @@ import pytest
 
 from test_registry_environments import WORKSPACE
 
-from infra_cli.plan.smoke_pending import (FAILED, LAST_FAILED, NEVER_RAN, PASSED, PENDING, SmokeInputs, SmokeRecord,
-                                          pending_smokes)
+from infra_cli.plan.smoke_pending import LAST_FAILED, NEVER_RAN, pending_smokes
+from infra_cli.state.records import FAILED, PASSED, PENDING, SmokeInputs, SmokeRecord
 
 NOW = SmokeInputs("c1", "e1", "d1")
 
@@ -78,20 +78,25 @@ def test_inputs_survive_a_tag_round_trip():
 
 
 def test_record_is_on_azure_and_read_back(clients):
-    from infra_cli.azure.provider import Provider, smoke_record_name
-    from infra_cli.plan.live import read_smoke_records, record_smoke
+    from infra_cli.azure.provider import AzureProvider, smoke_record_name
+    from infra_cli.plan.live import read_live
+    from infra_cli.state.store import StateStore
 
-    provider = Provider(clients)
+    provider = AzureProvider(clients)
+
+    def read_smoke_records(provider, stack, distributions):   # as plan reads them, beside the live state
+        return read_live(provider, [], stack=stack, distributions=distributions).records
+
     assert read_smoke_records(provider, "st", ["ddp"]) == {"ddp": None}
-    record_smoke(provider, "st", SmokeRecord("ddp", FAILED, NOW, "job-1", "2026-01-01T00:00:00Z"))
-    record_smoke(provider, "st", SmokeRecord("ddp", PASSED, NOW, "job-2", "2026-01-01T00:01:00Z"))
+    StateStore(provider).record_smoke("st", SmokeRecord("ddp", FAILED, NOW, "job-1", "2026-01-01T00:00:00Z"))
+    StateStore(provider).record_smoke("st", SmokeRecord("ddp", PASSED, NOW, "job-2", "2026-01-01T00:01:00Z"))
     record = read_smoke_records(provider, "st", ["ddp"])["ddp"]
     assert (record.result, record.inputs, record.job) == (PASSED, NOW, "job-2")
     # an environment version per record, readable with the plain SDK
     versions = [e.version for e in clients.ml.environments.list(name=smoke_record_name("st", "ddp"))]
     assert sorted(versions) == ["1", "2"]
     # another stack's record under a name that sanitises alike is not this one's
-    record_smoke(provider, "st", SmokeRecord("a b", PASSED, NOW, "job-3"))
+    StateStore(provider).record_smoke("st", SmokeRecord("a b", PASSED, NOW, "job-3"))
     assert read_smoke_records(provider, "st", ["a-b"]) == {"a-b": None}
     assert read_smoke_records(provider, "st", ["a b", "a-b"])["a b"].job == "job-3", "one list serves both"
 

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from azure.ai.ml import load_job
 
-from infra_cli.smoke.render import render_distribution_jobs
+from infra_cli.smoke.job_templates import render_distribution_jobs
 from infra_cli.azure.jobs import sdk_command_job
-from infra_cli.smoke.render import smoke_jobs
+from infra_cli.smoke.job_templates import smoke_jobs
 from infra_cli.stack.load import load_stack
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,8 @@ import pytest
 
 from infra_cli.smoke.diagnose import Finding
 from infra_cli.smoke.judge import Judgement, SmokeVerdict
-from infra_cli.smoke.report import human_bytes, html_report, svg_chart, sweep, terminal_chart, write_report
+from infra_cli.commands.views.smoke_report import (human_bytes, html_report, svg_chart, sweep, terminal_chart,
+                                                  write_report)
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -15,7 +15,7 @@ import pytest
 
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.smoke.judge import judge
-from infra_cli.smoke.render import render_smoke_script
+from infra_cli.smoke.job_templates import render_smoke_script
 from infra_cli.stack.model import Distribution
 
 # Every launcher variable a test may inherit from the machine; each launch below sets its own.

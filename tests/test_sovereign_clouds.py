@@ -42,7 +42,7 @@ def _workspace(cloud: str | None) -> Workspace:
 
 
 def _clients(cloud: str | None, credential: RecordingCredential):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     return build_clients(_workspace(cloud), local=False, retry_total=0, credential=credential)
 
@@ -160,7 +160,7 @@ def test_sdk_clients_go_to_the_clouds_resource_manager_with_its_scope(cloud, sdk
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_registry_discovery_asks_the_clouds_discovery_endpoint_with_its_scope(cloud):
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
 
     _, scope, _, discovery_host = EXPECTED[cloud]
     credential = RecordingCredential()
@@ -169,7 +169,7 @@ def test_registry_discovery_asks_the_clouds_discovery_endpoint_with_its_scope(cl
     with Intercept() as mock:
         mock.add(responses.GET, re.compile(rf"https://{re.escape(discovery_host)}/registrymanagement/.*"),
                  json={"primaryRegionResourceProviderUri": region, "subscriptionId": SUB, "resourceGroup": "reg"})
-        base, sub, group = Provider(clients)._registry_base("azureml")
+        base, sub, group = AzureProvider(clients)._registry_base("azureml")
     assert [urlsplit(r.url).path for r in mock.seen] == [
         "/registrymanagement/v1.0/registries/azureml/discovery"]
     assert base.startswith(region) and (sub, group) == (SUB, "reg")
@@ -177,7 +177,7 @@ def test_registry_discovery_asks_the_clouds_discovery_endpoint_with_its_scope(cl
 
 
 def test_an_unknown_cloud_in_a_users_clouds_yaml_is_a_diagnostic(tmp_path, monkeypatch):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.diagnostics import DiagnosticError
     from infra_cli.paths import validators_dir
 
@@ -258,7 +258,7 @@ def test_acr_token_is_asked_of_the_registrys_cloud(host, cloud, monkeypatch):
 # --- the emulator stands in for any cloud ------------------------------------------------------------------------
 
 def test_local_mode_serves_a_sovereign_workspace(emulator):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     clients = build_clients(_workspace("AzureUSGovernment"), local=True, emulator=emulator)
     assert urlsplit(clients.arm.base_url).hostname == "127.0.0.1"

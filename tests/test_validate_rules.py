@@ -553,11 +553,11 @@ def test_pasted_compute_name_must_equal_the_key(tmp_path):
     assert r.diagnostics == []
 
 
-# ---- the command: launchers read from it (infra_cli/validate/launch.py, validators/launchers.yaml) -----------
+# ---- the command: launchers read from it (infra_cli/stack/launch.py, validators/launchers.yaml) -----------
 
 def test_command_parser_finds_the_training_step():
     from infra_cli.knowledge.launchers import launchers
-    from infra_cli.validate.launch import count, parse_command, parse_steps, variables
+    from infra_cli.stack.launch import count, parse_command, parse_steps, variables
 
     table = launchers()
     step = parse_command("cd src && NCCL_DEBUG=INFO OMP_NUM_THREADS=1 python -m torch.distributed.run "

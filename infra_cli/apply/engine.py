@@ -20,18 +20,24 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
-from infra_cli.apply.lock import StackLock, force_unlock
+from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
-from infra_cli.plan.engine import PlanOutcome, plan_stack, planned_changes
-from infra_cli.plan.live import LiveState, read_cluster, record_smoke, refresh
+from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
+from infra_cli.plan.live import LiveState, read_cluster, refresh
 from infra_cli.plan.model import Plan, PlanMode, Resource, ResourceChange, canonical_json, content_hash
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
-from infra_cli.plan.preflight import LIVE_JUDGED_RULES
-from infra_cli.plan.smoke_pending import PENDING, SmokeRecord, changed_smokes
+from infra_cli.plan.smoke_pending import changed_smokes
+from infra_cli.stack.model import Workspace
+from infra_cli.state.records import PENDING, SmokeRecord
+from infra_cli.state.store import StateStore
 from infra_cli.validate.engine import load_valid_stack
+
+# The provider for a workspace, built by the command (commands/backend.py): Azure, or the local emulator. Engines
+# that load the stack themselves ask for it once the stack passed their checks.
+Backend = Callable[[Workspace], Provider]
 
 class StalePlan(DiagnosticError):
     pass
@@ -50,20 +56,17 @@ class SavedOutcome(PlanOutcome):
     file: str = ""
 
 
-def prepare_from_plan_file(path: Path, *, local: bool, key: bytes | None) -> SavedOutcome:
+def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -> SavedOutcome:
     """Load a saved plan (its seals checked; `key`: INFRA_PLAN_KEY) and the stack it came from; refuse it if the
     stack's desired state changed, or if the actions it records are not those the stack and the live state call
     for now. Reads only: nothing is locked or written."""
-    from infra_cli.azure.clients import build_clients
-
-    from infra_cli.azure.provider import Provider
-
     saved = read_plan_file(path, key=key)
     loaded = load_planned_stack(saved)
     if stack_changed_since(saved, loaded):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
-    provider = Provider(build_clients(loaded.stack.workspace, local=local))
-    derived = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets).plan
+    provider = backend(loaded.stack.workspace)
+    derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets)
+    derived = derived_outcome.plan
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
                      str(path))
@@ -71,7 +74,8 @@ def prepare_from_plan_file(path: Path, *, local: bool, key: bytes | None) -> Sav
     errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
-    return SavedOutcome(derived, loaded, provider, live=None, targets=saved.targets, file=str(path))
+    return SavedOutcome(derived, loaded, provider, live=None, smoke_inputs=derived_outcome.smoke_inputs,
+                        targets=saved.targets, file=str(path))
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
@@ -85,7 +89,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     the same changes, and is stale otherwise. Every delete and replace is then checked against the live state
     (_refuse_unsafe_destroys) before anything is written."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
-    with StackLock(provider.clients.ml, plan.stack, operation):
+    with StateStore(provider).lock(plan.stack, operation):
         live = refresh(provider, plan.desired)
         if live.fingerprint() != plan.live_fingerprint:
             again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
@@ -168,25 +172,21 @@ def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str) -> None:
         raise DiagnosticError(problems)
 
 
-def mark_smokes_pending(plan: Plan, loaded: Any, provider: Any) -> None:
+def mark_smokes_pending(plan: Plan, loaded: Any, provider: Provider) -> None:
     """Before changing a distribution's cluster or environment, record its smoke as pending (with why) on Azure:
     until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
     for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():
-        record_smoke(provider, plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
+        StateStore(provider).record_smoke(plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
 
 
-def force_unlock_stack(stack_path: Path, *, local: bool) -> Any:
-    from infra_cli.azure.clients import build_clients
-
+def force_unlock_stack(stack_path: Path, *, backend: Backend) -> Any:
     loaded, _ = load_valid_stack(stack_path)
-    clients = build_clients(loaded.stack.workspace, local=local)
-    return force_unlock(clients.ml, loaded.stack.stack)
+    return StateStore(backend(loaded.stack.workspace)).force_unlock(loaded.stack.stack)
 
 
-def import_resource(address: str, azure_name: str, stack_path: Path, *, local: bool, clients: Any = None) -> str:
+def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:
     """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
-    from infra_cli.azure.clients import build_clients
-    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # an imported cluster exists
+    loaded, _ = load_for_plan(stack_path)  # as plan: an imported cluster exists, the live state judges it
     file = str(loaded.path)
     kind, _, name = address.partition(".")
 
@@ -204,9 +204,7 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, local: b
         raise error(f"the stack names this cluster {name!r} but the Azure cluster is {azure_name!r}",
                     f"import it under its Azure name: declare clusters.{azure_name} (Azure ML cannot rename a "
                     f"cluster) and run `infra import cluster.{azure_name} {azure_name} {file}`")
-    clients = clients or build_clients(loaded.stack.workspace, local=local)
-    from infra_cli.azure.provider import Provider
-    provider = Provider(clients)
+    provider = backend(loaded.stack.workspace)
     live = read_cluster(provider, azure_name)
     if live is None:
         raise error(f"there is no cluster {azure_name!r} in workspace {loaded.stack.workspace.name!r}",

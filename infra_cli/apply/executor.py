@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from infra_cli.azure.errors import azure_error_code, azure_error_message, is_transient
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.protocol import Provider
 from infra_cli.image.dockerfile import render_dockerfile
 from infra_cli.knowledge.update_semantics import semantics, transient_errors
 from infra_cli.paths import stage_context

@@ -5,7 +5,7 @@ Layout under the output directory:
     environments/NAME.yml                   environment YAML (image or build)
     environments/NAME/                      its assets: the copied conda file, the build context
     environments/NAME.curated.txt           curated environments are referenced, not created
-    jobs/...                                smoke and training jobs (infra_cli.smoke.render)
+    jobs/...                                smoke and training jobs (infra_cli.smoke.job_templates)
 
 Secrets (ssh_settings.admin_password, ssh_settings.ssh_key_value) are never written: the file says how to
 pass them with `--set`.
@@ -24,7 +24,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.dockerfile import render_dockerfile
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.paths import copy_no_wider, stage_context
-from infra_cli.smoke.render import render_distribution_jobs
+from infra_cli.smoke.job_templates import render_distribution_jobs
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment

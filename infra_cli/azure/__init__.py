@@ -1,1 +1,2 @@
-"""The one provider: real azure-ai-ml / azure-mgmt-compute clients, for Azure or the local emulator."""
+"""Azure's edge: the one Provider interface the engines read and write through, over the real azure-ai-ml /
+azure-mgmt-compute clients. It knows nothing of the emulator: the commands point the same clients at it."""

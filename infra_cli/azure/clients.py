@@ -1,10 +1,9 @@
-"""The ONE place that builds Azure SDK clients, for Azure or for the local emulator (`--local`).
+"""Azure SDK clients for a workspace, for Azure's clouds or for an HTTPS endpoint on this machine.
 
-Local mode does not swap in a fake provider: it starts (or reuses, within this process) the emulator over
-the local state directory, or uses the one already serving at INFRA_EMULATOR_URL (`infra emulator serve`,
-whose certificate and token are in the state directory), makes sure the stack's workspace exists there, and
-points the same real MLClient and ComputeManagementClient at it over HTTPS. Nothing else in the engine knows
-which it got.
+Which one a command talks to is chosen by the composition root (commands/backend.py), which also starts or finds
+the local emulator: this module knows nothing of it. For a local endpoint (`EmulatorTarget`: URL, certificate,
+bearer token) the same real MLClient and ComputeManagementClient are pointed at it over HTTPS; nothing in the
+engines knows which they got.
 
 Retries: azure-core's RetryPolicy counts retries per kind (connect, read, status) besides the total, and the
 per-kind counts default to 3, so `retry_total` alone leaves throttled or failing requests at 3 retries. All
@@ -19,26 +18,21 @@ the registry discovery endpoint; MLClient gets the cloud's name and reads its ow
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from infra_cli.conventions import EMULATOR_CLOUD_PREFIX, forget_inherited_emulator_cloud
+from infra_cli.conventions import EMULATOR_CLOUD_PREFIX
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.clouds import Cloud, clouds
-from infra_cli.paths import local_state_dir
 
 if TYPE_CHECKING:
     from azure.ai.ml import MLClient
     from azure.mgmt.compute import ComputeManagementClient
 
     from infra_cli.azure.arm import ArmReader
-    from infra_cli.emulator.faults import FaultConfig
-    from infra_cli.emulator.server import EmulatorServer
     from infra_cli.stack.model import Workspace
 
 # Azure: back off 0.8 s, 1.6 s, ... (azure-core's default). Local: the emulator answers at once.
@@ -48,12 +42,8 @@ DEFAULT_RETRY_TOTAL = 10
 # The longest single wait a Retry-After may ask for, and the longest one request may take with its retries.
 _RETRY_AFTER_MAX_S = {"azure": 60.0, "local": 5.0}
 _REQUEST_DEADLINE_S = {"azure": 900, "local": 120}
-# `--local` against an already running `infra emulator serve` (its cert.pem and token in INFRA_LOCAL_DIR)
-EMULATOR_URL_ENV = "INFRA_EMULATOR_URL"
 _ML_API_VERSION = "2024-04-01"
 
-_emulators: dict[Path, "EmulatorServer"] = {}
-_emulators_lock = threading.Lock()
 
 
 class AzureClients:
@@ -124,26 +114,11 @@ class AzureClients:
         return client
 
 
-def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None = None,
-                  retry_total: int = DEFAULT_RETRY_TOTAL, emulator: "EmulatorServer | None" = None,
+def azure_clients(workspace: "Workspace", *, retry_total: int = DEFAULT_RETRY_TOTAL,
                   credential: Any = None) -> AzureClients:
-    """SDK clients for the stack's workspace, in its cloud. local=True: the emulator (`emulator`, or the one this
-    process runs over local_dir, default ./.infra/local or INFRA_LOCAL_DIR, started on first use), which stands in
-    for whichever cloud the workspace names. `credential`: a TokenCredential to use instead of
-    DefaultAzureCredential (Azure only)."""
-    forget_inherited_emulator_cloud()
+    """SDK clients for the stack's workspace in its cloud. `credential`: a TokenCredential to use instead of
+    DefaultAzureCredential."""
     cloud = workspace_cloud(workspace)
-    if local:
-        if emulator is None and os.environ.get(EMULATOR_URL_ENV):
-            target = served_emulator(os.environ[EMULATOR_URL_ENV], Path(local_dir or local_state_dir()))
-            target.ensure_workspace(workspace, retry_total)
-        else:
-            server = emulator or local_emulator(local_dir)
-            server.ensure_workspace(workspace.subscription_id, workspace.resource_group, workspace.name,
-                                    workspace.location)
-            target = EmulatorTarget(server.url, server.port, server.cert_path, server.token)
-        return _clients(workspace, target.options(), cloud, retry_total, "local",
-                        before_sdk=lambda: trust_emulator_certificate(target.cert_path))
     if credential is None:
         from infra_cli.azure import credentials
 
@@ -152,6 +127,14 @@ def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None
     # get the endpoint and scope from clouds.yaml, which a test holds equal to that metadata.
     return _clients(workspace, {"credential": credential, "cloud": cloud.name, "base_url": cloud.resource_manager},
                     cloud, retry_total, "azure")
+
+
+def local_clients(workspace: "Workspace", target: "EmulatorTarget", *,
+                  retry_total: int = DEFAULT_RETRY_TOTAL) -> AzureClients:
+    """SDK clients for the stack's workspace on a local endpoint, which stands in for whichever cloud the
+    workspace names."""
+    return _clients(workspace, target.options(), workspace_cloud(workspace), retry_total, "local",
+                    before_sdk=lambda: trust_emulator_certificate(target.cert_path))
 
 
 def workspace_cloud(workspace: "Workspace") -> Cloud:
@@ -164,31 +147,6 @@ def workspace_cloud(workspace: "Workspace") -> Cloud:
             "error", "workspace.unknown-cloud", f"cloud {workspace.cloud!r} has no endpoints in validators/clouds.yaml",
             None, None, None, f"use one of {', '.join(known)}, or add its endpoints to validators/clouds.yaml")])
     return found
-
-
-def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
-    """The emulator this process runs over local_dir, started on an ephemeral port on first use."""
-    from infra_cli.emulator.server import EmulatorServer
-
-    state_dir = Path(local_dir or local_state_dir()).resolve()
-    with _emulators_lock:
-        server = _emulators.get(state_dir)
-        if server is None or not server.running:
-            server = EmulatorServer(state_dir, faults=_environment_faults()).start()
-            _emulators[state_dir] = server
-            atexit.register(server.stop)
-    return server
-
-
-def _environment_faults() -> "FaultConfig":
-    """Fault injection for the in-process emulator, from the INFRA_EMULATOR_* variables."""
-    from infra_cli.emulator.faults import fault_config_from_environment
-
-    try:
-        return fault_config_from_environment()
-    except ValueError as exc:
-        raise DiagnosticError([Diagnostic("error", "local.emulator-setting", str(exc), None, None, None,
-                                          "unset it, or give a number (rates between 0 and 1)")]) from None
 
 
 @dataclass(frozen=True)
@@ -235,36 +193,6 @@ class EmulatorTarget:
                                                         json={"location": workspace.location}))
             if found.status_code >= 400:
                 raise HttpResponseError(response=found)
-
-
-def served_emulator(url: str, local_dir: Path) -> EmulatorTarget:
-    """INFRA_EMULATOR_URL: an `infra emulator serve` on this machine, trusted with the certificate and token in
-    its state directory (INFRA_LOCAL_DIR). Only a loopback https URL: the token must not leave the machine."""
-    from infra_cli.emulator.auth import read_token
-
-    def refuse(message: str, hint: str) -> DiagnosticError:
-        return DiagnosticError([Diagnostic("error", "local.emulator-url", message, None, None, None, hint)])
-
-    parts = urlsplit(url.strip())
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if parts.scheme != "https" or parts.hostname not in ("127.0.0.1", "localhost", "::1") or not port:
-        raise refuse(f"{EMULATOR_URL_ENV}={url!r} is not an https URL on this machine with a port",
-                     "use the URL `infra emulator serve` printed, like https://127.0.0.1:PORT/")
-    state_dir = Path(local_dir).resolve()
-    cert = state_dir / "cert.pem"
-    try:
-        token = read_token(state_dir)
-    except OSError as exc:
-        raise refuse(f"cannot read the emulator's token in {state_dir}: {exc}",
-                     "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)")
-    if not cert.is_file():
-        raise refuse(f"{cert} does not exist",
-                     "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return EmulatorTarget(f"https://{host}:{port}/", port, cert, token)
 
 
 def trust_emulator_certificate(cert_path: Path) -> None:

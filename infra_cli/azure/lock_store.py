@@ -1,4 +1,4 @@
-"""Where the stack lock lives: the versions of an Azure ML environment (apply/lock.py says why). This module
+"""Where the stack lock lives: the versions of an Azure ML environment (state/lock.py says why). This module
 is the SDK under it: read the latest version's tags, register a version."""
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.model import Workspace
@@ -10,16 +11,18 @@ from infra_cli.stack.model import Workspace
 LOCAL_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 
 
-def sku_availability(location: str, names: list[str], *, local: bool, cloud: str = "AzureCloud",
-                     credential=None) -> dict[str, str]:
-    """lower-case size name -> "available", "restricted (REASON)" or "not offered", read from `cloud`'s ARM."""
-    from infra_cli.azure.clients import build_clients
-    from infra_cli.azure.provider import Provider
-
+def availability_workspace(location: str, *, local: bool, cloud: str = "AzureCloud") -> Workspace:
+    """The workspace whose subscription the sizes of `location` are read in (no workspace is read or made)."""
     subscription = LOCAL_SUBSCRIPTION if local else os.environ.get("AZURE_SUBSCRIPTION_ID", "")
-    workspace = Workspace(subscription_id=subscription, resource_group="infra-skus", name="infra-skus",
-                          location=location, cloud=cloud)
-    live = Provider(build_clients(workspace, local=local, credential=credential)).sku_offers(workspace.location)
+    return Workspace(subscription_id=subscription, resource_group="infra-skus", name="infra-skus",
+                     location=location, cloud=cloud)
+
+
+def sku_availability(provider: Any, workspace: Workspace, names: list[str]) -> dict[str, str]:
+    """lower-case size name -> "available", "restricted (REASON)" or "not offered", read through `provider`
+    (built by the command for `workspace`) in the workspace's location."""
+    location, subscription = workspace.location, workspace.subscription_id
+    live = provider.sku_offers(location)
     if live is None:
         raise DiagnosticError([Diagnostic(
             "error", "skus.forbidden", f"this identity may not read the VM sizes of subscription {subscription}",

@@ -4,7 +4,7 @@ Reads go over the lean REST reader (azure/arm.py: azure-core only, no azure-ai-m
 one serves, issued concurrently (bounded); they return plain data (dicts of the values azure-ai-ml's entities
 would hold), which plan normalises (plan/live.py), so this module needs nothing from plan. Writes go through the
 SDKs (azure-ai-ml, azure-mgmt-compute) with azure-core's retry policy (clients.py) handling 429/5xx. The same
-code runs against Azure and against the local emulator: only clients.py knows which.
+code runs against Azure and against the local emulator: only the command's backend (commands/backend.py) knows which.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
-from infra_cli.azure.quiet import quiet_sdk
+from infra_cli.azure.protocol import Written
+from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
 
@@ -266,18 +267,14 @@ def sku_offer(sku: dict, location: str) -> dict[str, Any]:
             "rdma_enabled": None if rdma is None else rdma == "True", "restrictions": reasons}
 
 
-class _Resource(Protocol):   # what a write takes: plan's Resource, or anything with these
-    name: str
-    attributes: dict
-    tags: dict
-
-
 def _pool(n: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, n)))
 
 
 @dataclass
-class Provider:
+class AzureProvider:
+    """The Provider (azure/protocol.py) over azure-core's reader and the SDK clients."""
+
     clients: Any  # infra_cli.azure.clients.AzureClients
 
     smoke_record_name = staticmethod(smoke_record_name)
@@ -474,7 +471,7 @@ class Provider:
 
     # ---- writes -----------------------------------------------------------------------------------------
 
-    def put_cluster(self, resource: _Resource, secrets: Any, subnet: str | None,
+    def put_cluster(self, resource: Written, secrets: Any, subnet: str | None,
                     vnet_name: str | None) -> Any:
         """Create, or update in place, through a full PUT (the SDK's begin_update sends a broken subnet).
         `secrets`: admin_username, admin_password, ssh_key_value (plan's ClusterSecrets)."""
@@ -530,7 +527,7 @@ class Provider:
             released.append(str(listed.version))
         return released
 
-    def create_environment_version(self, resource: _Resource, base_dir: Path, conda_file: str | None,
+    def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | None,
                                    build_files: Callable[[Path], Path] | None) -> Any:
         """Register a new, immutable version (never rewrite one)."""
         from azure.ai.ml.entities import BuildContext, Environment

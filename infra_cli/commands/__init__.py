@@ -1,5 +1,6 @@
-"""Floor 4, the command line: one module per command group, each exposing `register(app)`.
+"""Floor 4, the composition root: one module per command group, each exposing `register(app)`.
 
-A command parses, calls one engine function, renders and maps to an exit code (commands/output.py).
-Engines are imported inside the command, so `--help` and the offline commands stay light.
+A command parses, builds the backend (commands/backend.py: Azure or the emulator, the clients and the provider),
+calls one engine function, hands its result to a view (commands/views/) and maps to an exit code
+(commands/output.py). Engines are imported inside the command, so `--help` and the offline commands stay light.
 """

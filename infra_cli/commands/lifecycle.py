@@ -61,13 +61,10 @@ def _summary(result, verb: str = "Apply") -> int:
 
 
 def _run_smoke(outcome, jobs: list[str]) -> int:
-    try:
-        from infra_cli.smoke.run import run_smoke
-    except ImportError:
-        print(for_this_run(f"Smoke jobs to run: {', '.join(jobs)} (run `infra smoke` when the smoke runner is installed)"))
-        return EXIT_OK
+    from infra_cli.smoke.run import run_smoke
+
     names = [j.split(".", 1)[1] for j in jobs]
-    verdicts = run_smoke(outcome.loaded, outcome.provider.clients, names, stream=progress_stream(sys.stdout))
+    verdicts = run_smoke(outcome.loaded, outcome.provider, outcome.smoke_inputs, names, stream=progress_stream(sys.stdout))
     # An incomplete smoke (its framework is not installed where the job ran) leaves apply's work done: its one
     # line says what to install, and the smoke stays pending; `infra smoke` exits 1 for it.
     return EXIT_OK if all(v.passed or v.incomplete for v in verdicts) else EXIT_ERROR
@@ -75,12 +72,11 @@ def _run_smoke(outcome, jobs: list[str]) -> int:
 
 def plan_file(stack: Path, *, local: bool, **options) -> "PlanOutcome":
     """Load and validate the stack, build the clients and the provider (Azure, or the local emulator) and plan."""
-    from infra_cli.azure.clients import build_clients
-    from infra_cli.azure.provider import Provider
+    from infra_cli.commands.backend import build_provider
     from infra_cli.plan.engine import load_for_plan, plan_stack
 
     loaded, warnings = load_for_plan(stack)
-    provider = Provider(build_clients(loaded.stack.workspace, local=local))
+    provider = build_provider(loaded.stack.workspace, local=local)
     return plan_stack(loaded, provider, warnings=warnings, **options)
 
 
@@ -156,9 +152,10 @@ def import_(
 ) -> None:
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
+    from infra_cli.commands.backend import provider_for
 
     try:
-        print(for_this_run(import_resource(address, azure_name, stack, local=local)))
+        print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local))))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -169,9 +166,10 @@ def force_unlock(
 ) -> None:
     """Clear a stale stack lock (left by a killed apply)."""
     from infra_cli.apply.engine import force_unlock_stack
+    from infra_cli.commands.backend import provider_for
 
     try:
-        info = force_unlock_stack(stack, local=local)
+        info = force_unlock_stack(stack, backend=provider_for(local=local))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     print(f"Cleared the lock held by {info.holder} since {info.since}." if info.held else "The stack was not locked.")
@@ -180,13 +178,14 @@ def force_unlock(
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
                       *, destroy: bool) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
-    from infra_cli.apply.lock import LockHeld
+    from infra_cli.state.lock import LockHeld
+    from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, plan_key
     from infra_cli.plan.render import render_plan
 
     try:
         if not destroy and is_plan_file(source):
-            outcome = prepare_from_plan_file(source, local=local, key=plan_key(os.environ))
+            outcome = prepare_from_plan_file(source, backend=provider_for(local=local), key=plan_key(os.environ))
             approved = True
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xe2f7c410
+SOURCES_CRC = 0x1a58fafc
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

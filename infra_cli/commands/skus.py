@@ -16,7 +16,7 @@ def skus(
     local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
 ) -> None:
     """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""
-    from infra_cli.commands.views import skus_table
+    from infra_cli.commands.views.skus import skus_table
     from infra_cli.knowledge.skus import load_catalog
 
     try:
@@ -26,10 +26,12 @@ def skus(
     rows = [s for s in catalog if not infiniband or s.infiniband_eligible]
     available: dict[str, str] | None = None
     if location and local:
-        from infra_cli.azure.preflight import sku_availability
+        from infra_cli.azure.preflight import availability_workspace, sku_availability
+        from infra_cli.commands.backend import build_provider
 
         try:
-            available = sku_availability(location, [s.name for s in rows], local=True)
+            workspace = availability_workspace(location, local=True)
+            available = sku_availability(build_provider(workspace, local=True), workspace, [s.name for s in rows])
         except DiagnosticError as exc:
             raise fail(exc.diagnostics, as_json)
     elif location:

@@ -31,23 +31,25 @@ def smoke(
     # Progress goes to stderr when stdout carries JSON.
     stream = progress_stream(sys.stderr if as_json else sys.stdout)
     try:
-        from infra_cli.azure.clients import build_clients
+        from infra_cli.commands.backend import build_provider
+        from infra_cli.plan.engine import current_smoke_inputs
         from infra_cli.smoke.run import run_smoke
 
-        clients = build_clients(loaded.stack.workspace, local=local)
-        verdicts = run_smoke(loaded, clients, list(distribution or []) or None, stream=stream)
+        provider = build_provider(loaded.stack.workspace, local=local)
+        inputs = current_smoke_inputs(loaded, provider, list(distribution or loaded.stack.distributions))
+        verdicts = run_smoke(loaded, provider, inputs, list(distribution or []) or None, stream=stream)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper
     if as_json:
         print(json.dumps([v.to_json() for v in verdicts], indent=2))
     elif sys.stdout.isatty():   # bandwidth as a picture where a person reads it
-        from infra_cli.smoke.report import terminal_chart
+        from infra_cli.commands.views.smoke_report import terminal_chart
 
         for v in verdicts:
             stream("\n" + terminal_chart(v))
     if report is not None:
-        from infra_cli.smoke.report import write_report
+        from infra_cli.commands.views.smoke_report import write_report
 
         stream(f"\nReport: {write_report(report, verdicts, loaded.stack.stack)}")
     if not verdicts:

@@ -38,10 +38,11 @@ def _show_plan(path: Path, as_json: bool) -> None:
 
 
 def _read_state(stack: Path, local: bool):
-    from infra_cli.plan.state import read_stack_state
+    from infra_cli.commands.backend import provider_for
+    from infra_cli.plan.owned import read_stack_state
 
     try:
-        return read_stack_state(stack, local=local)
+        return read_stack_state(stack, backend=provider_for(local=local))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -65,7 +66,7 @@ def show(
     if looks_like_plan_file(target):
         _show_plan(target, as_json)
         raise typer.Exit(EXIT_OK)
-    from infra_cli.plan.state import render_state, state_json
+    from infra_cli.commands.views.state import render_state, state_json
 
     state = _read_state(target, local)
     print(json.dumps(state_json(state), indent=2) if as_json else render_state(state))

@@ -98,11 +98,6 @@ def guarded(argv: list[str]) -> tuple[list[str], tuple[int, ...]]:
     return [sys.executable, "-I", "-c", _REGISTER, str(fd), *argv], (fd,)
 
 
-def watch_group(pgid: int) -> None:
-    """Kill process group `pgid` if this process dies before `forget_group(pgid)`."""
-    _send(f"+{pgid}\n")
-
-
 def forget_group(pgid: int) -> None:
     """The group has ended (its leader was waited for): its id may be reused, so stop guarding it."""
     _send(f"-{pgid}\n")

@@ -85,6 +85,21 @@ def template_dir(template_name: str) -> Path:
     return templates_dir() / "docker" / template_name
 
 
+def template_meta(template_name: str) -> dict | None:
+    """templates/docker/NAME/template.yaml, or None where the template has none (validate says so)."""
+    meta = template_dir(template_name) / "template.yaml"
+    if not meta.is_file():
+        return None
+    with open(meta, encoding="utf-8") as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def described_templates() -> list[str]:
+    """The names of the templates that have a template.yaml, sorted."""
+    folder = templates_dir() / "docker"
+    return sorted(p.name for p in folder.glob("*") if (p / "template.yaml").is_file()) if folder.is_dir() else []
+
+
 def load_template_meta(template_name: str) -> dict:
     meta = template_dir(template_name) / "template.yaml"
     if not meta.is_file() or not (meta.parent / "Dockerfile.j2").is_file():

@@ -1,5 +1,5 @@
 """validators/launchers.yaml: which commands launch processes per node or from a head node, and their flags
-by role (read by validate/launch.py, which parses a distribution's command against this table)."""
+by role (read by stack/launch.py, which parses a distribution's command against this table)."""
 
 from __future__ import annotations
 

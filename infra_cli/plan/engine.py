@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +12,12 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
 from infra_cli.plan.diff import diff, drift, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
-from infra_cli.plan.live import LiveState, Provider, read_live
+from infra_cli.azure.protocol import Provider
+from infra_cli.plan.live import LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange
-from infra_cli.plan.smoke_pending import SmokeRecord, changed_smokes, pending_smokes, smoke_inputs
+from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.load import LoadedStack
+from infra_cli.state.records import SmokeInputs, SmokeRecord
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
@@ -25,8 +27,11 @@ from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
 class PlanOutcome:
     plan: Plan
     loaded: LoadedStack
-    provider: Any  # the Provider the plan read with (azure/provider.py), which apply then writes with
+    provider: Provider  # the provider the plan read with, which apply then writes with
     live: LiveState | None
+    # distribution -> what its smoke is judged on now (the desired resources, curated environments as resolved
+    # by this plan): what the smoke after apply records its verdicts against
+    smoke_inputs: dict[str, SmokeInputs] = field(default_factory=dict)
 
 
 def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[str]) -> None:
@@ -81,12 +86,11 @@ def with_sensitive(changes: list[ResourceChange], source) -> list[ResourceChange
     return [replace(c, sensitive=tuple(sorted(paths[c.address]))) if c.address in paths else c for c in changes]
 
 
-def smoke_reasons(loaded: LoadedStack, desired: list[Resource], changes: list[ResourceChange],
-                  deps: dict[str, tuple[str, ...]], resolved: dict[str, str | None],
-                  records: dict[str, SmokeRecord | None], targets: list[str]) -> dict[str, str]:
+def smoke_reasons(loaded: LoadedStack, inputs: dict[str, SmokeInputs], changes: list[ResourceChange],
+                  deps: dict[str, tuple[str, ...]], records: dict[str, SmokeRecord | None],
+                  targets: list[str]) -> dict[str, str]:
     """smoke.DIST -> why it will run: its cluster or environment changes in this plan, or its last recorded
     smoke did not pass with the inputs it has now (failed, never ran, or ran on other inputs)."""
-    inputs = smoke_inputs(loaded, desired, resolved.get)
     enabled = {n for n, d in loaded.stack.distributions.items() if d.smoke.enabled}
     pending = pending_smokes(inputs, records, enabled)
     if targets:
@@ -132,7 +136,8 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     diagnostics += unresolved_environments(loaded, curated, resolved)
     changes = with_sensitive(with_resolved_environments(changes, resolved), loaded.source)
     drifted = with_sensitive(drift(desired, live, stack=stack.stack), loaded.source) if mode == "refresh-only" else []
-    reasons = smoke_reasons(loaded, desired, changes, deps, resolved, records, targets) if normal else {}
+    inputs = smoke_inputs(loaded, desired, resolved.get) if normal else {}
+    reasons = smoke_reasons(loaded, inputs, changes, deps, records, targets) if normal else {}
     plan = Plan(
         stack=stack.stack, mode=mode,
         resource_changes=[] if mode == "refresh-only" else changes,
@@ -140,7 +145,17 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         diagnostics=[d.to_json() for d in diagnostics],
         live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
     )
-    return PlanOutcome(plan, loaded, provider, live)
+    return PlanOutcome(plan, loaded, provider, live, inputs)
+
+
+def current_smoke_inputs(loaded: LoadedStack, provider: Provider, distributions: list[str]) -> dict[str, SmokeInputs]:
+    """What `infra smoke` records its verdicts against: the smoke inputs now, the curated environments of
+    `distributions` resolved as plan resolves them. Taken before any job is submitted."""
+    envs, dists = loaded.stack.environments, loaded.stack.distributions
+    used = {dists[d].environment for d in distributions if d in dists}
+    curated = {n: envs[n].curated for n in used if n in envs and envs[n].curated}
+    resolved = provider.resolve_environments(curated)
+    return smoke_inputs(loaded, desired_resources(loaded), resolved.get)
 
 
 def load_for_plan(stack_path: Path) -> tuple[LoadedStack, list[Diagnostic]]:

@@ -1,6 +1,6 @@
-"""What plan knows of Azure: the live state and live facts, read through a Provider (the Protocol below).
+"""What plan knows of Azure: the live state and live facts, read through a Provider (azure/protocol.py).
 
-The provider (azure/provider.py satisfies the Protocol without importing plan) answers plain data: values as
+The provider (azure/provider.py AzureProvider) answers plain data: values as
 Azure's entities hold them. Here they become plan's types: normalised Resources (plan/normalise.py) in a
 LiveState, the size offers and quota of a region in LiveFacts, the smoke records. Reads are issued at once:
 the workspace's computes and environments are one list call each, whatever the stack's size, beside the region's
@@ -12,35 +12,14 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from infra_cli.conventions import TAG_STACK
+from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
-from infra_cli.plan.smoke_pending import SmokeInputs, SmokeRecord
-
-
-class Provider(Protocol):
-    """The reads plan needs (and the smoke record apply and smoke write), answered as plain data."""
-
-    def smoke_record_name(self, stack: str, distribution: str) -> str: ...
-
-    def list_computes(self) -> list[dict[str, Any]]: ...
-
-    def read_compute(self, name: str) -> dict[str, Any] | None: ...
-
-    def read_environments(self, wanted: dict[str, str | None]) -> dict[str, dict[str, Any] | None]: ...
-
-    def resolve_environments(self, references: dict[str, str]) -> dict[str, str | None]: ...
-
-    def workspace_location(self) -> str | None: ...
-
-    def sku_offers(self, location: str) -> dict[str, dict[str, Any]] | None: ...   # None: not readable (403)
-
-    def usages(self, location: str) -> list[dict[str, Any]] | None: ...           # None: not readable (403)
-
-    def record_smoke(self, stack: str, distribution: str, tags: dict[str, str]) -> None: ...
+from infra_cli.state.records import SmokeRecord
+from infra_cli.state.store import StateStore
 
 
 @dataclass
@@ -168,25 +147,6 @@ def live_quota(usages: list[dict[str, Any]]) -> AmlQuota:
     return quota
 
 
-# Smoke records are environment versions whose tags say the result and the inputs it was judged on.
-_RECORD_TAGS = ("infra.smoke.result", "infra.smoke.inputs", "infra.smoke.job", "infra.smoke.at", "infra.smoke.reason")
-
-
-def record_tags(stack: str, record: SmokeRecord) -> dict[str, str]:
-    return {TAG_STACK: stack, "infra.smoke.distribution": record.distribution,
-            "infra.smoke.result": record.result, "infra.smoke.inputs": record.inputs.encode() if record.inputs else "",
-            "infra.smoke.job": record.job or "", "infra.smoke.at": record.at or "",
-            "infra.smoke.reason": record.reason or ""}
-
-
-def record_from_tags(stack: str, distribution: str, tags: dict[str, str] | None) -> SmokeRecord | None:
-    tags = tags or {}
-    if tags.get(TAG_STACK) != stack or tags.get("infra.smoke.distribution") != distribution:
-        return None  # another stack's or distribution's record under a name that sanitised alike
-    result, inputs, job, at, reason = (tags.get(k) for k in _RECORD_TAGS)
-    return SmokeRecord(distribution, result or "", SmokeInputs.decode(inputs), job or None, at or None, reason or None)
-
-
 # ---- reads through a provider -----------------------------------------------------------------------------
 
 @dataclass
@@ -246,7 +206,7 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
     of the workspace's environments, then each one that exists), and with `location` the live facts (workspace,
     size offers, quota), with `curated` the references to resolve."""
     wanted = _wanted_environments(desired)
-    records = {d: provider.smoke_record_name(stack, d) for d in distributions or []} if stack else {}
+    records = {d: StateStore(provider).record_name(stack, d) for d in distributions or []} if stack else {}
     with ThreadPoolExecutor(max_workers=6) as pool:
         computes_f = pool.submit(provider.list_computes)
         envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}})
@@ -259,15 +219,8 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
         out = LiveRead(_state(computes_f.result(), environments, wanted, clusters), resolved=resolved_f.result())
         if location:
             out.facts = region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
-    out.records = _records(stack or "", records, environments)
+    out.records = StateStore.records_from(stack or "", records, environments)
     return out
-
-
-def _records(stack: str, names: dict[str, str], environments: dict[str, dict[str, Any] | None]
-             ) -> dict[str, SmokeRecord | None]:
-    """distribution -> its record, from the environments read (`names`: distribution -> record's name)."""
-    return {d: record_from_tags(stack, d, environments[n]["tags"]) if environments.get(n) else None
-            for d, n in names.items()}
 
 
 def refresh(provider: Provider, desired: list[Resource]) -> LiveState:
@@ -286,21 +239,3 @@ def read_cluster(provider: Provider, name: str) -> Resource | None:
 def read_environment(provider: Provider, name: str, pinned: str | None) -> Resource | None:
     values = provider.read_environments({name: pinned})[name]
     return None if values is None else live_environment(values)
-
-
-def live_facts(provider: Provider, location: str) -> LiveFacts:
-    """Workspace location, size offers and restrictions, Azure ML's vCPU quota: three reads, concurrently."""
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        ws_f = pool.submit(provider.workspace_location)
-        skus_f = pool.submit(provider.sku_offers, location)
-        quota_f = pool.submit(provider.usages, location)
-        return region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
-
-
-def read_smoke_records(provider: Provider, stack: str, distributions: list[str]) -> dict[str, SmokeRecord | None]:
-    names = {d: provider.smoke_record_name(stack, d) for d in distributions}
-    return _records(stack, names, provider.read_environments({n: None for n in names.values()})) if names else {}
-
-
-def record_smoke(provider: Provider, stack: str, record: SmokeRecord) -> None:
-    provider.record_smoke(stack, record.distribution, record_tags(stack, record))

@@ -2,63 +2,25 @@
 
 A distribution's smoke inputs are the hashes of its cluster (the attributes that force a replacement, as the
 stack asks for them), its environment (the content hash, or for a curated reference the version it resolves to
-now) and its own settings. Each smoke run leaves a record on Azure (provider.record_smoke: an environment
-version per record, readable through the SDK, never a local file): the result and the inputs it ran with. Apply writes a "pending" record for the
-distributions whose cluster or environment it changes, so a recreated cluster with the same settings still
-counts as changed. Pure: no I/O here.
+now) and its own settings. Each smoke run leaves a record on Azure (state/records.py: an environment version per
+record, readable through the SDK, never a local file): the result and the inputs it ran with. Apply writes a
+"pending" record for the distributions whose cluster or environment it changes, so a recreated cluster with the
+same settings still counts as changed. Pure: no I/O here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from infra_cli.plan.desired import secret_digest
 from infra_cli.knowledge.update_semantics import semantics
 from infra_cli.plan.model import DELETE, UPDATE, Resource, ResourceChange, content_hash
 from infra_cli.stack.load import LoadedStack
+from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeInputs, SmokeRecord
 
-PASSED, FAILED, PENDING = "passed", "failed", "pending"
-INCOMPLETE = "incomplete"  # nothing failed, but the framework could not run (smoke/judge.py): not proven, so pending
 NEVER_RAN = "never ran"
 LAST_FAILED = "last smoke failed"
 LAST_INCOMPLETE = "last smoke incomplete"
-
-
-@dataclass(frozen=True)
-class SmokeInputs:
-    """What a smoke result is valid for: one hash per input."""
-
-    cluster: str
-    environment: str
-    distribution: str
-
-    def encode(self) -> str:  # a tag value (Azure allows 256 characters)
-        return f"cluster={self.cluster},environment={self.environment},distribution={self.distribution}"
-
-    @classmethod
-    def decode(cls, text: str | None) -> "SmokeInputs | None":
-        try:
-            parts = dict(p.split("=", 1) for p in (text or "").split(","))
-            return cls(parts["cluster"], parts["environment"], parts["distribution"])
-        except (KeyError, ValueError):
-            return None
-
-    def changed_since(self, other: "SmokeInputs") -> list[str]:
-        """The inputs (cluster, environment, distribution) that differ from `other`."""
-        return [k for k in ("cluster", "environment", "distribution") if getattr(self, k) != getattr(other, k)]
-
-
-@dataclass(frozen=True)
-class SmokeRecord:
-    """The last smoke of a distribution, as recorded on Azure."""
-
-    distribution: str
-    result: str  # passed | failed | incomplete | pending
-    inputs: SmokeInputs | None
-    job: str | None = None
-    at: str | None = None
-    reason: str | None = None  # why a pending record was written ("cluster changed"), or what an incomplete one lacked
 
 
 def smoke_inputs(loaded: LoadedStack, desired: list[Resource],

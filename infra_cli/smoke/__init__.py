@@ -1,1 +1,1 @@
-"""Smoke-test jobs: rendered from templates/, submitted, waited on, judged."""
+"""Smoke-test jobs: filled from templates/, submitted, waited on, judged, recorded."""

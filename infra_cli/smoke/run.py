@@ -1,7 +1,9 @@
 """Submit smoke jobs through the Azure ML SDK, stream their progress, fetch their results, judge them.
 
-`run_smoke(loaded_stack, clients, distributions, stream=print)` -> one SmokeVerdict per distribution.
-`clients` is infra_cli.azure.clients.AzureClients (`.ml` an MLClient: Azure, or the emulator with --local).
+`run_smoke(loaded_stack, provider, inputs, distributions, stream=print)` -> one SmokeVerdict per distribution.
+`inputs`: distribution -> the smoke inputs its verdict is recorded against, as the plan computed them.
+`provider` is the one the command built (azure/provider.py; `.clients.ml` an MLClient: Azure, or the emulator
+with --local).
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from typing import Any, Callable
 
 from infra_cli.azure.errors import describe_azure_error
 from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, job_status, submit_job
-from infra_cli.azure.quiet import quiet_sdk
-from infra_cli.plan.desired import desired_resources
-from infra_cli.plan.live import record_smoke
-from infra_cli.plan.smoke_pending import FAILED, INCOMPLETE, PASSED, PENDING, SmokeRecord, smoke_inputs
+from infra_cli.azure.protocol import Provider
+from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.judge import SmokeVerdict, judge
-from infra_cli.smoke.render import smoke_jobs, write_smoke_job
+from infra_cli.smoke.job_templates import smoke_jobs, write_smoke_job
 from infra_cli.smoke.spec import RESULT_FILE, SmokeJob, safe_name
 from infra_cli.stack.load import LoadedStack
+from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeInputs, SmokeRecord
+from infra_cli.state.store import StateStore
 
 _WAIT_MARGIN_S = 300  # queueing and node start-up on top of the script's own timeout
 _REASON_CHARS = 200   # of an incomplete smoke's reason, kept in a tag (Azure allows 256 characters a value)
@@ -140,18 +142,13 @@ def _submit(ml: Any, loaded: LoadedStack, job: SmokeJob, code_dir: Path) -> str:
 
 class SmokeRecorder:
     """Records each verdict on Azure with the inputs it was judged on (plan reads them: a smoke that failed or
-    ran on other inputs is pending). The inputs are taken before the jobs are submitted."""
+    ran on other inputs is pending). The inputs were taken (by the plan, or `infra smoke`) before the jobs are
+    submitted."""
 
-    def __init__(self, loaded: LoadedStack, clients: Any, distributions: list[str], stream: Callable[[str], Any]):
-        from infra_cli.azure.provider import Provider
-
+    def __init__(self, loaded: LoadedStack, provider: Provider, inputs: dict[str, SmokeInputs],
+                 stream: Callable[[str], Any]):
         self.stack, self.stream = loaded.stack.stack, stream
-        self.provider = Provider(clients)
-        envs = loaded.stack.environments
-        used = {loaded.stack.distributions[d].environment for d in distributions}
-        curated = {n: envs[n].curated for n in used if n in envs and envs[n].curated}
-        resolved = self.provider.resolve_environments(curated)
-        self.inputs = smoke_inputs(loaded, desired_resources(loaded), resolved.get)
+        self.provider, self.inputs = provider, inputs
 
     def record(self, distribution: str, verdict: SmokeVerdict | None, job_name: str) -> None:
         """The verdict; None: the smoke was interrupted, so it is pending (it proved nothing)."""
@@ -164,7 +161,7 @@ class SmokeRecorder:
             record = SmokeRecord(distribution, result, self.inputs.get(distribution), job_name, at,
                                  reason=(why or "")[:_REASON_CHARS] or None)
         try:
-            record_smoke(self.provider, self.stack, record)
+            StateStore(self.provider).record_smoke(self.stack, record)
         except Exception as exc:  # the verdict stands; only the plan's memory of it is lost
             self.stream(f"smoke.{distribution}: could not record the result on Azure "
                         f"(the next plan will show this smoke as pending): {describe_azure_error(exc)}")
@@ -198,14 +195,15 @@ def cancel_interrupted(ml: Any, recorder: SmokeRecorder, unjudged: list[tuple[st
         recorder.record(distribution, None, job_name)
 
 
-def run_smoke(loaded_stack: LoadedStack, clients: Any, distributions: list[str] | None = None, *,
+def run_smoke(loaded_stack: LoadedStack, provider: Provider, inputs: dict[str, SmokeInputs],
+              distributions: list[str] | None = None, *,
               stream: Callable[[str], Any] = print, poll_s: float = 2.0,
               still_every_s: float = STILL_EVERY_S) -> list[SmokeVerdict]:
     """Submit every chosen smoke job at once, then wait for, fetch and judge each; the verdicts are streamed.
     Ctrl-C (KeyboardInterrupt) cancels the jobs not yet judged and raises SmokeInterrupted."""
     jobs = smoke_jobs(loaded_stack, distributions)
-    ml = clients.ml
-    recorder = SmokeRecorder(loaded_stack, clients, [j.name for j in jobs], stream)
+    ml = provider.clients.ml
+    recorder = SmokeRecorder(loaded_stack, provider, inputs, stream)
     submitted: list[tuple[SmokeJob, str]] = []
     judged: set[str] = set()
     with quiet_sdk():

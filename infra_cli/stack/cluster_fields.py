@@ -6,7 +6,7 @@ Who reads it (each for the rows that are plain for it; a row names the stages wh
     desired  plan/desired.py cluster_attributes    stack value -> normaliser -> plan attribute
     live     plan/normalise.py cluster_resource    compute_values' value -> normaliser -> plan attribute
     rest     azure/provider.py compute_values      ComputeResource JSON at `rest` -> reader -> value
-    sdk      azure/provider.py Provider.put_cluster  plan attribute -> AmlCompute(`sdk`=...)
+    sdk      azure/provider.py AzureProvider.put_cluster  plan attribute -> AmlCompute(`sdk`=...)
     render   apply/files.py compute_document       stack value -> amlCompute CLI v2 YAML (`render` says when)
 
 Field names are amlCompute's in Azure ML CLI v2 YAML (https://learn.microsoft.com/azure/machine-learning/reference-yaml-compute-aml),

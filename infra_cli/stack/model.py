@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from infra_cli.stack.fields import ANY, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf, Str
-from infra_cli.validate.launch import launcher_for as derived_launcher
+from infra_cli.stack.launch import launcher_for as derived_launcher
 
 _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # Curated references Azure ML resolves: azureml:NAME@latest, azureml:NAME:VERSION, or a registry URI.

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.knowledge.docker_templates import parameter_problems
+from infra_cli.knowledge.docker_templates import described_templates, parameter_problems, template_meta
 from infra_cli.knowledge.grammars import REFERENCE_GRAMMAR, image_reference_problem
 from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.knowledge.curated import curated_info, image_info
@@ -28,12 +28,12 @@ from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.launchers import launchers
 from infra_cli.knowledge.names import name_rules, tag_limits
 from infra_cli.knowledge.skus import Catalog, Sku
-from infra_cli.paths import context_files, inside, project_root, templates_dir
+from infra_cli.paths import context_files, inside, project_root
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Distribution, Environment
 from infra_cli.validate.dockerfile import read_dockerfile
-from infra_cli.validate.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
+from infra_cli.stack.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
 
 
@@ -300,17 +300,11 @@ def cluster_compute_name(ctx: Context, name: str, cluster: Cluster) -> Iterator[
 
 # ---- environments ---------------------------------------------------------------------------------------
 
-def _build_template_dir(name: str) -> Path:
-    return templates_dir() / "docker" / name
-
-
 def build_template_provides(name: str) -> dict[str, str | None] | None:
     """What an image built from templates/docker/NAME provides (its template.yaml), or None if unknown."""
-    meta = _build_template_dir(name) / "template.yaml"
-    if not meta.is_file():
+    data = template_meta(name)
+    if data is None:
         return None
-    with open(meta, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
     provides: dict[str, str | None] = {}
     for spec in data.get("provides") or []:
         req = parse_requirement(spec)
@@ -320,11 +314,7 @@ def build_template_provides(name: str) -> dict[str, str | None] | None:
 
 def build_template_pip_extras(name: str) -> dict[str, tuple[str, ...]]:
     """What the template installs beside a pip package it is asked for (template.yaml `pip_extras`)."""
-    meta = _build_template_dir(name) / "template.yaml"
-    if not meta.is_file():
-        return {}
-    with open(meta, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
+    data = template_meta(name) or {}
     return {pkg: tuple(more) for pkg, more in (data.get("pip_extras") or {}).items()}
 
 
@@ -400,8 +390,7 @@ def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Dia
         else:
             yield from _context_diagnostics(ctx, where, context, env.build.dockerfile_path)
     if env.build and env.build.template and build_template_provides(env.build.template) is None:
-        known = sorted(p.name for p in (templates_dir() / "docker").glob("*") if (p / "template.yaml").is_file()) \
-            if (templates_dir() / "docker").is_dir() else []
+        known = described_templates()
         yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
                      f"no Dockerfile template named {env.build.template!r} in templates/docker/",
                      f"known templates: {', '.join(known) or '(none)'}")
@@ -783,7 +772,7 @@ def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: Fram
                      "process_count_per_instance set to the GPUs per node")
 
 
-# ---- the command: what it launches (validate/launch.py reads it; validators/launchers.yaml knows launchers)
+# ---- the command: what it launches (stack/launch.py reads it; validators/launchers.yaml knows launchers)
 
 @lru_cache(maxsize=256)
 def _parsed(command: str) -> tuple[tuple[Launch, ...], str | None]:
@@ -930,15 +919,22 @@ def distribution_launcher_gpus(ctx: Context) -> Iterator[Diagnostic]:
         flags = step.launcher.flags
         flag, wanted = ((flags["processes_per_node"][0], sku.gpus) if flags.get("processes_per_node")
                         else (flags.get("processes_total", ("",))[0], sku.gpus * dist.instance_count))
-        if per_node > sku.gpus:
-            yield _command_at(ctx, name, "distribution.gpus-exceeded",
-                              f"{said} starts {per_node} processes on each node, but {sku.name} has {sku.gpus} GPU(s)",
-                              f"pass {flag} {wanted} (one process per GPU)")
-        elif per_node < sku.gpus:
-            yield _command_at(ctx, name, "distribution.gpus-underused",
-                              f"{said} starts {per_node} process(es) on each node: {per_node} of the {sku.gpus} GPUs "
-                              f"of {sku.name}",
-                              f"pass {flag} {wanted} to use every GPU you pay for", "warning")
+        yield from _gpus_used(
+            ctx, name, per_node, sku.gpus,
+            (f"{said} starts {per_node} processes on each node, but {sku.name} has {sku.gpus} GPU(s)",
+             f"pass {flag} {wanted} (one process per GPU)"),
+            (f"{said} starts {per_node} process(es) on each node: {per_node} of the {sku.gpus} GPUs of {sku.name}",
+             f"pass {flag} {wanted} to use every GPU you pay for"))
+
+
+def _gpus_used(ctx: Context, name: str, used: int, gpus: int, exceeded: tuple[str, str],
+               underused: tuple[str, str]) -> Iterator[Diagnostic]:
+    """distribution.gpus-exceeded (an error) or -underused (a warning): `used` of a node's `gpus`; each tuple is
+    the message and the hint."""
+    if used > gpus:
+        yield _command_at(ctx, name, "distribution.gpus-exceeded", *exceeded)
+    elif used < gpus:
+        yield _command_at(ctx, name, "distribution.gpus-underused", *underused, "warning")
 
 
 def _nodes_range(value: str) -> tuple[int, int] | None:
@@ -1089,14 +1085,12 @@ def distribution_lightning(ctx: Context, name: str, dist: Distribution, fw: Fram
                                   f"Lightning's {where} {value} but Azure ML starts {dist.processes_per_instance} "
                                   "processes per node (process_count_per_instance): the ranks disagree on the "
                                   "world size", f"set it to {dist.processes_per_instance}")
-        elif devices > sku.gpus:
-            yield _command_at(ctx, name, "distribution.gpus-exceeded",
-                              f"Lightning's {where} {value} but {sku.name} has {sku.gpus} GPU(s)",
-                              f"set it to {sku.gpus}")
-        elif devices < sku.gpus:
-            yield _command_at(ctx, name, "distribution.gpus-underused",
-                              f"Lightning's {where} {value} uses {devices} of the {sku.gpus} GPUs of {sku.name}",
-                              f"set it to {sku.gpus} to use every GPU you pay for", "warning")
+        else:
+            yield from _gpus_used(
+                ctx, name, devices, sku.gpus,
+                (f"Lightning's {where} {value} but {sku.name} has {sku.gpus} GPU(s)", f"set it to {sku.gpus}"),
+                (f"Lightning's {where} {value} uses {devices} of the {sku.gpus} GPUs of {sku.name}",
+                 f"set it to {sku.gpus} to use every GPU you pay for"))
 
 
 def _raise_max_instances(ctx: Context, dist: Distribution, nodes: int) -> str:

@@ -80,7 +80,7 @@ def azure_clients(monkeypatch, parameters: dict, location: str):
     """infra's clients for Azure (build_clients(local=False)) for the example's workspace, with a credential that
     needs no sign-in and no retries (a replay answers once; a retry would only hide a wrong request)."""
     import infra_cli.azure.credentials as credentials
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     credential = RecordingCredential()
     monkeypatch.setattr(credentials, "azure_credential", lambda *authority: credential)

@@ -1,5 +1,5 @@
 """Every api-version's recorded AmlCompute GET (fixtures/README.md: 2018-11-19 to 2025-12-01, the newest stable)
-replayed through infra's real read path (Provider over azure-core, then plan's normalise): each reads as the
+replayed through infra's real read path (AzureProvider over azure-core, then plan's normalise): each reads as the
 same cluster, and a stack that describes it plans no change. The recorded subnet comes in two shapes, a plain
 string (2018-11-19 to 2021-07-01) and the spec's ResourceId `{"id": ...}` (2021-10-01 on); a stack names it by
 id or by vnet_name + subnet. A shape no api-version records is a plan error naming the field, never a replace.
@@ -15,7 +15,7 @@ import pytest
 from contract_support import (RECORDED_CLUSTER, azure_clients, example, load_stack_text, owned,
                               recorded_cluster_stack, replay, response_body, sent, workspace_url)
 
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff, drift
@@ -87,7 +87,7 @@ def plan_against(tmp_path, monkeypatch, version: str, text: str, body: dict):
     clients = azure_clients(monkeypatch, params(version), "eastus2")
     with replay() as mock:
         mock.get(computes_url(version), json={"value": [owned(body, cluster)]})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     assert len(sent(mock, "GET")) == 1
     return diff(resources, live, stack="contract", source=loaded.source), resources, live
 
@@ -105,7 +105,7 @@ def test_each_api_versions_get_reads_the_recorded_cluster(monkeypatch, version):
     url = f"{computes_url(version)}/{params(version)['computeName']}"
     with replay() as mock:
         mock.get(url, json=response_body(recorded(version)))
-        cluster = read_cluster(Provider(clients), "compute123")
+        cluster = read_cluster(AzureProvider(clients), "compute123")
     assert cluster.attributes == EXPECTED[version]
     assert cluster.address == "cluster.compute123" and cluster.tags == {}
 
@@ -200,7 +200,7 @@ def test_an_unreadable_compute_the_stack_does_not_declare_is_left_alone(tmp_path
     clients = azure_clients(monkeypatch, params(version), "eastus2")
     with replay() as mock:
         mock.get(computes_url(version), json={"value": [owned(response_body(recorded(version)), cluster), other]})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     result = diff(resources, live, stack="contract", source=loaded.source)
     assert [c.actions for c in result.changes] == [NO_OP] and result.diagnostics == []
 
@@ -234,6 +234,7 @@ def test_import_of_a_string_subnet_cluster_keeps_its_subnet(tmp_path, monkeypatc
     with replay(every_answer_used=False) as mock:
         mock.get(url, json=body)
         mock.put(url, json=answer)
-        import_resource("cluster.compute123", "compute123", tmp_path / "stack.yaml", local=False, clients=clients)
+        import_resource("cluster.compute123", "compute123", tmp_path / "stack.yaml",
+                        backend=lambda _: AzureProvider(clients))
     (put,) = sent(mock, "PUT")
     assert body_of(put)["properties"]["properties"]["subnet"]["id"].lower() == subnet_id(version).lower()

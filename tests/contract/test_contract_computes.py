@@ -12,7 +12,7 @@ from contract_support import (OPERATION_URL, RECORDED_CLUSTER, azure_clients, bo
                               owned, query_of, recorded_cluster_stack, replay, response_body, sent, workspace_url)
 from spec_schema import problems
 
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.desired import ClusterSecrets, desired_resources
 from infra_cli.plan.diff import diff, drift
 from infra_cli.plan.live import LiveState, compute_resource, read_cluster, refresh
@@ -51,7 +51,7 @@ def plan(loaded, resources, live):
 def test_get_reads_the_recorded_cluster(clients):
     with replay() as mock:
         mock.get(COMPUTE, json=response_body(GET))
-        cluster = read_cluster(Provider(clients), PARAMS["computeName"])
+        cluster = read_cluster(AzureProvider(clients), PARAMS["computeName"])
     assert cluster.name == "compute123" and cluster.address == "cluster.compute123"
     assert cluster.attributes == RECORDED_CLUSTER
     assert cluster.tags == {}, "no ownership tags on the recorded cluster"
@@ -66,7 +66,7 @@ def test_recorded_cluster_plans_no_change(tmp_path, clients):
     (cluster,) = resources
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     result = plan(loaded, resources, live)
     assert result.diagnostics == []
     (change,) = result.changes
@@ -96,7 +96,7 @@ def test_null_or_absent_reads_as_recorded(clients, field, how):
     assert problems(variant, "ComputeResource", request=False) == []
     with replay() as mock:
         mock.get(COMPUTE, json=variant)
-        read = read_cluster(Provider(clients), "compute123").attributes
+        read = read_cluster(AzureProvider(clients), "compute123").attributes
     assert read == (dict(RECORDED_CLUSTER, subnet=None) if field == "subnet" else RECORDED_CLUSTER)
 
 
@@ -115,7 +115,7 @@ def test_a_size_the_catalog_does_not_know_is_the_same_size_in_any_case(tmp_path,
         (cluster,) = resources
         with replay() as mock:
             mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
-            live = refresh(Provider(clients), resources)
+            live = refresh(AzureProvider(clients), resources)
         (change,) = plan(loaded, resources, live).changes
         assert change.actions == NO_OP, (spelled, change.before["size"], change.after["size"])
         assert live.clusters["compute123"].attributes["size"] == "Standard_NC6"
@@ -132,7 +132,7 @@ def test_subnet_name_with_vnet_matches_the_id_azure_reports(tmp_path, clients):
     recorded["properties"]["properties"]["subnet"] = {"id": SUBNET_ID}
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(recorded, cluster)]})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     (change,) = plan(loaded, resources, live).changes
     assert change.actions == NO_OP, change.changed_paths()
     other = STACK.replace("network_settings: {subnet: test-subnet-resource-id}",
@@ -155,7 +155,7 @@ def test_list_follows_next_link(clients):
         mock.get(f"{W}/computes", json={"value": [response_body(GET)]},
                  match=[matchers.query_param_matcher({"$skipToken": "page-2"}, strict_match=False)])
         mock.get(f"{W}/computes", json=first)
-        clusters = [compute_resource(v) for v in Provider(clients).list_computes()]
+        clusters = [compute_resource(v) for v in AzureProvider(clients).list_computes()]
     gets = sent(mock, "GET")
     assert len(gets) == 2
     assert "$skipToken" not in query_of(gets[0]) and query_of(gets[1])["$skipToken"] == "page-2"
@@ -173,7 +173,7 @@ def test_a_recorded_aks_compute_of_the_same_name_is_never_adopted(tmp_path, clie
     loaded, resources = desired(tmp_path, STACK.replace("compute123:", "compute1234:"))
     with replay() as mock:
         mock.get(f"{W}/computes", json=response_body(LIST) | {"nextLink": None})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     result = plan(loaded, resources, live)
     (problem,) = result.diagnostics
     assert problem.rule == "plan.name-taken-by-other-compute"
@@ -192,8 +192,8 @@ def test_importing_a_recorded_aks_compute_is_refused(tmp_path, clients):
     with replay() as mock:
         mock.get(f"{W}/computes/compute1234", json=response_body(LIST)["value"][1])
         with pytest.raises(DiagnosticError) as refused:
-            import_resource("cluster.compute1234", "compute1234", tmp_path / "stack.yaml", local=False,
-                            clients=clients)
+            import_resource("cluster.compute1234", "compute1234", tmp_path / "stack.yaml", 
+                            backend=lambda _: AzureProvider(clients))
     (problem,) = refused.value.diagnostics
     assert problem.rule == "import.invalid" and "not an AmlCompute cluster" in problem.message
     assert sent(mock, "PUT") == []
@@ -221,7 +221,7 @@ def test_create_sends_what_the_spec_and_the_recorded_create_say(tmp_path, monkey
     with replay() as mock:
         _lro(mock, "PUT", COMPUTE, CREATE_BASIC, "201")
         mock.get(COMPUTE, json=owned(response_body(GET), cluster))
-        Provider(clients).put_cluster(cluster, ClusterSecrets(), None, None)
+        AzureProvider(clients).put_cluster(cluster, ClusterSecrets(), None, None)
     (put,) = sent(mock, "PUT")
     body = body_of(put)
     assert problems(body, "ComputeResource", request=True) == []
@@ -245,7 +245,7 @@ def test_create_with_a_subnet_and_ssh_sends_required_fields(tmp_path, clients):
     with replay() as mock:
         _lro(mock, "PUT", COMPUTE, CREATE_BASIC, "201")
         mock.get(COMPUTE, json=owned(response_body(GET), cluster))
-        Provider(clients).put_cluster(cluster, ClusterSecrets("azureuser", None, "ssh-rsa AAAAB3 contract"),
+        AzureProvider(clients).put_cluster(cluster, ClusterSecrets("azureuser", None, "ssh-rsa AAAAB3 contract"),
                                       "default", "vnet1")
     body = body_of(sent(mock, "PUT")[0])
     assert problems(body, "ComputeResource", request=True) == []
@@ -269,7 +269,7 @@ def test_scale_change_is_an_update_sent_as_the_recorded_update(tmp_path, clients
     recorded["properties"]["properties"]["subnet"] = {"id": SUBNET_ID}
     with replay() as mock:
         mock.get(COMPUTE, json=owned(recorded, applied))
-        live.clusters["compute123"] = read_cluster(Provider(clients), "compute123")
+        live.clusters["compute123"] = read_cluster(AzureProvider(clients), "compute123")
     (change,) = plan(loaded, [cluster], live).changes
     assert change.actions == UPDATE and change.replace_paths == []
     assert change.action_reason == "update_in_place: min_instances, max_instances"
@@ -277,7 +277,7 @@ def test_scale_change_is_an_update_sent_as_the_recorded_update(tmp_path, clients
     with replay() as mock:
         _lro(mock, "PUT", COMPUTE, UPDATE_BY_PUT, "201")
         mock.get(COMPUTE, json=response_body(UPDATE_BY_PUT, "200"))
-        Provider(clients).put_cluster(cluster, ClusterSecrets(), SUBNET_ID, None)
+        AzureProvider(clients).put_cluster(cluster, ClusterSecrets(), SUBNET_ID, None)
     body = body_of(sent(mock, "PUT")[0])
     assert problems(body, "ComputeResource", request=True) == []
     scale = body["properties"]["properties"]["scaleSettings"]
@@ -299,7 +299,7 @@ def test_delete_waits_for_the_recorded_answers(clients, status):
     with replay(every_answer_used=False) as mock:  # the SDK need not follow the recorded Location too
         _lro(mock, "DELETE", COMPUTE, DELETE, status)
         mock.get(COMPUTE, json=not_found, status=404)
-        Provider(clients).delete_cluster("compute123", wait_gone_s=5, poll_s=0.01)
+        AzureProvider(clients).delete_cluster("compute123", wait_gone_s=5, poll_s=0.01)
     (request,) = sent(mock, "DELETE")
     assert query_of(request)["underlyingResourceAction"] == DELETE["parameters"]["underlyingResourceAction"]
     assert request.url.split("?")[0] == COMPUTE
@@ -320,14 +320,14 @@ def test_idle_time_goes_out_as_an_iso_8601_duration_and_reads_back_the_same(tmp_
     answer = owned(response_body(GET), cluster)
     with replay() as mock:
         mock.put(COMPUTE, json=answer)
-        Provider(clients).put_cluster(cluster, ClusterSecrets(), None, None)
+        AzureProvider(clients).put_cluster(cluster, ClusterSecrets(), None, None)
     body = body_of(sent(mock, "PUT")[0])
     assert problems(body, "ComputeResource", request=True) == []
     duration = body["properties"]["properties"]["scaleSettings"]["nodeIdleTimeBeforeScaleDown"]
     answer["properties"]["properties"]["scaleSettings"]["nodeIdleTimeBeforeScaleDown"] = duration
     with replay() as mock:
         mock.get(COMPUTE, json=answer)
-        read = read_cluster(Provider(clients), "compute123")
+        read = read_cluster(AzureProvider(clients), "compute123")
     assert read.attributes["idle_time_before_scale_down"] == seconds, duration
 
 

@@ -16,7 +16,7 @@ from contract_support import (ARM, azure_clients, body_of, load_stack_text, ml_e
                               response_body, sent, workspace_url)
 from spec_schema import ASSETS_SPEC, problems
 
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff
 from infra_cli.plan.live import LiveState, live_environment, refresh
@@ -82,7 +82,7 @@ def containers_page(*names: str, next_link: str | None = None) -> dict:
 
 def read(clients, pinned=None):
     """The environment NAME as plan reads it (its versions only: the container list is not asked for)."""
-    values = Provider(clients).read_environment(NAME, pinned)
+    values = AzureProvider(clients).read_environment(NAME, pinned)
     return None if values is None else live_environment(values)
 
 
@@ -129,7 +129,7 @@ def test_a_pinned_version_not_there_yet_reads_as_absent(clients):
 def test_an_environment_with_no_version_reads_as_absent(clients):
     with replay() as mock:
         mock.get(VERSIONS, json={"value": []})
-        assert Provider(clients).read_environment(NAME, None) is None
+        assert AzureProvider(clients).read_environment(NAME, None) is None
 
 
 def test_the_recorded_version_is_not_adopted(tmp_path, clients):
@@ -140,7 +140,7 @@ def test_the_recorded_version_is_not_adopted(tmp_path, clients):
         mock.get(f"{W}/environments", json=containers_page(NAME))
         mock.get(VERSIONS, json=latest_page())
         mock.get(f"{W}/computes", json={"value": []})  # the refresh lists the workspace's clusters too
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     result = diff(resources, live, stack="contract", source=loaded.source)
     assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
     assert result.diagnostics[0].hint == f"rename environment.{NAME} in this stack (infra import adopts clusters only)"
@@ -154,7 +154,7 @@ def test_an_owned_version_with_the_same_content_is_no_change(tmp_path, clients):
         mock.get(f"{W}/environments", json=containers_page(NAME))
         mock.get(VERSIONS, json=latest_page(ours))
         mock.get(f"{W}/computes", json={"value": []})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
     assert change.actions == NO_OP and change.after["version"] == "string"
 
@@ -180,7 +180,7 @@ def test_create_sends_what_the_spec_and_the_recorded_create_say(tmp_path, client
     with replay() as mock:
         mock.put(f"{VERSIONS}/string", status=201,
                  json=version_body(response_body(CREATE_OR_UPDATE, "201"), PARAMS["version"]))
-        created = Provider(clients).create_environment_version(env, tmp_path, "conda.yaml", None)
+        created = AzureProvider(clients).create_environment_version(env, tmp_path, "conda.yaml", None)
     assert created.version == PARAMS["version"]
     (put,) = sent(mock, "PUT")
     body = body_of(put)
@@ -218,7 +218,7 @@ def test_only_environments_the_workspace_lists_are_read(tmp_path, clients):
             "testEnvironment", next_link=f"{W}/environments?api-version=2024-10-01&$skipToken=skiptoken"))
         mock.get(VERSIONS, json=latest_page())
         mock.get(f"{W}/computes", json={"value": []})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     assert sorted(live.environments) == [NAME]
     gets = [r.url.split("?")[0] for r in sent(mock, "GET")]
     assert gets.count(f"{W}/environments") == 2 and f"{W}/environments/absent/versions" not in gets

@@ -13,7 +13,7 @@ from contract_support import (OPERATION_URL, azure_clients, load_stack_text, ml_
                               recorded_cluster_stack, replay, response_body, workspace_url)
 from spec_schema import SPEC_ROOT, problems
 
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.desired import ClusterSecrets, desired_resources
 from infra_cli.plan.diff import diff
 from infra_cli.plan.live import read_cluster, refresh
@@ -60,14 +60,14 @@ def test_a_failed_cluster_plans_a_replacement(tmp_path, clients):
     (cluster,) = resources
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(failed_cluster(), cluster)]})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
     assert change.actions == REPLACE
     assert "Failed" in change.action_reason and "AllocationFailed" in change.action_reason
     # the same cluster, Succeeded, is no change at all: the state alone forces the replacement
     with replay() as mock:
         mock.get(f"{W}/computes", json={"value": [owned(response_body(GET), cluster)]})
-        healthy = refresh(Provider(clients), resources)
+        healthy = refresh(AzureProvider(clients), resources)
     (same,) = diff(resources, healthy, stack="contract", source=loaded.source).changes
     assert same.actions == ["no-op"]
 
@@ -77,13 +77,13 @@ def test_a_missing_cluster_reads_as_absent(clients):
     assert problems(not_found, "ErrorResponse", request=False, spec=COMMON_TYPES) == []
     with replay() as mock:
         mock.get(COMPUTE, json=not_found, status=404)
-        assert read_cluster(Provider(clients), "compute123") is None
+        assert read_cluster(AzureProvider(clients), "compute123") is None
 
 
 def _put(clients, tmp_path):
     loaded = load_stack_text(tmp_path, STACK.replace("    network_settings: {subnet: test-subnet-resource-id}\n", ""))
     (cluster,) = desired_resources(loaded)
-    Provider(clients).put_cluster(cluster, ClusterSecrets(), None, None)
+    AzureProvider(clients).put_cluster(cluster, ClusterSecrets(), None, None)
 
 
 def test_a_refused_create_shows_azures_code_and_message(tmp_path, clients, capsys):

@@ -10,7 +10,7 @@ from responses import matchers
 from contract_support import ARM, azure_clients, example, query_of, replay, response_body, sent
 from spec_schema import SKUS_SPEC, problems
 
-from infra_cli.azure.provider import API_USAGES, Provider
+from infra_cli.azure.provider import API_USAGES, AzureProvider
 from infra_cli.plan.live import LiveQuota, LiveSku, live_quota, live_skus
 
 SKUS = example("compute/skus/2021-07-01/ListAvailableResourceSkusForARegion.json")
@@ -35,7 +35,7 @@ def test_skus_are_asked_for_as_recorded_and_read(clients):
         "/nextLink: None is not of type 'string'"]
     with replay() as mock:
         mock.get(SKUS_URL, json=response_body(SKUS))
-        skus = live_skus(Provider(clients).sku_offers(location))
+        skus = live_skus(AzureProvider(clients).sku_offers(location))
     (request,) = sent(mock, "GET")
     query = query_of(request)
     assert query["$filter"] == SKUS["parameters"]["$filter"]
@@ -57,7 +57,7 @@ def test_a_restricted_size_says_why(clients):
     assert problems({"value": body["value"]}, "ResourceSkusResult", request=False, spec=SKUS_SPEC) == []
     with replay() as mock:
         mock.get(SKUS_URL, json=body)
-        skus = live_skus(Provider(clients).sku_offers("westus"))
+        skus = live_skus(AzureProvider(clients).sku_offers("westus"))
     assert skus["standard_a1"].restrictions == ("NotAvailableForSubscription",)
     assert skus["standard_a0"].restrictions == (), "a zone restriction leaves the region's other zones"
 
@@ -77,7 +77,7 @@ def test_azure_ml_quota_is_read_from_its_usages_as_recorded(clients):
         mock.get(ml_usages_url(location), json={"value": rows[5:]},
                  match=[matchers.query_param_matcher({"$skipToken": "p2"}, strict_match=False)])
         mock.get(ml_usages_url(location), json=first)
-        quota = live_quota(Provider(clients).usages(location))
+        quota = live_quota(AzureProvider(clients).usages(location))
     requests = sent(mock, "GET")
     assert len(requests) == 2 and query_of(requests[0])["api-version"] == API_USAGES
     assert quota.dedicated_total == LiveQuota("Total Cluster Dedicated Regional vCPUs", 14, 24)
@@ -122,7 +122,7 @@ def test_preflight_holds_a_new_cluster_to_the_recorded_quota(tmp_path, clients, 
     location = ML_USAGES["parameters"]["location"]
     with replay() as mock:
         mock.get(ml_usages_url(location), json=response_body(ML_USAGES))
-        quota = live_quota(Provider(clients).usages(location))
+        quota = live_quota(AzureProvider(clients).usages(location))
     stack = tmp_path / "s.yaml"
     stack.write_text("stack: s\nworkspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg,"
                      f" name: demo_workspace1, location: {location}}}\n"
@@ -148,7 +148,7 @@ FORBIDDEN = {"error": {"code": "AuthorizationFailed", "message": (
 
 
 def test_a_403_on_the_region_facts_reads_as_unread_not_as_empty(clients):
-    from infra_cli.plan.live import live_facts
+    from infra_cli.plan.live import region_facts
 
     location = "westus"
     with replay(every_answer_used=False) as mock:
@@ -158,8 +158,9 @@ def test_a_403_on_the_region_facts_reads_as_unread_not_as_empty(clients):
             mock.get(url, json=body, status=403)
         mock.get(f"{ARM}/subscriptions/{SUBSCRIPTION}/resourceGroups/testrg123/providers/"
                  "Microsoft.MachineLearningServices/workspaces/workspaces123", json={"location": location})
-        provider = Provider(clients)
-        assert provider.sku_offers(location) is None and provider.usages(location) is None
-        facts = live_facts(provider, location)
+        provider = AzureProvider(clients)
+        offers, usages = provider.sku_offers(location), provider.usages(location)
+        assert offers is None and usages is None
+        facts = region_facts(location, provider.workspace_location(), offers, usages)   # as plan reads them
     assert facts.unread == ("skus", "quota") and facts.skus == {} and facts.workspace_location == location
-    assert len([r for r in sent(mock, "GET") if "/skus" in r.url]) == 2     # once by the provider, once by live_facts
+    assert len([r for r in sent(mock, "GET") if "/skus" in r.url]) == 1

@@ -260,7 +260,7 @@ def test_workspace_get_answer_meets_the_definition(emulator):
     assert (got["name"], got["location"], got["properties"]["provisioningState"]) == (WS, "eastus", "Succeeded")
     assert got["properties"]["discoveryUrl"].startswith(emulator.url)
     # and azure-ai-ml reads it as the workspace it asked for
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
     ml = build_clients(Workspace(subscription_id=SUB, resource_group=RG, name=WS, location="eastus"), local=True,
@@ -325,7 +325,7 @@ def submitted(emulator):
     from azure.ai.ml import Output, PyTorchDistribution, command
     from azure.ai.ml.entities import AmlCompute, Environment
 
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
     ml = build_clients(Workspace(subscription_id=SUB, resource_group=RG, name=WS, location="eastus"), local=True,

@@ -16,8 +16,8 @@ import pytest
 
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, start_emulator
 from infra_cli.apply.engine import StalePlan, apply_outcome
-from infra_cli.azure.clients import build_clients
-from infra_cli.azure.provider import Provider
+from infra_cli.commands.backend import build_clients
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import PlanOutcome, plan_stack
 from infra_cli.plan.live import read_cluster
 from infra_cli.plan.model import NO_OP
@@ -39,7 +39,7 @@ def _plan_while_first_is_creating(tmp_path: Path):
     path.write_text(STACK, encoding="utf-8")
     clients = build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
     loaded = load_stack(path)
-    provider = Provider(clients)
+    provider = AzureProvider(clients)
     # an earlier apply started `first` and died: it is Creating, with the stack's own values and tags
     from infra_cli.plan.desired import cluster_secrets, desired_resources
 

@@ -37,7 +37,7 @@ from infra_cli.plan.render import render_plan
 from infra_cli.plan.planfile import content_digest, content_hmac, read_plan_file, write_plan_file
 from infra_cli.stack.load import parse_stack
 from infra_cli.stack.model import Stack
-from infra_cli.validate.launch import CommandSyntaxError, parse_command, parse_steps
+from infra_cli.stack.launch import CommandSyntaxError, parse_command, parse_steps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))

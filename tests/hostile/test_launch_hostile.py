@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from infra_cli.knowledge.launchers import launchers
-from infra_cli.validate.launch import CommandSyntaxError, parse_command, parse_steps
+from infra_cli.stack.launch import CommandSyntaxError, parse_command, parse_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = """\

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "contract"))
 from contract_support import (azure_clients, example, load_stack_text, owned, replay,  # noqa: E402
                               response_body, workspace_url)
 
-from infra_cli.azure.provider import Provider  # noqa: E402
+from infra_cli.azure.provider import AzureProvider  # noqa: E402
 from infra_cli.diagnostics import DiagnosticError  # noqa: E402
 from infra_cli.plan.desired import desired_resources  # noqa: E402
 from infra_cli.plan.diff import diff  # noqa: E402
@@ -47,7 +47,7 @@ def _plan(tmp_path, monkeypatch, body: dict):
     clients = azure_clients(monkeypatch, P, "eastus2")
     with replay() as mock:
         mock.get(f"{workspace_url(P)}/computes", json={"value": [owned(body, resources[0])]})
-        live = refresh(Provider(clients), resources)
+        live = refresh(AzureProvider(clients), resources)
     return diff(resources, live, stack="hostile", source=loaded.source)
 
 

@@ -22,7 +22,8 @@ from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIP
                                start_emulator)
 
 from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
-from infra_cli.azure.provider import Provider
+from infra_cli.azure.provider import AzureProvider
+from infra_cli.commands.backend import provider_for
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.plan.engine import plan_stack
 from infra_cli.plan.model import DELETE, REPLACE, ResourceChange
@@ -73,7 +74,7 @@ def _live(clients) -> dict:
 def world(tmp_path_factory):
     from azure.ai.ml.entities import AmlCompute
 
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
 
     root = tmp_path_factory.mktemp("tamper")
     state = root / "local"
@@ -83,7 +84,7 @@ def world(tmp_path_factory):
                                           name=TEST_WORKSPACE, location=TEST_LOCATION), local=True, emulator=server)
         stack = root / "stack.yaml"
         stack.write_text(STACK)
-        assert apply_outcome(plan_stack(load_stack(stack), Provider(clients))).ok
+        assert apply_outcome(plan_stack(load_stack(stack), AzureProvider(clients))).ok
         clients.ml.compute.begin_create_or_update(AmlCompute(name="victim", size="Standard_NC24ads_A100_v4",
                                                              max_instances=1)).result()   # no infra tag
         stack.write_text(CHANGED)
@@ -248,7 +249,7 @@ def test_prevent_destroy_from_the_last_apply_holds_when_the_stack_on_disk_drops_
     stack = project / "stack.yaml"
     stack.write_text(CHANGED.replace("  a100:\n    size: Standard_ND96asr_v4\n    max_instances: 3\n"
                                      "    lifecycle: {prevent_destroy: true}\n", ""))
-    outcome = plan_stack(load_stack(stack), Provider(world.clients))
+    outcome = plan_stack(load_stack(stack), AzureProvider(world.clients))
     assert "plan.prevent-destroy" in [d["rule"] for d in outcome.plan.diagnostics]
     assert next(c for c in outcome.plan.resource_changes if c.address == "cluster.a100").actions == DELETE
     outcome.plan.diagnostics = []
@@ -260,14 +261,14 @@ def test_prevent_destroy_from_the_last_apply_holds_when_the_stack_on_disk_drops_
 def test_every_delete_and_replace_is_checked_under_the_lock_on_the_destroy_path(world):
     """A plan in memory (infra destroy's path) that would delete or replace what it must not: refused under the
     lock before anything is written, whatever its diagnostics say."""
-    outcome = plan_stack(load_stack(world.stack), Provider(world.clients), mode="destroy")
+    outcome = plan_stack(load_stack(world.stack), AzureProvider(world.clients), mode="destroy")
     assert outcome.plan.has_errors()   # plan refuses a100: prevent_destroy
     outcome.plan.diagnostics = []
     with pytest.raises(DiagnosticError) as caught:
         apply_outcome(outcome, operation="destroy")
     assert [d.rule for d in caught.value.diagnostics] == ["apply.prevent-destroy"]
 
-    outcome = plan_stack(load_stack(world.stack), Provider(world.clients))
+    outcome = plan_stack(load_stack(world.stack), AzureProvider(world.clients))
     a100 = next(c for c in outcome.plan.resource_changes if c.address == "cluster.a100")
     outcome.plan.resource_changes = [
         *(c for c in outcome.plan.resource_changes if c is not a100),
@@ -287,7 +288,7 @@ def test_a_changed_plan_is_refused_before_anything_is_locked(world, tmp_path, mo
     edited = _edited(world, tmp_path, lambda b: [c["change"].update(actions=["no-op"]) for c in b["resource_changes"]])
     world.server.stats.reset()
     with pytest.raises(DiagnosticError) as caught:
-        prepare_from_plan_file(edited, local=True, key=None)
+        prepare_from_plan_file(edited, backend=provider_for(local=True), key=None)
     assert [d.rule for d in caught.value.diagnostics] == ["apply.plan-mismatch"]
     assert world.server.stats.writes == 0
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE,  # noqa: E402
                                WORKSPACE_YAML, start_emulator)
 
-from infra_cli.apply.lock import LockHeld, StackLock  # noqa: E402
+from infra_cli.state.lock import LockHeld, StackLock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _LOCK_WORKER = textwrap.dedent("""
     import os, sys, threading
     from pathlib import Path
-    from infra_cli.apply.lock import LockHeld, StackLock
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.state.lock import LockHeld, StackLock
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
     state, gate, trials = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -89,7 +89,7 @@ def test_transient_error_taking_the_lock_is_reported_as_such(tmp_path):
     """Before: a 500 on the lock's version create read as 'locked by None since None (None)'."""
     from azure.core.exceptions import HttpResponseError
 
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
     server = start_emulator(tmp_path / "flaky", error_rate=0.4, seed=11)
@@ -137,7 +137,7 @@ def _stack(tmp_path: Path) -> Path:
 
 
 def _clients(path: Path, server):
-    from infra_cli.azure.clients import build_clients
+    from infra_cli.commands.backend import build_clients
     from infra_cli.stack.load import load_stack
 
     return build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
@@ -147,20 +147,20 @@ def _plan(path: Path, clients):
     from infra_cli.plan.engine import plan_stack
     from infra_cli.stack.load import load_stack
 
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
 
-    return plan_stack(load_stack(path), Provider(clients))
+    return plan_stack(load_stack(path), AzureProvider(clients))
 
 
 def _apply_once(path: Path, server, *, retry_pause_s: float):
     """Plan and execute once, as apply does; (clients, result, events)."""
     from infra_cli.apply.executor import execute
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
 
     clients = _clients(path, server)
     outcome = _plan(path, clients)
     events: list = []
-    result = execute(outcome.plan, outcome.loaded, Provider(clients), emit=events.append, retry_pause_s=retry_pause_s)
+    result = execute(outcome.plan, outcome.loaded, AzureProvider(clients), emit=events.append, retry_pause_s=retry_pause_s)
     return clients, result, events
 
 
@@ -208,7 +208,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
     """A create that never ends (here: one that takes a day) is a replacement once past the bound, and not before."""
     from azure.ai.ml.entities import AmlCompute
 
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
     from infra_cli.plan.desired import desired_resources
     from infra_cli.plan.diff import diff
     from infra_cli.plan.live import refresh
@@ -224,7 +224,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
             tags={"infra.stack": "hostile", "infra.address": "cluster.nc0"}))   # not waited for
         loaded = load_stack(path)
         desired = desired_resources(loaded)
-        live = refresh(Provider(clients), desired)
+        live = refresh(AzureProvider(clients), desired)
         assert live.clusters["nc0"].attributes["provisioning_state"] == "Creating"
         bound = provisioning_rules().stuck_after_s["Creating"]
 

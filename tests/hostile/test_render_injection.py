@@ -26,7 +26,7 @@ from infra_cli.diagnostics import DiagnosticError
 from infra_cli.image.dockerfile import render_dockerfile
 from infra_cli.knowledge.docker_templates import GRAMMARS, load_template_meta
 from infra_cli.paths import templates_dir
-from infra_cli.smoke.render import job_file_text, render_smoke_script
+from infra_cli.smoke.job_templates import job_file_text, render_smoke_script
 from infra_cli.smoke.spec import training_job
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.stack.load import load_stack

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from infra_cli.apply.lock import LockHeld, StackLock, lock_name
+from infra_cli.state.lock import LockHeld, StackLock, lock_name
 from infra_cli.azure.lock_store import register_lock_version
 from infra_cli.emulator import auth
 from infra_cli.emulator.blobs import blob_url
@@ -82,7 +82,7 @@ def test_a_lock_held_on_another_machine_of_the_same_name_is_not_taken_over(clien
 
 @pytest.mark.skipif(not LINUX_IDENTITY, reason="no boot id or pid namespace to tell this machine by")
 def test_a_lock_whose_holder_died_on_this_machine_is_taken_over(clients):
-    from infra_cli.apply.lock import machine_identity
+    from infra_cli.state.lock import machine_identity
 
     _held_by(clients, "killed", **{MACHINE_TAG: machine_identity()})
     lock = StackLock(clients.ml, "killed", "apply")

@@ -137,13 +137,13 @@ def test_public_job_as_its_hints_fix_it_plans_clean_on_the_emulator(tmp_path, fi
     lists: a job naming it is refused by Azure ML as well."""
     from emulator_fixtures import WORKSPACE_YAML
 
-    from infra_cli.azure.provider import Provider
+    from infra_cli.azure.provider import AzureProvider
     from infra_cli.plan.engine import plan_stack
 
     path = _project(tmp_path, fixture, fixed=True)
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace(HEADER.splitlines()[1] + "\n", WORKSPACE_YAML), encoding="utf-8")
-    plan = plan_stack(load_stack(path), Provider(clients)).plan
+    plan = plan_stack(load_stack(path), AzureProvider(clients)).plan
     errors = sorted(d["rule"] for d in plan.diagnostics if d["severity"] == "error")
     assert errors == (["plan.environment-not-found"] if PYTORCH_19 in VERDICTS[fixture][2] else []), plan.diagnostics
     assert f"cluster.{VERDICTS[fixture][0]}" in {c.address for c in plan.changes}

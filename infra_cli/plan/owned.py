@@ -4,27 +4,20 @@ infra keeps no state file (live state is the only state): Terraform's state is r
 tags infra writes on everything it creates (plan/model.py TAG_STACK, TAG_ADDRESS). Owned are the clusters
 tagged with the stack (also those no longer in the stack: the next plan destroys them) and the live version
 of each environment the stack declares when that version carries the tag (infra never deletes environment
-versions, so one the stack no longer declares is no longer its to manage).
-
-The shapes are Terraform's: `state list` prints addresses sorted alphabetically
-(https://developer.hashicorp.com/terraform/cli/commands/state/list), `show -json` has
-`values.root_module.resources[]` with address, mode, type, name and values
-(https://developer.hashicorp.com/terraform/internals/json-format#values-representation), and the text is
-`terraform show`'s `# ADDRESS:` / `resource "TYPE" "NAME" { ... }` blocks. Secrets never appear: values are
-masked as the plan masks them.
+versions, so one the stack no longer declares is no longer its to manage). Secrets never appear: values are
+masked as the plan masks them. commands/views/state.py draws the result as Terraform shows a state.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.engine import with_sensitive
 from infra_cli.plan.live import LiveState, refresh
-from infra_cli.plan.model import FORMAT_VERSION, NO_OP, SENSITIVE_MARK, Resource, ResourceChange, masked
+from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Resource, ResourceChange, masked
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.validate.engine import load_valid_stack
@@ -81,55 +74,6 @@ def stack_state(stack: str, live: LiveState, sensitive: dict[str, tuple] | None 
     return StackState(stack, out)
 
 
-def state_json(state: StackState) -> dict:
-    """`terraform show -json`'s state shape (values of the root module; infra has no modules)."""
-    resources = []
-    for r in state.resources:
-        resources.append({"address": r.address, "mode": "managed", "type": r.type, "name": r.name,
-                          "values": r.values, "sensitive_values": r.sensitive})
-    return {"format_version": FORMAT_VERSION, "stack": state.stack,
-            "values": {"root_module": {"resources": resources}}}
-
-
-def _scalar(v: Any) -> str:
-    if v == SENSITIVE_MARK:
-        return v
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v)
-    return str(v)
-
-
-def _attribute_lines(key: str, value: Any, width: int, indent: str) -> list[str]:
-    head = f"{indent}{key.ljust(width)} = "
-    if isinstance(value, dict) and value:
-        inner = max(len(json.dumps(k)) for k in value)
-        return [head + "{", *(f"{indent}    {json.dumps(k).ljust(inner)} = {_scalar(v)}" for k, v in value.items()),
-                f"{indent}}}"]
-    if isinstance(value, list) and value:
-        return [head + "[", *(f"{indent}    {_scalar(v)}," for v in value), f"{indent}]"]
-    if isinstance(value, (dict, list)):
-        return [head + ("{}" if isinstance(value, dict) else "[]")]
-    return [head + _scalar(value)]
-
-
-def render_state(state: StackState) -> str:
-    """`terraform show` of a state: one block per resource, null attributes left out, `=` aligned."""
-    if not state.resources:
-        return f"Stack {state.stack!r} owns no resources in Azure."
-    blocks = []
-    for r in state.resources:
-        values = {k: v for k, v in sorted(r.values.items()) if v is not None}
-        width = max((len(k) for k in values), default=0)
-        lines = [f"# {r.address}:", f'resource "{r.type}" "{r.name}" {{']
-        for key, value in values.items():
-            lines.extend(_attribute_lines(key, value, width, "    "))
-        lines.append("}")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
-
-
 # ---- reading it (the only I/O here) -------------------------------------------------------------------------
 
 def sensitive_paths(loaded: Any, live: LiveState) -> dict[str, tuple]:
@@ -139,13 +83,10 @@ def sensitive_paths(loaded: Any, live: LiveState) -> dict[str, tuple]:
     return {c.address: c.sensitive for c in with_sensitive(changes, loaded.source) if c.sensitive}
 
 
-def read_stack_state(stack_path: Path, *, local: bool) -> StackState:
-    """Load the stack (for its name, workspace and environments), read Azure through the provider, and keep
-    what carries the stack's tag. Raises DiagnosticError for a stack that does not load or validate."""
-    from infra_cli.azure.clients import build_clients
-    from infra_cli.azure.provider import Provider
-
+def read_stack_state(stack_path: Path, *, backend: Callable[[Any], Any]) -> StackState:
+    """Load the stack (for its name, workspace and environments), read Azure through the provider `backend`
+    builds, and keep what carries the stack's tag. Raises DiagnosticError for a stack that does not load or
+    validate."""
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # as plan: a state read judges none
-    clients = build_clients(loaded.stack.workspace, local=local)
-    live = refresh(Provider(clients), desired_resources(loaded))
+    live = refresh(backend(loaded.stack.workspace), desired_resources(loaded))
     return stack_state(loaded.stack.stack, live, sensitive_paths(loaded, live))

@@ -1,0 +1,50 @@
+"""`Provider`: the one interface the engines read and write Azure through, answered as plain data.
+
+azure/provider.py `AzureProvider` implements it over the SDKs (for Azure, and for the local emulator the command's
+backend points it at); plan reads through it, apply writes through it, smoke records its verdicts through it.
+Nothing here loads an SDK: the engines name the interface without paying for its implementation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+
+class Written(Protocol):   # what a write takes: plan's Resource, or anything with these
+    name: str
+    attributes: dict
+    tags: dict
+
+
+class Provider(Protocol):
+    clients: Any   # azure/clients.py AzureClients: the SDK clients the lock and the smoke jobs use
+
+    # ---- reads: plain data; None where this identity may not read (403) ----------------------------------
+    def smoke_record_name(self, stack: str, distribution: str) -> str: ...
+
+    def list_computes(self) -> list[dict[str, Any]]: ...
+
+    def read_compute(self, name: str) -> dict[str, Any] | None: ...
+
+    def read_environments(self, wanted: dict[str, str | None]) -> dict[str, dict[str, Any] | None]: ...
+
+    def resolve_environments(self, references: dict[str, str]) -> dict[str, str | None]: ...
+
+    def workspace_location(self) -> str | None: ...
+
+    def sku_offers(self, location: str) -> dict[str, dict[str, Any]] | None: ...
+
+    def usages(self, location: str) -> list[dict[str, Any]] | None: ...
+
+    # ---- writes ---------------------------------------------------------------------------------------------
+    def record_smoke(self, stack: str, distribution: str, tags: dict[str, str]) -> None: ...
+
+    def put_cluster(self, resource: Written, secrets: Any, subnet: str | None, vnet_name: str | None) -> Any: ...
+
+    def delete_cluster(self, name: str) -> None: ...
+
+    def archive_environment(self, name: str, stack: str) -> list[str]: ...
+
+    def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | None,
+                                   build_files: Callable[[Path], Path] | None) -> Any: ...
