@@ -2,7 +2,7 @@
 module-level import graph has no cycle, and a function-level import is there only to keep a fast path light
 (it loads something heavy: an SDK, torch, jinja2, the emulator...), which tests/test_cli_basics.py measures.
 Within a floor, the packages stand in a declared order (SIDEWAYS: the ground's stack under validate, the engines
-side by side with apply driving the others through their faces, azure/ knowing nothing of the emulator), and
+side by side with apply driving the others through their api.py, azure/ knowing nothing of the emulator), and
 the Azure clients and the provider are built only in the composition root (commands/backend.py).
 
 Read from the source with `ast`, so a module that is never imported by the tests is checked all the same.
@@ -35,26 +35,20 @@ SIDEWAYS = {
     ("validate", "stack"): "validate judges a loaded stack",
     ("validate", "knowledge"): "validate's thresholds and facts are knowledge",
     ("state", "azure"): "state is kept on Azure, read and written through the provider",
-    ("apply", "plan"): "apply executes plan's result (through ENGINE_FACES only)",
-    ("apply", "smoke"): "infra render writes the smoke job beside the az ml YAML (through ENGINE_FACES only)",
-    ("apply", "image"): "a custom environment's build context holds the rendered Dockerfile (ENGINE_FACES)",
-    ("plan", "image"): "plan --check-images reads images (ENGINE_FACES)",
+    ("apply", "plan"): "apply executes plan's result (through plan/api.py)",
+    ("apply", "smoke"): "infra render writes the smoke job beside the az ml YAML (smoke/api.py)",
+    ("apply", "image"): "a custom environment's build context holds the rendered Dockerfile (image/api.py)",
+    ("plan", "image"): "plan --check-images reads images (image/api.py)",
 }
 ENGINES = ("plan", "apply", "smoke", "image")
-# What one engine may import of another: its face. Anything else of an engine is its own business.
-ENGINE_FACES = {
-    "infra_cli.plan.model": "plan's types: Plan, ResourceChange, Resource, the actions",
-    "infra_cli.plan.engine": "plan_stack, planned_changes: apply derives the plan again under the lock",
-    "infra_cli.plan.planfile": "a saved plan, its seals checked",
-    "infra_cli.plan.desired": "the desired state (cluster secrets, distribution dependencies)",
-    "infra_cli.plan.diff": "provisioning_problem: apply judges a cluster it waited for as plan does",
-    "infra_cli.plan.live": "the live reads apply repeats under the lock",
-    "infra_cli.plan.normalise": "is_other_compute: what a live compute is",
-    "infra_cli.plan.smoke_pending": "changed_smokes: the smokes apply marks pending",
-    "infra_cli.smoke.job_templates": "the smoke job template, written by infra render",
-    "infra_cli.image.dockerfile": "a Dockerfile template rendered into a build context",
-    "infra_cli.image.check": "an image's layers read for --check-images",
-}
+
+
+def engine_api(package: str) -> str:
+    """An engine's declared surface: the one module another engine may import of it, its names listed in
+    `__all__`. Anything else of an engine is its own business."""
+    return f"infra_cli.{package}.api"
+
+
 # Calls that build what talks to Azure (SDK clients, the lean reader, the provider, the emulator): made only by
 # the composition root and by azure/clients.py, where the clients are defined.
 BACKEND_BUILDERS = {"AzureClients", "AzureProvider", "Provider", "MLClient", "ComputeManagementClient", "ArmReader",
@@ -65,7 +59,7 @@ BUILDS_BACKEND = ("infra_cli.commands.", "infra_cli.azure.clients")
 # infra_cli modules that import one of them when loaded.
 # Lazy imports a fast path needs that the rule above cannot see, each with why.
 LAZY_BY_DESIGN = {
-    ("infra_cli.plan.image_requirements", "infra_cli.image.check"): "plan reads images only with --check-images",
+    ("infra_cli.image.api", "infra_cli.image.check"): "the registry client loads only when plan --check-images runs",
 }
 # What `infra --help` may load below the commands: the package, one shape of message, and the default of
 # `image check --timeout`, which it prints.
@@ -188,14 +182,14 @@ def _sideways(imports: dict[str, list[tuple[str, int, bool]]]) -> list[str]:
                 continue
             if (_package(module), _package(inner)) not in SIDEWAYS:
                 out.append(f"{module}:{line} imports {inner} (same floor, not in SIDEWAYS)")
-            elif _package(module) in ENGINES and inner not in ENGINE_FACES:
-                out.append(f"{module}:{line} imports {inner}, which is not its engine's face (ENGINE_FACES)")
+            elif _package(module) in ENGINES and inner != engine_api(_package(inner)):
+                out.append(f"{module}:{line} imports {inner}, which is not its engine's api ({engine_api(_package(inner))})")
     return sorted(set(out))
 
 
 def test_no_arrow_sideways_but_the_declared_ones():
     """stack/ imports nothing of validate/, azure/ nothing of emulator/ or state/, smoke/ nothing of plan/, and an
-    engine reaches another only through its face."""
+    engine reaches another only through its api.py."""
     assert not _sideways(IMPORTS), "\n".join(_sideways(IMPORTS))
 
 
@@ -218,6 +212,27 @@ def _backend_builds(module: str, tree: ast.AST) -> list[str]:
     return out
 
 
+def test_every_engine_api_declares_what_it_offers():
+    """An engine's api.py lists its names in `__all__`, and another engine imports only names listed there."""
+    problems = []
+    for package in ENGINES:
+        path = PACKAGE / package / "api.py"
+        if not path.exists():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offered = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                   and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)]
+        if not offered:
+            problems.append(f"{engine_api(package)} has no __all__")
+            continue
+        for module in sorted(m for m in MODULES if _package(m) in ENGINES and _package(m) != package):
+            for target, line, _ in IMPORTS[module]:
+                name = target.removeprefix(engine_api(package) + ".")
+                if target.startswith(engine_api(package) + ".") and name not in offered[0]:
+                    problems.append(f"{module}:{line} imports {name}, not in {engine_api(package)}.__all__")
+    assert not problems, "\n".join(problems)
+
+
 def test_clients_and_providers_are_built_only_in_the_composition_root():
     """No engine, state or edge module builds SDK clients, the provider or the emulator: the command builds the
     backend once (commands/backend.py) and hands it down."""
@@ -233,7 +248,10 @@ def test_clients_and_providers_are_built_only_in_the_composition_root():
     ("infra_cli.azure.clients", "from infra_cli.emulator.server import EmulatorServer\n", "not in SIDEWAYS"),
     ("infra_cli.stack.model", "from infra_cli.validate.rules import RULES\n", "not in SIDEWAYS"),
     ("infra_cli.smoke.run", "from infra_cli.plan.desired import desired_resources\n", "not in SIDEWAYS"),
-    ("infra_cli.apply.engine", "from infra_cli.plan.render import render_plan\n", "not its engine's face"),
+    ("infra_cli.apply.engine", "from infra_cli.plan.render import render_plan\n", "not its engine's api"),
+    ("infra_cli.apply.engine", "from infra_cli.plan.model import Plan\n", "not its engine's api"),
+    ("infra_cli.apply.files", "from infra_cli.smoke.job_templates import render_distribution_jobs\n", "not its engine's api"),
+    ("infra_cli.plan.image_requirements", "def f():\n    from infra_cli.image.check import check_image\n", "not its engine's api"),
 ])
 def test_the_sideways_check_sees_a_forbidden_import(module, source, expected):
     """The checks above can fail: each import the layout forbids is named."""

@@ -23,13 +23,10 @@ from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, ex
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.desired import ClusterSecrets, distribution_dependencies, live_comparable
-from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
-from infra_cli.plan.live import LiveState, read_cluster, refresh
-from infra_cli.plan.model import Plan, PlanMode, Resource, ResourceChange, canonical_json, content_hash
-from infra_cli.plan.normalise import is_other_compute
-from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
-from infra_cli.plan.smoke_pending import changed_smokes
+from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, Plan, PlanMode, PlanOutcome, Resource,
+                                ResourceChange, canonical_json, changed_smokes, content_hash, distribution_dependencies,
+                                is_other_compute, live_comparable, load_for_plan, load_planned_stack, plan_stack,
+                                planned_changes, read_cluster, read_plan_file, refresh, stack_changed_since)
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.store import StateStore

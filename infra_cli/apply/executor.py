@@ -24,13 +24,11 @@ from typing import Callable
 
 from infra_cli.azure.errors import azure_error_code, azure_error_message, is_transient
 from infra_cli.azure.protocol import Provider
-from infra_cli.image.dockerfile import render_dockerfile
+from infra_cli.image.api import render_dockerfile
 from infra_cli.knowledge.update_semantics import semantics, transient_errors
 from infra_cli.paths import stage_context
-from infra_cli.plan.desired import cluster_secrets
-from infra_cli.plan.diff import provisioning_problem
-from infra_cli.plan.live import read_cluster
-from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange
+from infra_cli.plan.api import (CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange, cluster_secrets,
+                                provisioning_problem, read_cluster)
 from infra_cli.stack.load import LoadedStack
 
 DEFAULT_PARALLELISM = 8

@@ -21,10 +21,10 @@ from typing import Any
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.image.dockerfile import render_dockerfile
+from infra_cli.image.api import render_dockerfile
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.paths import copy_no_wider, stage_context
-from infra_cli.smoke.job_templates import render_distribution_jobs
+from infra_cli.smoke.api import render_distribution_jobs
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Environment

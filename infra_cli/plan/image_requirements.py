@@ -1,6 +1,6 @@
 """`infra plan --check-images`: prove each custom image meets its environment's `requires:` before apply.
 
-Reads the images' layers (infra_cli.image.check, no Docker daemon), concurrently; an unmet requirement or an
+Reads the images' layers (image's check_image, no Docker daemon), concurrently; an unmet requirement or an
 unreadable image is an error at the environment's `image:` line.
 """
 
@@ -9,14 +9,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.image.api import check_image
 from infra_cli.stack.load import LoadedStack
 
 MAX_IMAGES_AT_ONCE = 4
 
 
 def _check_one(loaded: LoadedStack, name: str) -> list[Diagnostic]:
-    from infra_cli.image.check import check_image
-
     env = loaded.stack.environments[name]
     path = ("environments", name, "image")
     try:

@@ -1,0 +1,29 @@
+"""What another engine may use of plan/ (apply derives, reads and executes plan's result through these names).
+
+Everything else in plan/ is plan's own business: tests/test_import_graph.py refuses an engine importing any other
+plan module.
+"""
+
+from infra_cli.plan.desired import ClusterSecrets, cluster_secrets, distribution_dependencies, live_comparable
+from infra_cli.plan.diff import provisioning_problem
+from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
+from infra_cli.plan.live import LiveState, read_cluster, refresh
+from infra_cli.plan.model import (CREATE, DELETE, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
+                                  canonical_json, content_hash)
+from infra_cli.plan.normalise import is_other_compute
+from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
+from infra_cli.plan.smoke_pending import changed_smokes
+
+__all__ = [
+    # plan's types
+    "CREATE", "DELETE", "REPLACE", "UPDATE", "Plan", "PlanMode", "Resource", "ResourceChange", "canonical_json",
+    "content_hash",
+    # deriving a plan again under the lock, and a saved plan with its seals checked
+    "PlanOutcome", "load_for_plan", "plan_stack", "planned_changes",
+    "REPLAN_HINT", "load_planned_stack", "read_plan_file", "stack_changed_since",
+    # the desired state, the live reads and the judgements apply repeats as plan makes them
+    "ClusterSecrets", "cluster_secrets", "distribution_dependencies", "live_comparable",
+    "LiveState", "read_cluster", "refresh", "provisioning_problem", "is_other_compute",
+    # the smokes a change makes pending
+    "changed_smokes",
+]
