@@ -156,7 +156,7 @@ def test_a_cancel_accepted_while_the_job_starts_is_not_undone(ready, emulator, t
     accepted, then the runner writes the steps it would have written had it been a moment slower."""
     import copy
 
-    from infra_cli.emulator.backend import Scope
+    from infra_cli.emulator.service import Scope
 
     name = _running_sleeper(ready, tmp_path, 1)
     store, runner = emulator.backend.store, emulator.backend.runner

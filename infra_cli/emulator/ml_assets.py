@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 
-from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.auth import UPLOAD
 from infra_cli.emulator.blobs import blob_url
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response, not_found, system_data, utc_now_iso
@@ -32,8 +32,8 @@ def _version_type(kind: str) -> str:
     return _KINDS[kind][0] + "_version"
 
 
-def _versions(backend: Backend, scope: Scope, kind: str, name: str) -> list[dict]:
-    return [r.body for r in backend.store.rows(_version_type(kind), scope.key, name)]
+def _versions(service: EmulatedService, scope: Scope, kind: str, name: str) -> list[dict]:
+    return [r.body for r in service.store.rows(_version_type(kind), scope.key, name)]
 
 
 _VIEWS = {"activeonly": (False,), "archivedonly": (True,), "all": (False, True)}
@@ -53,9 +53,9 @@ def _next_version(versions: list[dict]) -> str:
     return str(max(numeric) + 1) if numeric else "1"
 
 
-def _container_body(backend: Backend, scope: Scope, kind: str, name: str) -> dict | None:
-    versions = _versions(backend, scope, kind, name)
-    stored = backend.store.get(_container_type(kind), scope.key, name)
+def _container_body(service: EmulatedService, scope: Scope, kind: str, name: str) -> dict | None:
+    versions = _versions(service, scope, kind, name)
+    stored = service.store.get(_container_type(kind), scope.key, name)
     if stored is None and not versions:
         return None
     stored = stored or {}
@@ -68,64 +68,64 @@ def _container_body(backend: Backend, scope: Scope, kind: str, name: str) -> dic
             "properties": props}
 
 
-def list_containers(backend: Backend, req: Request, scope: Scope, kind: str) -> Response:
-    backend.workspace(scope)
+def list_containers(service: EmulatedService, req: Request, scope: Scope, kind: str) -> Response:
+    service.workspace(scope)
     names = []
-    for row in backend.store.rows(_version_type(kind), scope.key):
+    for row in service.store.rows(_version_type(kind), scope.key):
         if row.name not in names:
             names.append(row.name)
-    bodies = [_container_body(backend, scope, kind, n) for n in names]
-    return json_response(200, backend.page(req, [b for b in bodies if b is not None and _in_view(req, b)]))
+    bodies = [_container_body(service, scope, kind, n) for n in names]
+    return json_response(200, service.page(req, [b for b in bodies if b is not None and _in_view(req, b)]))
 
 
-def get_container(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
-    backend.workspace(scope)
-    body = _container_body(backend, scope, kind, name)
+def get_container(service: EmulatedService, req: Request, scope: Scope, kind: str, name: str) -> Response:
+    service.workspace(scope)
+    body = _container_body(service, scope, kind, name)
     if body is None:
         raise not_found(_KINDS[kind][1].lower(), name, scope.workspace)
     return json_response(200, body)
 
 
-def put_container(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
-    backend.workspace(scope)
-    backend.check_name(_container_type(kind), name)
+def put_container(service: EmulatedService, req: Request, scope: Scope, kind: str, name: str) -> Response:
+    service.workspace(scope)
+    service.check_name(_container_type(kind), name)
     request = req.json()
     body = {"name": name, "systemData": system_data(utc_now_iso()),
             "properties": {k: v for k, v in (request.get("properties") or {}).items()
                            if k in ("description", "tags", "isArchived")}}
-    backend.store.put(_container_type(kind), scope.key, name, body)
-    return json_response(200, _container_body(backend, scope, kind, name))
+    service.store.put(_container_type(kind), scope.key, name, body)
+    return json_response(200, _container_body(service, scope, kind, name))
 
 
-def list_versions(backend: Backend, req: Request, scope: Scope, kind: str, name: str) -> Response:
-    backend.workspace(scope)
+def list_versions(service: EmulatedService, req: Request, scope: Scope, kind: str, name: str) -> Response:
+    service.workspace(scope)
     if req.query.get("hash"):
         # A content-hash lookup searches the whole workspace: the SDK names each new snapshot afresh
         # and reuses whichever registered snapshot has the same content.
-        every = [r.body for r in backend.store.rows(_version_type(kind), scope.key)]
+        every = [r.body for r in service.store.rows(_version_type(kind), scope.key)]
         versions = [v for v in every if _hash_of(v) == req.query["hash"]]
     else:
-        versions = [v for v in _versions(backend, scope, kind, name) if _in_view(req, v)]
+        versions = [v for v in _versions(service, scope, kind, name) if _in_view(req, v)]
     if "desc" in req.query.get("$orderby", "").lower():
         versions = list(reversed(versions))
     top = req.query.get("$top")
     if top:
         versions = versions[: int(top)]
-    return json_response(200, backend.page(req, versions))
+    return json_response(200, service.page(req, versions))
 
 
-def get_version(backend: Backend, req: Request, scope: Scope, kind: str, name: str, version: str) -> Response:
-    backend.workspace(scope)
-    body = backend.store.get(_version_type(kind), scope.key, name, version)
+def get_version(service: EmulatedService, req: Request, scope: Scope, kind: str, name: str, version: str) -> Response:
+    service.workspace(scope)
+    body = service.store.get(_version_type(kind), scope.key, name, version)
     if body is None:
         raise not_found(f"{_KINDS[kind][1].lower()} version", f"{name}:{version}", scope.workspace)
     return json_response(200, body)
 
 
-def put_version(backend: Backend, req: Request, scope: Scope, kind: str, name: str, version: str) -> Response:
-    backend.workspace(scope)
-    backend.check_name(_container_type(kind), name)
-    backend.check_name("version", version)
+def put_version(service: EmulatedService, req: Request, scope: Scope, kind: str, name: str, version: str) -> Response:
+    service.workspace(scope)
+    service.check_name(_container_type(kind), name)
+    service.check_name("version", version)
     request = req.json()
     props = dict(request.get("properties") or {})
     if kind == "environments" and not (props.get("image") or props.get("build")):
@@ -133,8 +133,8 @@ def put_version(backend: Backend, req: Request, scope: Scope, kind: str, name: s
                        target="properties.image")
     if kind == "codes" and not props.get("codeUri"):
         raise ArmError(400, "UserError", "A code version needs a codeUri.", target="properties.codeUri")
-    with backend.store.lock:
-        existing = backend.store.get(_version_type(kind), scope.key, name, version)
+    with service.store.lock:
+        existing = service.store.get(_version_type(kind), scope.key, name, version)
         if existing is not None:
             if _content(existing["properties"]) != _content(props):
                 raise ArmError(409, "UserError", f"{_KINDS[kind][1]} {name} with version {version} is already "
@@ -153,7 +153,7 @@ def put_version(backend: Backend, req: Request, scope: Scope, kind: str, name: s
                     "systemData": system_data(now),
                     "properties": {**defaults, **props, "provisioningState": "Succeeded", "isArchived": False}}
             status = 201
-        backend.store.put(_version_type(kind), scope.key, name, body, version)
+        service.store.put(_version_type(kind), scope.key, name, body, version)
     return json_response(status, body)
 
 
@@ -169,14 +169,14 @@ def _hash_of(version_body: dict) -> str | None:
         or version_body["id"].split("/codes/")[-1].split("/")[0]
 
 
-def start_pending_upload(backend: Backend, req: Request, scope: Scope, kind: str, name: str,
+def start_pending_upload(service: EmulatedService, req: Request, scope: Scope, kind: str, name: str,
                          version: str) -> Response:
-    backend.workspace(scope)
+    service.workspace(scope)
     container = f"upload-{uuid.uuid4().hex[:20]}"
-    url = blob_url(backend.base_url, container)
+    url = blob_url(service.base_url, container)
     return json_response(200, {
         "pendingUploadId": uuid.uuid4().hex, "pendingUploadType": "TemporaryBlobReference",
         "blobReferenceForConsumption": {
             "blobUri": url, "storageAccountArmId": None,
             "credential": {"credentialType": "SAS",
-                           "sasUri": backend.blobs.sas_url(backend.base_url, container, permissions=UPLOAD)}}})
+                           "sasUri": service.blobs.sas_url(service.base_url, container, permissions=UPLOAD)}}})

@@ -11,7 +11,7 @@ import copy
 import hashlib
 import json
 
-from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.wire import (ArmError, Request, Response, json_response, not_found, public, system_data,
                                     utc_now_iso)
 
@@ -49,7 +49,7 @@ def _credentials_fingerprint(creds: dict | None) -> str | None:
     return hashlib.sha256(json.dumps(creds, sort_keys=True).encode()).hexdigest()
 
 
-def compute_usage(backend: Backend, subscription: str, location: str, family: str | None, *,
+def compute_usage(service: EmulatedService, subscription: str, location: str, family: str | None, *,
                   priority: str | None = None, excluding: tuple[str, str] | None = None) -> int:
     """vCPUs committed in a family (None: every family) and region, of one priority (Dedicated, LowPriority;
     None: both): every live cluster's maximum nodes x the size's vCPUs.
@@ -57,7 +57,7 @@ def compute_usage(backend: Backend, subscription: str, location: str, family: st
     Azure counts only allocated nodes; the emulator counts each cluster's maximum, so a create that could
     never scale to its maximum is refused up front, where plan and apply can report it."""
     used = 0
-    for row in backend.store.rows(TYPE):
+    for row in service.store.rows(TYPE):
         if not row.scope.startswith(subscription.lower() + "/") or excluding == (row.scope, row.name):
             continue
         body = row.body
@@ -68,28 +68,28 @@ def compute_usage(backend: Backend, subscription: str, location: str, family: st
         inner = _inner(body)
         if priority is not None and str(inner.get("vmPriority") or "Dedicated").lower() != priority.lower():
             continue
-        sku = backend.world.catalog.get(inner.get("vmSize", ""))
+        sku = service.world.catalog.get(inner.get("vmSize", ""))
         if sku is not None and (family is None or sku.family.lower() == family.lower()):
             used += int((inner.get("scaleSettings") or {}).get("maxNodeCount", 0)) * sku.vcpus
     return used
 
 
-def get_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    backend.workspace(scope)
-    body = backend.store.get(TYPE, scope.key, name)
+def get_compute(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    service.workspace(scope)
+    body = service.store.get(TYPE, scope.key, name)
     if body is None:
         raise not_found("compute", name, scope.workspace)
     return json_response(200, public(body))
 
 
-def list_computes(backend: Backend, req: Request, scope: Scope) -> Response:
-    backend.workspace(scope)
-    return json_response(200, backend.page(req, [public(r.body) for r in backend.store.rows(TYPE, scope.key)]))
+def list_computes(service: EmulatedService, req: Request, scope: Scope) -> Response:
+    service.workspace(scope)
+    return json_response(200, service.page(req, [public(r.body) for r in service.store.rows(TYPE, scope.key)]))
 
 
-def put_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    workspace = backend.workspace(scope)
-    backend.check_name("compute", name)
+def put_compute(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    workspace = service.workspace(scope)
+    service.check_name("compute", name)
     request = req.json()
     props = request.get("properties") or {}
     if props.get("computeType") != "AmlCompute":
@@ -99,20 +99,20 @@ def put_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Resp
     if not inner.get("vmSize"):
         raise ArmError(400, "BadRequest", "properties.properties.vmSize is required.", target="vmSize")
     location = (request.get("location") or props.get("computeLocation") or workspace["location"]).replace(" ", "").lower()
-    with backend.store.lock:
-        existing = backend.store.get(TYPE, scope.key, name)
+    with service.store.lock:
+        existing = service.store.get(TYPE, scope.key, name)
         if existing is not None:
-            return _update(backend, req, scope, name, existing, request, inner, location)
-        _check_size(backend, inner["vmSize"], location)
-        _check_quota(backend, scope, name, inner, location)
+            return _update(service, req, scope, name, existing, request, inner, location)
+        _check_size(service, inner["vmSize"], location)
+        _check_quota(service, scope, name, inner, location)
         body = _new_body(scope, name, request, inner, location)
-        op = backend.start_operation(TYPE, scope, name, "create",
+        op = service.start_operation(TYPE, scope, name, "create",
                                      on_success=_state(body, "Succeeded"), on_failure=_failed(body))
-        backend.store.put(TYPE, scope.key, name, _state(body, "Creating"))
-    return json_response(201, public(_state(body, "Creating")), _async_headers(backend, req, op, location))
+        service.store.put(TYPE, scope.key, name, _state(body, "Creating"))
+    return json_response(201, public(_state(body, "Creating")), _async_headers(service, req, op, location))
 
 
-def _update(backend: Backend, req: Request, scope: Scope, name: str, existing: dict, request: dict,
+def _update(service: EmulatedService, req: Request, scope: Scope, name: str, existing: dict, request: dict,
             inner: dict, location: str) -> Response:
     state = existing["properties"].get("provisioningState")
     if state in _BUSY:
@@ -142,25 +142,25 @@ def _update(backend: Backend, req: Request, scope: Scope, name: str, existing: d
         updated["identity"] = request["identity"]
     if "description" in request.get("properties", {}):
         updated["properties"]["description"] = request["properties"]["description"]
-    return _rescale(backend, req, scope, name, existing, updated, inner.get("scaleSettings"), location)
+    return _rescale(service, req, scope, name, existing, updated, inner.get("scaleSettings"), location)
 
 
-def patch_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    backend.workspace(scope)
+def patch_compute(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    service.workspace(scope)
     request = req.json()
     # ClusterUpdateParameters: {"properties": {"properties": {"scaleSettings": ...}}} (Compute/patch.json)
     scale = (((request.get("properties") or {}).get("properties") or {}).get("scaleSettings"))
-    with backend.store.lock:
-        existing = backend.store.get(TYPE, scope.key, name)
+    with service.store.lock:
+        existing = service.store.get(TYPE, scope.key, name)
         if existing is None:
             raise not_found("compute", name, scope.workspace)
         state = existing["properties"].get("provisioningState")
         if state in _BUSY:
             raise ArmError(409, "Conflict", f"Compute '{name}' is {state.lower()}; wait for that operation to finish.")
-        return _rescale(backend, req, scope, name, existing, copy.deepcopy(existing), scale, existing["location"])
+        return _rescale(service, req, scope, name, existing, copy.deepcopy(existing), scale, existing["location"])
 
 
-def _rescale(backend: Backend, req: Request, scope: Scope, name: str, existing: dict, updated: dict,
+def _rescale(service: EmulatedService, req: Request, scope: Scope, name: str, existing: dict, updated: dict,
              scale: dict | None, location: str) -> Response:
     inner = updated["properties"]["properties"]
     if scale:
@@ -169,44 +169,44 @@ def _rescale(backend: Backend, req: Request, scope: Scope, name: str, existing: 
             raise ArmError(400, "BadRequest", f"minNodeCount ({merged.get('minNodeCount')}) cannot exceed "
                            f"maxNodeCount ({merged.get('maxNodeCount')}).", target="scaleSettings")
         inner["scaleSettings"] = merged
-    _check_quota(backend, scope, name, inner, location)
+    _check_quota(service, scope, name, inner, location)
     updated["properties"]["modifiedOn"] = utc_now_iso()
-    op = backend.start_operation(TYPE, scope, name, "update",
+    op = service.start_operation(TYPE, scope, name, "update",
                                  on_success=_state(updated, "Succeeded"), on_failure=existing)
-    backend.store.put(TYPE, scope.key, name, _state(existing, "Updating"))
-    return json_response(200, public(_state(updated, "Updating")), _async_headers(backend, req, op, location))
+    service.store.put(TYPE, scope.key, name, _state(existing, "Updating"))
+    return json_response(200, public(_state(updated, "Updating")), _async_headers(service, req, op, location))
 
 
-def delete_compute(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    backend.workspace(scope)
-    with backend.store.lock:
-        existing = backend.store.get(TYPE, scope.key, name)
+def delete_compute(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    service.workspace(scope)
+    with service.store.lock:
+        existing = service.store.get(TYPE, scope.key, name)
         if existing is None:
             return Response(204)
-        op = _running_delete(backend, scope, name) if existing["properties"].get("provisioningState") == "Deleting" \
+        op = _running_delete(service, scope, name) if existing["properties"].get("provisioningState") == "Deleting" \
             else None
         if op is None:
             # a failed delete leaves the cluster as it was: Failed stays Failed, anything else is Succeeded
             kept = existing if existing["properties"].get("provisioningState") in ("Failed", "Canceled") \
                 else _state(existing, "Succeeded")
-            op = backend.start_operation(TYPE, scope, name, "delete", on_success=None, on_failure=kept)
-            backend.store.put(TYPE, scope.key, name, _state(existing, "Deleting"))
-    headers = _async_headers(backend, req, op, existing["location"])
+            op = service.start_operation(TYPE, scope, name, "delete", on_success=None, on_failure=kept)
+            service.store.put(TYPE, scope.key, name, _state(existing, "Deleting"))
+    headers = _async_headers(service, req, op, existing["location"])
     headers["Location"] = headers["Azure-AsyncOperation"]
     return Response(202, b"", headers)
 
 
-def _running_delete(backend: Backend, scope: Scope, name: str):
+def _running_delete(service: EmulatedService, scope: Scope, name: str):
     """The delete already under way: DELETE is idempotent in ARM, a repeated one answers 202 with the same
     operation (https://github.com/Azure/azure-resource-manager-rpc/blob/master/v1.0/async-api-reference.md)."""
-    for op in backend.store.operations(status="InProgress"):
+    for op in service.store.operations(status="InProgress"):
         if (op.type, op.scope, op.name, op.action) == (TYPE, scope.key, name.lower(), "delete"):
             return op
     return None
 
 
-def _check_size(backend: Backend, size: str, location: str) -> None:
-    offer = backend.world.offer(location, size)
+def _check_size(service: EmulatedService, size: str, location: str) -> None:
+    offer = service.world.offer(location, size)
     if offer is None:
         raise ArmError(400, "SkuNotAvailable", f"The requested VM size {size} is not offered in location "
                        f"'{location}'. List the sizes offered there with GET .../locations/{location}/vmSizes.",
@@ -217,20 +217,20 @@ def _check_size(backend: Backend, size: str, location: str) -> None:
                        "size or region, or request access.", target="vmSize")
 
 
-def _check_quota(backend: Backend, scope: Scope, name: str, inner: dict, location: str) -> None:
+def _check_quota(service: EmulatedService, scope: Scope, name: str, inner: dict, location: str) -> None:
     """Azure ML's quota, as its usages list shows it (compute_rp.ml_usages): dedicated nodes draw on their
     family's pool and the region's dedicated total, low-priority nodes on the region's low-priority total."""
-    sku = backend.world.catalog.get(inner["vmSize"])
+    sku = service.world.catalog.get(inner["vmSize"])
     if sku is None:
         return
     needed = int((inner.get("scaleSettings") or {}).get("maxNodeCount", 0)) * sku.vcpus
     priority = "LowPriority" if str(inner.get("vmPriority") or "").lower() == "lowpriority" else "Dedicated"
-    pools = [(f"Total Cluster {priority} Regional vCPUs", None, backend.world.total_limit(location, priority))]
+    pools = [(f"Total Cluster {priority} Regional vCPUs", None, service.world.total_limit(location, priority))]
     if priority == "Dedicated":
         pools.append((ml_family_quota_name(sku.family, priority), sku.family,
-                      backend.world.family_limit(location, sku.family)))
+                      service.world.family_limit(location, sku.family)))
     for pool, family, limit in pools:
-        used = compute_usage(backend, scope.subscription, location, family, priority=priority,
+        used = compute_usage(service, scope.subscription, location, family, priority=priority,
                              excluding=(scope.key, name.lower()))
         if used + needed > limit:
             raise ArmError(400, "QuotaExceeded",
@@ -324,6 +324,6 @@ def _failed(body: dict) -> dict:
     return out
 
 
-def _async_headers(backend: Backend, req: Request, op, location: str) -> dict[str, str]:
+def _async_headers(service: EmulatedService, req: Request, op, location: str) -> dict[str, str]:
     api_version = req.query.get("api-version", "2023-08-01-preview")
-    return {"Azure-AsyncOperation": backend.operation_url(op, location, api_version), **backend.poll_after(op)}
+    return {"Azure-AsyncOperation": service.operation_url(op, location, api_version), **service.poll_after(op)}

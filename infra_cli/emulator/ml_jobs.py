@@ -7,7 +7,7 @@ import copy
 import time
 from urllib.parse import quote
 
-from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.ml_registry import check_job_environment
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.runner import TERMINAL, job_prefix, runner_identity
@@ -17,58 +17,58 @@ from infra_cli.emulator.wire import (ArmError, Request, Response, json_response,
 TYPE = "job"
 
 
-def _job(backend: Backend, scope: Scope, name: str) -> dict:
-    backend.workspace(scope)
-    body = backend.store.get(TYPE, scope.key, name)
+def _job(service: EmulatedService, scope: Scope, name: str) -> dict:
+    service.workspace(scope)
+    body = service.store.get(TYPE, scope.key, name)
     if body is None:
         raise not_found("job", name, scope.workspace)
     return body
 
 
-def get_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    return json_response(200, public(_job(backend, scope, name)))
+def get_job(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    return json_response(200, public(_job(service, scope, name)))
 
 
-def list_jobs(backend: Backend, req: Request, scope: Scope) -> Response:
-    backend.workspace(scope)
-    jobs = [public(r.body) for r in reversed(backend.store.rows(TYPE, scope.key))]
-    return json_response(200, backend.page(req, jobs))
+def list_jobs(service: EmulatedService, req: Request, scope: Scope) -> Response:
+    service.workspace(scope)
+    jobs = [public(r.body) for r in reversed(service.store.rows(TYPE, scope.key))]
+    return json_response(200, service.page(req, jobs))
 
 
-def put_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    backend.workspace(scope)
-    backend.check_name("job", name)
+def put_job(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    service.workspace(scope)
+    service.check_name("job", name)
     request = req.json()
     props = dict(request.get("properties") or {})
-    with backend.store.lock:
-        existing = backend.store.get(TYPE, scope.key, name)
+    with service.store.lock:
+        existing = service.store.get(TYPE, scope.key, name)
         if existing is not None:
             # A submitted job cannot be submitted again; only its description and tags change.
             updated = copy.deepcopy(existing)
             for key in ("description", "tags"):
                 if key in props:
                     updated["properties"][key] = props[key]
-            backend.store.put(TYPE, scope.key, name, updated)
+            service.store.put(TYPE, scope.key, name, updated)
             return json_response(200, public(updated))
-        _check_job(backend, scope, props)
+        _check_job(service, scope, props)
         props.update({
             "status": "NotStarted", "experimentName": props.get("experimentName") or "Default",
             "displayName": props.get("displayName") or name, "isArchived": False,
             "services": {"Studio": {"jobServiceType": "Studio",
-                                    "endpoint": f"{backend.base_url}studio/runs/{quote(name)}"},
-                         "Tracking": {"jobServiceType": "Tracking", "endpoint": backend.base_url}},
+                                    "endpoint": f"{service.base_url}studio/runs/{quote(name)}"},
+                         "Tracking": {"jobServiceType": "Tracking", "endpoint": service.base_url}},
         })
         body = {"id": f"{scope.arm_id}/jobs/{name}", "name": name,
                 "type": "Microsoft.MachineLearningServices/workspaces/jobs", "systemData": system_data(utc_now_iso()),
                 "properties": props,
                 # The process that runs it: another emulator over the same state must leave the job alone.
                 "_private": {"submittedAt": time.time(), "runner": runner_identity()}}
-        backend.store.put(TYPE, scope.key, name, body)
-    backend.runner.submit(scope, name)
+        service.store.put(TYPE, scope.key, name, body)
+    service.runner.submit(scope, name)
     return json_response(201, public(body))
 
 
-def _check_job(backend: Backend, scope: Scope, props: dict) -> None:
+def _check_job(service: EmulatedService, scope: Scope, props: dict) -> None:
     if props.get("jobType") != "Command":
         raise ArmError(400, "UserError", f"jobType {props.get('jobType')!r} is not supported by the emulator: "
                        "only Command jobs run locally.", target="jobType")
@@ -78,7 +78,7 @@ def _check_job(backend: Backend, scope: Scope, props: dict) -> None:
     if not compute_id:
         raise ArmError(400, "UserError", "A command job needs a compute (computeId).", target="computeId")
     compute_name = compute_id.rstrip("/").split("/")[-1]
-    compute = backend.store.get("compute", scope.key, compute_name)
+    compute = service.store.get("compute", scope.key, compute_name)
     if compute is None or compute["properties"].get("provisioningState") not in ("Succeeded", "Updating"):
         state = "does not exist" if compute is None else f"is {compute['properties'].get('provisioningState')}"
         raise ArmError(400, "UserError", f"Compute '{compute_name}' {state} in workspace '{scope.workspace}'.",
@@ -91,45 +91,45 @@ def _check_job(backend: Backend, scope: Scope, props: dict) -> None:
     code_id = props.get("codeId")
     if code_id:
         parts = code_id.rstrip("/").split("/")
-        if len(parts) < 4 or backend.store.get("code_version", scope.key, parts[-3], parts[-1]) is None:
+        if len(parts) < 4 or service.store.get("code_version", scope.key, parts[-3], parts[-1]) is None:
             raise ArmError(400, "UserError", f"Code asset {code_id} was not found.", target="codeId")
     env_id = props.get("environmentId") or ""
     if "/workspaces/" in env_id and "/environments/" in env_id:
         parts = env_id.rstrip("/").split("/")
-        if backend.store.get("environment_version", scope.key, parts[-3], parts[-1]) is None:
+        if service.store.get("environment_version", scope.key, parts[-3], parts[-1]) is None:
             raise ArmError(400, "UserError", f"Environment {parts[-3]}:{parts[-1]} was not found.",
                            target="environmentId")
     check_job_environment(env_id)  # a registry or curated environment must exist too
 
 
-def cancel_job(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    body = _job(backend, scope, name)
+def cancel_job(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    body = _job(service, scope, name)
     if body["properties"].get("status") not in TERMINAL:
-        backend.runner.cancel(scope, name)
-        with backend.store.lock:
-            current = backend.store.get(TYPE, scope.key, name)
+        service.runner.cancel(scope, name)
+        with service.store.lock:
+            current = service.store.get(TYPE, scope.key, name)
             if current["properties"].get("status") not in TERMINAL:
                 current["properties"]["status"] = "CancelRequested"
-                backend.store.put(TYPE, scope.key, name, current)
+                service.store.put(TYPE, scope.key, name, current)
     # The cancel is accepted at once; the job reaches Canceled when its processes are gone.
     api_version = quote(req.query.get("api-version", "2023-02-01-preview"))
-    location = f"{backend.base_url.rstrip('/')}{req.path.rsplit('/cancel', 1)[0]}/cancelStatus?api-version={api_version}"
+    location = f"{service.base_url.rstrip('/')}{req.path.rsplit('/cancel', 1)[0]}/cancelStatus?api-version={api_version}"
     return Response(202, b"", {"Location": location})
 
 
-def cancel_status(backend: Backend, req: Request, scope: Scope, name: str) -> Response:
-    status = _job(backend, scope, name)["properties"].get("status")
+def cancel_status(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
+    status = _job(service, scope, name)["properties"].get("status")
     return Response(200 if status in TERMINAL else 202, b"", {} if status in TERMINAL else {"Retry-After": "1"})
 
 
 # run history (the workspace's "api" service from the discovery document)
-def _run_details(backend: Backend, scope: Scope, name: str) -> dict:
-    body = _job(backend, scope, name)
+def _run_details(service: EmulatedService, scope: Scope, name: str) -> dict:
+    body = _job(service, scope, name)
     private = body.get("_private") or {}
-    container = artifact_container(backend.workspace(scope))
+    container = artifact_container(service.workspace(scope))
     prefix = job_prefix(body["name"])
-    logs = {n[len(prefix):]: backend.blobs.sas_url(backend.base_url, container, n)
-            for n in backend.blobs.names(container, prefix)
+    logs = {n[len(prefix):]: service.blobs.sas_url(service.base_url, container, n)
+            for n in service.blobs.names(container, prefix)
             if n[len(prefix):].startswith(("user_logs/", "system_logs/"))}
     props = body["properties"]
     details = {"runId": body["name"], "runUuid": None, "target": (props.get("computeId") or "").split("/")[-1],
@@ -142,21 +142,21 @@ def _run_details(backend: Backend, scope: Scope, name: str) -> dict:
     return details
 
 
-def run_details(backend: Backend, req: Request, scope: Scope, run_id: str, experiment: str | None = None) -> Response:
-    return json_response(200, _run_details(backend, scope, run_id))
+def run_details(service: EmulatedService, req: Request, scope: Scope, run_id: str, experiment: str | None = None) -> Response:
+    return json_response(200, _run_details(service, scope, run_id))
 
 
-def get_run(backend: Backend, req: Request, scope: Scope, run_id: str, experiment: str | None = None) -> Response:
-    details = _run_details(backend, scope, run_id)
-    body = _job(backend, scope, run_id)
+def get_run(service: EmulatedService, req: Request, scope: Scope, run_id: str, experiment: str | None = None) -> Response:
+    details = _run_details(service, scope, run_id)
+    body = _job(service, scope, run_id)
     return json_response(200, {**{k: details[k] for k in ("runId", "status", "startTimeUtc", "endTimeUtc",
                                                           "target", "properties", "tags")},
                                "experimentId": body["properties"].get("experimentName"),
                                "runType": "azureml.scriptrun", "outputs": {}, "inputs": {}})
 
 
-def run_data(backend: Backend, req: Request, scope: Scope) -> Response:
+def run_data(service: EmulatedService, req: Request, scope: Scope) -> Response:
     run_id = req.json().get("runId") or ""
-    details = _run_details(backend, scope, run_id)
+    details = _run_details(service, scope, run_id)
     metadata = {k: details[k] for k in ("runId", "status", "startTimeUtc", "endTimeUtc", "target", "properties", "tags")}
     return json_response(200, {"runMetadata": {**metadata, "outputs": {}, "inputs": {}}})

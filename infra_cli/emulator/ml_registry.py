@@ -9,7 +9,7 @@ validators/curated_environments.yaml (`registry:`): versions 1..latest, label la
 
 from __future__ import annotations
 
-from infra_cli.emulator.backend import Backend
+from infra_cli.emulator.service import EmulatedService
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
 from infra_cli.knowledge.curated import (RegistryEnvironment, curated_registries, parse_environment_reference,
                                          registry_environment)
@@ -68,31 +68,31 @@ def _container_body(registry: str, env: RegistryEnvironment) -> dict:
                            "isArchived": False, "description": None, "tags": {}, "properties": {}}}
 
 
-def discovery(backend: Backend, req: Request, registry: str) -> Response:
+def discovery(service: EmulatedService, req: Request, registry: str) -> Response:
     _environments(registry)  # 404 for a registry the world does not have
     return json_response(200, {
         "registryName": registry, "tenantId": "00000000-0000-0000-0000-000000000000",
         "primaryRegion": "eastus", "regions": ["eastus"], "subscriptionId": REGISTRY_SUBSCRIPTION,
         "resourceGroup": REGISTRY_RESOURCE_GROUP, "workspaceName": None,
-        "primaryRegionResourceProviderUri": backend.base_url,
-        "registryFqdns": {"eastus": {"primary": backend.base_url}},
+        "primaryRegionResourceProviderUri": service.base_url,
+        "registryFqdns": {"eastus": {"primary": service.base_url}},
     })
 
 
-def list_environments(backend: Backend, req: Request, subscription: str, resource_group: str,
+def list_environments(service: EmulatedService, req: Request, subscription: str, resource_group: str,
                       registry: str) -> Response:
     _check_home(subscription, resource_group, registry)
     bodies = [_container_body(registry, env) for env in _environments(registry).values()]
-    return json_response(200, backend.page(req, bodies))
+    return json_response(200, service.page(req, bodies))
 
 
-def get_environment(backend: Backend, req: Request, subscription: str, resource_group: str, registry: str,
+def get_environment(service: EmulatedService, req: Request, subscription: str, resource_group: str, registry: str,
                     name: str) -> Response:
     _check_home(subscription, resource_group, registry)
     return json_response(200, _container_body(registry, _environment(registry, name)))
 
 
-def list_versions(backend: Backend, req: Request, subscription: str, resource_group: str, registry: str,
+def list_versions(service: EmulatedService, req: Request, subscription: str, resource_group: str, registry: str,
                   name: str) -> Response:
     _check_home(subscription, resource_group, registry)
     env = _environment(registry, name)
@@ -102,10 +102,10 @@ def list_versions(backend: Backend, req: Request, subscription: str, resource_gr
     top = req.query.get("$top")
     if top and top.isdigit():
         versions = versions[: int(top)]
-    return json_response(200, backend.page(req, [_version_body(registry, env, v) for v in versions]))
+    return json_response(200, service.page(req, [_version_body(registry, env, v) for v in versions]))
 
 
-def get_version(backend: Backend, req: Request, subscription: str, resource_group: str, registry: str,
+def get_version(service: EmulatedService, req: Request, subscription: str, resource_group: str, registry: str,
                 name: str, version: str) -> Response:
     _check_home(subscription, resource_group, registry)
     env = _environment(registry, name)

@@ -11,7 +11,7 @@ from typing import Callable
 from urllib.parse import unquote
 
 from infra_cli.emulator import auth, compute_rp, ml_assets, ml_computes, ml_jobs, ml_registry, ml_workspace
-from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.blobs import ACCOUNT
 from infra_cli.emulator.wire import ArmError, Request, Response
 
@@ -62,8 +62,8 @@ def _discovery_link(req: Request, args: dict, token: str) -> bool:
     return auth.signed_link_allows(req.query, token, "discovery", args["workspace_id"])
 
 
-def blob_handler(backend: Backend, req: Request, container: str, blob: str | None = None) -> Response:
-    return backend.blobs.handle(req, container, blob)
+def blob_handler(service: EmulatedService, req: Request, container: str, blob: str | None = None) -> Response:
+    return service.blobs.handle(req, container, blob)
 
 
 ROUTES: tuple[Route, ...] = (

@@ -30,7 +30,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from infra_cli.conventions import EMULATED_NODE_VARIABLE
-from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.blobs import ACCOUNT
 from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, find_mpirun, free_port, node_dir,
                                       plan_launches)
@@ -117,8 +117,8 @@ def _port_free(port: int) -> bool:
 
 
 class JobRunner:
-    def __init__(self, backend: Backend):
-        self._backend = backend
+    def __init__(self, service: EmulatedService):
+        self._service = service
         self._lock = threading.Lock()
         self._running: dict[tuple[str, str], list[subprocess.Popen]] = {}
         self._canceled: set[tuple[str, str]] = set()
@@ -128,7 +128,7 @@ class JobRunner:
     def recover(self) -> None:
         """Jobs whose runner process is gone (an emulator that stopped) cannot be resumed: mark them Failed.
         Jobs another live emulator process runs are left to it."""
-        for row in self._backend.store.rows("job"):
+        for row in self._service.store.rows("job"):
             if row.body["properties"].get("status") in TERMINAL:
                 continue
             if runner_alive((row.body.get("_private") or {}).get("runner")):
@@ -167,13 +167,13 @@ class JobRunner:
         scratch: list[Path] = []
         try:
             self._set_status(scope, name, "Starting")
-            body = self._backend.store.get("job", scope.key, name)
+            body = self._service.store.get("job", scope.key, name)
             spec = JobSpec.from_body(body["name"], body)
-            workspace = self._backend.workspace(scope)
+            workspace = self._service.workspace(scope)
             container = artifact_container(workspace)
             prefix = job_prefix(body["name"])
-            logs_dir = self._backend.blobs.path(container, prefix + "user_logs/x").parent.parent
-            workdir = private_subdir(self._backend.state_dir, "jobs") / scope.key.replace("/", "_") / body["name"]
+            logs_dir = self._service.blobs.path(container, prefix + "user_logs/x").parent.parent
+            workdir = private_subdir(self._service.state_dir, "jobs") / scope.key.replace("/", "_") / body["name"]
             shutil.rmtree(workdir, ignore_errors=True)
             code_files = self._code_files(scope, body)
             for node in range(spec.instance_count):
@@ -192,7 +192,7 @@ class JobRunner:
                     path.write_text(text, encoding="utf-8")
                     path.chmod(mode)
                 for log in (launch.log, *launch.rank_logs):
-                    self._backend.blobs.register(container, prefix + log, content_type="text/plain")
+                    self._service.blobs.register(container, prefix + log, content_type="text/plain")
             with self._lock:
                 if key in self._canceled:
                     raise _Canceled()
@@ -251,7 +251,7 @@ class JobRunner:
         while any(proc.poll() is None for proc in procs):
             time.sleep(_POLL_S)
             # A cancel accepted by another emulator process over the same state reaches this runner here.
-            current = self._backend.store.get("job", scope.key, key[1]) or {}
+            current = self._service.store.get("job", scope.key, key[1]) or {}
             if current.get("properties", {}).get("status") == "CancelRequested":
                 self.cancel(scope, key[1])
         codes = [proc.wait() for proc in procs]
@@ -278,7 +278,7 @@ class JobRunner:
 
     def _python_shim(self) -> Path:
         """A bin/ folder whose `python` and `python3` run the emulator's own interpreter."""
-        shim = private_subdir(self._backend.state_dir, "bin")
+        shim = private_subdir(self._service.state_dir, "bin")
         text = f'#!/bin/sh\nexec "{sys.executable}" "$@"\n'.encode()
         for name in ("python", "python3"):
             path = shim / name
@@ -296,7 +296,7 @@ class JobRunner:
         if not code_id:
             return []
         parts = code_id.rstrip("/").split("/")
-        version_body = self._backend.store.get("code_version", scope.key, parts[-3], parts[-1])
+        version_body = self._service.store.get("code_version", scope.key, parts[-3], parts[-1])
         if version_body is None:
             raise RuntimeError(f"code {parts[-3]}:{parts[-1]} is not registered")
         path = unquote(urlsplit(version_body["properties"]["codeUri"]).path).lstrip("/")
@@ -306,11 +306,11 @@ class JobRunner:
         container, _, prefix = rest.partition("/")
         prefix = prefix.rstrip("/")
         files = []
-        for name in self._backend.blobs.names(container, prefix):
+        for name in self._service.blobs.names(container, prefix):
             rel = name[len(prefix):].lstrip("/") if prefix else name
             if not rel:     # the code URI names a single file
                 rel = name.rsplit("/", 1)[-1]
-            files.append((Path(rel), self._backend.blobs.read(container, name) or b""))
+            files.append((Path(rel), self._service.blobs.read(container, name) or b""))
         return files
 
     def _collect_outputs(self, workdir: Path, nodes: int, container: str, prefix: str) -> None:
@@ -318,10 +318,10 @@ class JobRunner:
             outputs = node_dir(workdir, node) / "outputs"
             for path in sorted(p for p in outputs.rglob("*") if p.is_file()):
                 rel = path.relative_to(outputs).as_posix()
-                self._backend.blobs.write(container, f"{prefix}outputs/{rel}", path.read_bytes())
+                self._service.blobs.write(container, f"{prefix}outputs/{rel}", path.read_bytes())
 
     def _set_status(self, scope: Scope, name: str, status: str, error: dict | None = None) -> None:
-        store = self._backend.store
+        store = self._service.store
         with store.lock:
             body = store.get("job", scope.key, name)
             if body is None:

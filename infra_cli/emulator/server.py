@@ -23,7 +23,7 @@ from typing import Callable
 from infra_cli.emulator import auth, routes
 from infra_cli.emulator.auth import token_path
 from infra_cli.emulator.blobs import BlobError
-from infra_cli.emulator.backend import Backend, Scope
+from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.faults import FaultConfig, FaultInjector
 from infra_cli.emulator.ml_workspace import ensure_workspace
 from infra_cli.emulator.runner import JobRunner
@@ -57,7 +57,7 @@ class EmulatorServer:
         self._world_path = world
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self.backend: Backend | None = None
+        self.backend: EmulatedService | None = None   # the emulated service (tests and benches reach it by this name)
         self.cert_path = self.state_dir / "cert.pem"
 
     # lifecycle
@@ -66,17 +66,17 @@ class EmulatorServer:
         self.state_dir = private_state_dir(self.state_dir)
         cert, key = ensure_certificate(self.state_dir)
         self.cert_path = cert
-        backend = Backend(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
+        service = EmulatedService(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
         httpd = _Server((LOOPBACK, self._port), _Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         # The TLS handshake happens in the request's thread (bounded: _Handler.setup), not in the accept loop.
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
         httpd.emulator = self
-        backend.base_url = f"https://{LOOPBACK}:{httpd.server_address[1]}/"
-        backend.runner = JobRunner(backend)
-        backend.runner.recover()
-        self.backend, self._httpd = backend, httpd
+        service.base_url = f"https://{LOOPBACK}:{httpd.server_address[1]}/"
+        service.runner = JobRunner(service)
+        service.runner.recover()
+        self.backend, self._httpd = service, httpd
         # stop() waits for the accept loop to see the request, up to one poll interval: every `--local`
         # command pays it on exit (0.1 s cost it 0.05 s on average); an idle poll costs microseconds.
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},

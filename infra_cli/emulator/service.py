@@ -1,6 +1,6 @@
 """The emulated service's model: state, world, faults and the rules shared by all handlers.
 
-Handlers (ml_*.py, compute_rp.py) are functions (backend, request, **path groups) -> Response; they keep
+Handlers (ml_*.py, compute_rp.py) are functions (service, request, **path groups) -> Response; they keep
 no state of their own. Long-running operations are data: each records what the resource becomes when it
 succeeds and when it fails, and `settle()` applies those whose time has come, at the start of every request,
 so no timer thread is needed and a restart finishes what was in flight.
@@ -49,7 +49,7 @@ class Scope:
                 f"/providers/{ML_PROVIDER}/workspaces/{self.workspace}")
 
 
-class Backend:
+class EmulatedService:
     def __init__(self, state_dir: Path, world: World, faults: FaultInjector):
         self.state_dir = state_dir
         self.store = Store(state_dir)
