@@ -2,10 +2,17 @@
 
 azure-core's default RequestsTransport imports requests, urllib3 and charset_normalizer (~0.2 s of CPU) before the
 first request; a `--local` plan reads a handful of resources from a loopback server, so that import is most of its
-cost. This transport does the same job for that case: HTTPS with the emulator's certificate, one kept-alive
-connection per thread (the reader's list calls run concurrently), and transport failures raised as azure-core's
-ServiceRequestError/ServiceResponseError so the retry policy treats them as it does requests' failures. Real Azure
-keeps RequestsTransport (proxies, the system's and certifi's CAs, everything requests handles).
+cost. This transport does the same job for that case: HTTPS with the emulator's certificate, and transport failures
+raised as azure-core's ServiceRequestError/ServiceResponseError so the retry policy treats them as it does requests'
+failures. Real Azure keeps RequestsTransport (proxies, the system's and certifi's CAs, everything requests handles).
+
+Connections are a pool shared by the reader's threads (as urllib3's pool is): a request takes an idle kept-alive
+connection to its host and port, or opens one, and gives it back once the answer is read, so a batch of reads
+after the list calls opens only as many connections as run at once beyond those. A new connection resumes the TLS
+session of the last one to the same host and port (RFC 8446 section 2.2; Python's `session=`,
+https://docs.python.org/3/library/ssl.html#ssl.SSLSocket.session): the server skips its certificate and
+signature. A session is only offered from the transport's own SSLContext (ssl refuses another's) to the host
+and port it was made with; a server that declines it gets a full handshake, verified as any other.
 Custom transports are an azure-core extension point:
 https://learn.microsoft.com/python/api/azure-core/azure.core.pipeline.transport.httptransport
 """
@@ -80,6 +87,19 @@ class LoopbackResponse(HttpResponse):
         return f"<LoopbackResponse: {self._status} {self._reason}>"
 
 
+class _Connection(http.client.HTTPSConnection):
+    """http.client's HTTPS connection, offering a TLS session to resume (None: a full handshake)."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext,
+                 session: ssl.SSLSession | None):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._session = session
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)   # TCP only: the TLS wrap is this one's, with the session
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host, session=self._session)
+
+
 class LoopbackTransport(HttpTransport):
     """HTTPS to one host with http.client; connection_verify is a CA file path, True (the default CAs) or False."""
 
@@ -90,16 +110,19 @@ class LoopbackTransport(HttpTransport):
             self._context.check_hostname = False
             self._context.verify_mode = ssl.CERT_NONE
         self._timeouts = (connection_timeout, read_timeout)
-        self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: list[http.client.HTTPSConnection] = []
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}     # kept-alive connections, none in use
+        self._sessions: dict[tuple[str, int], ssl.SSLSession] = {}   # the last TLS session of each host and port
+        self._open: list[_Connection] = []
+        self.opened = 0   # connections opened (full handshakes and resumed ones), for benchmarks and tests
+        self.resumed = 0
 
     def open(self) -> None:
         pass
 
     def close(self) -> None:
         with self._lock:
-            connections, self._open = self._open, []
+            connections, self._open, self._idle = self._open, [], {}
         for conn in connections:
             conn.close()
 
@@ -109,26 +132,41 @@ class LoopbackTransport(HttpTransport):
     def __exit__(self, *args: Any) -> None:
         self.close()
 
-    def _connection(self, host: str, port: int, connect_timeout: float, read_timeout: float,
-                    fresh: bool) -> tuple[http.client.HTTPSConnection, bool]:
-        """This thread's connection to host:port, and whether it was reused (a kept-alive one may have been closed
-        by the server meanwhile)."""
-        conns = self._local.__dict__.setdefault("conns", {})
-        conn = conns.get((host, port))
-        if conn is not None and not fresh:
-            return conn, True
-        if conn is not None:
-            conn.close()
-        conn = http.client.HTTPSConnection(host, port, timeout=connect_timeout, context=self._context)
+    def _connection(self, key: tuple[str, int], connect_timeout: float, read_timeout: float,
+                    fresh: bool) -> tuple[_Connection, bool]:
+        """An idle connection to key's host and port, or a new one; and whether it was reused (a kept-alive one
+        may have been closed by the server meanwhile)."""
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle and not fresh:
+                return idle.pop(), True
+            session = self._sessions.get(key)
+        conn = _Connection(key[0], key[1], timeout=connect_timeout, context=self._context, session=session)
         try:
             conn.connect()
         except (OSError, http.client.HTTPException) as exc:
-            raise ServiceRequestError(f"cannot connect to {host}:{port}: {exc}", error=exc) from exc
+            conn.close()
+            raise ServiceRequestError(f"cannot connect to {key[0]}:{key[1]}: {exc}", error=exc) from exc
         conn.sock.settimeout(read_timeout)
-        conns[(host, port)] = conn
         with self._lock:
             self._open.append(conn)
+            self.opened += 1
+            self.resumed += conn.sock.session_reused
         return conn, False
+
+    def _done(self, key: tuple[str, int], conn: _Connection, keep: bool,
+              session: ssl.SSLSession | None = None) -> None:
+        """A connection whose answer is read: kept for the next request, or closed. Its TLS session (TLS 1.3
+        sends the ticket after the handshake, read with the first answer) is the one new connections offer."""
+        with self._lock:
+            if session is not None:
+                self._sessions[key] = session
+            if keep and conn.sock is not None:
+                self._idle.setdefault(key, []).append(conn)
+                return
+            if conn in self._open:
+                self._open.remove(conn)
+        conn.close()
 
     def send(self, request: Any, **kwargs: Any) -> LoopbackResponse:
         parts = urlsplit(request.url)
@@ -141,22 +179,22 @@ class LoopbackTransport(HttpTransport):
         body = request.content
         if isinstance(body, str):
             body = body.encode("utf-8")
+        key = (parts.hostname, parts.port or 443)
         for attempt in range(2):
-            conn, reused = self._connection(parts.hostname, parts.port or 443, connect_timeout, read_timeout,
-                                            fresh=attempt > 0)
+            conn, reused = self._connection(key, connect_timeout, read_timeout, fresh=attempt > 0)
+            sock = conn.sock   # http.client lets go of it once an answer says the connection closes
             try:
+                sock.settimeout(read_timeout)
                 conn.request(request.method, target, body=body, headers=dict(request.headers))
                 raw = conn.getresponse()
+                session = sock.session   # the ticket came before the answer; read before the answer closes it
                 data = raw.read()
             except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                self._local.conns.pop((parts.hostname, parts.port or 443), None)
+                self._done(key, conn, keep=False)
                 # a kept-alive connection the server has since closed: once more on a new one, at once
                 if reused and attempt == 0 and isinstance(exc, (http.client.RemoteDisconnected, ConnectionError)):
                     continue
                 raise ServiceResponseError(f"{request.method} {parts.path}: {exc}", error=exc) from exc
-            if raw.will_close:
-                conn.close()
-                self._local.conns.pop((parts.hostname, parts.port or 443), None)
+            self._done(key, conn, keep=not raw.will_close, session=session)
             return LoopbackResponse(request, raw, data)
         raise AssertionError("unreachable")  # the loop returns or raises
