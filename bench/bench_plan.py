@@ -10,6 +10,9 @@
    baseline measured in the same run; list calls not growing with the stack; single reads only for what no
    list carries (an environment version's tags: Azure lists versions per environment only).
 3. The 110-resource stack (10 clusters, 100 environments), `--local`, no latency: plan before and after apply.
+4. What the version reads of that stack, applied, cost in-process (one provider, a fresh transport each run, as a
+   plan process has): the provider's pool of 4 threads beside 32, TLS session resumption on and off, against the
+   emulator with no latency and with the served latency; connections opened (resumed) by the last run.
 
 Medians of repeated runs.
 
@@ -194,6 +197,60 @@ def local_110(runs: int, env: dict) -> None:
           f"{after_cpu:6.3f} s CPU ({after / before:.2f}x); apply {applied:.1f} s   ({_load()})")
 
 
+def read_batch(runs: int, latency: float) -> None:
+    """Section 4: provider.read_environments of 100 applied environments, configurations interleaved."""
+    from infra_cli.azure import provider as provider_module
+    from infra_cli.azure.clients import EmulatorTarget, local_clients
+    from infra_cli.azure.loopback import LoopbackTransport
+    from infra_cli.stack.load import load_stack
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmulatorServer(Path(tmp) / "state", faults=FaultConfig(provisioning_delay_s=0)).start()
+        try:
+            path = Path(tmp) / "stack.yaml"
+            path.write_text(stack_text(110, "benchreads", clusters=10))
+            with cached_bytecode_env() as env:
+                env.update(INFRA_EMULATOR_URL=server.url, INFRA_LOCAL_DIR=str(server.state_dir),
+                           PYTHONPATH=str(ROOT))
+                _apply(path, env)
+            workspace = load_stack(path).stack.workspace
+            target = EmulatorTarget(server.url, server.port, server.cert_path, server.token)
+            wanted = {f"env{i:03d}": None for i in range(100)}
+            configs = [(lat, threads, resume) for lat in (0.0, latency) for threads in (4, 32)
+                       for resume in (True, False)]
+            walls: dict = {c: [] for c in configs}
+            opened: dict = {}
+            saved = (provider_module.MAX_READ_CONCURRENCY, provider_module.NEAR_ANSWER_S)
+            try:
+                for i in range(runs + 1):
+                    for lat, threads, resume in configs:
+                        server.faults = FaultConfig(latency_s=lat, provisioning_delay_s=0)
+                        provider_module.MAX_READ_CONCURRENCY, provider_module.NEAR_ANSWER_S = threads, 0.0
+                        LoopbackTransport.resume_sessions = resume
+                        clients = local_clients(workspace, target)
+                        t = time.perf_counter()
+                        found = provider_module.AzureProvider(clients).read_environments(wanted)
+                        if i:
+                            walls[(lat, threads, resume)].append(time.perf_counter() - t)
+                        transport = clients.arm._client._pipeline._transport
+                        opened[(lat, threads, resume)] = (transport.opened, transport.resumed)
+                        clients.arm.close()
+                        if sum(v is not None for v in found.values()) != len(wanted):
+                            raise SystemExit("read_batch: an applied environment was not read")
+            finally:
+                provider_module.MAX_READ_CONCURRENCY, provider_module.NEAR_ANSWER_S = saved
+                LoopbackTransport.resume_sessions = True
+        finally:
+            server.stop()
+    print(f"\nversion reads of 100 applied environments in-process (one list, then 100 GETs), median of {runs} runs")
+    print(f"  {'latency':>8}  {'threads':>7}  {'resumption':>10}  {'wall s':>7}  {'connections (resumed)':>22}")
+    for lat, threads, resume in configs:
+        conns, resumed = opened[(lat, threads, resume)]
+        print(f"  {lat * 1000:6.0f}ms  {threads:7}  {'on' if resume else 'off':>10}  "
+              f"{statistics.median(walls[(lat, threads, resume)]):7.3f}  {conns:>14} ({resumed})")
+    print(f"  ({_load()})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -204,6 +261,7 @@ def main() -> None:
         cli_plan(args.runs, env)
         served_plans(args.runs, args.latency, env)
         local_110(args.runs, env)
+    read_batch(args.runs, args.latency)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,8 @@ class _Connection(http.client.HTTPSConnection):
 class LoopbackTransport(HttpTransport):
     """HTTPS to one host with http.client; connection_verify is a CA file path, True (the default CAs) or False."""
 
+    resume_sessions = True   # bench/bench_plan.py turns it off to measure what resumption saves
+
     def __init__(self, *, connection_verify: Any = True, connection_timeout: float = 30, read_timeout: float = 120):
         cafile = connection_verify if isinstance(connection_verify, str) else None
         self._context = ssl.create_default_context(cafile=cafile)
@@ -140,7 +142,7 @@ class LoopbackTransport(HttpTransport):
             idle = self._idle.get(key)
             if idle and not fresh:
                 return idle.pop(), True
-            session = self._sessions.get(key)
+            session = self._sessions.get(key) if self.resume_sessions else None
         conn = _Connection(key[0], key[1], timeout=connect_timeout, context=self._context, session=session)
         try:
             conn.connect()
