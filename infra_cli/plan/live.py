@@ -4,7 +4,8 @@ The provider (azure/provider.py AzureProvider) answers plain data: values as
 Azure's entities hold them. Here they become plan's types: normalised Resources (plan/normalise.py) in a
 LiveState, the size offers and quota of a region in LiveFacts, the smoke records. Reads are issued at once:
 the workspace's computes and environments are one list call each, whatever the stack's size, beside the region's
-sizes and quota; then one read of each live environment's version, all at once (its tags are in no list).
+sizes and quota; then one read of each live environment's version (its tags are in no list), started as the
+environment list's pages arrive, concurrently (azure/provider.py read_environments).
 """
 
 from __future__ import annotations
