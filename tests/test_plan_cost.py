@@ -7,7 +7,7 @@ import json
 
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.plan.model import Plan, ResourceChange
-from infra_cli.plan.render import render_plan
+from infra_cli.commands.views.plan import render_plan
 
 
 def cluster(size="Standard_ND96asr_v4", tier="dedicated", location="eastus", max_instances=2, **more) -> dict:

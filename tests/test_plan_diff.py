@@ -13,7 +13,7 @@ from infra_cli.plan.smoke_pending import changed_smokes
 from infra_cli.plan.live import LiveState
 from infra_cli.conventions import TAG_HASH, TAG_STACK
 from infra_cli.plan.model import Plan, Resource, content_hash
-from infra_cli.plan.render import render_plan
+from infra_cli.commands.views.plan import render_plan
 from infra_cli.stack.load import load_stack
 
 STACK = """

@@ -98,7 +98,7 @@ distributions:
 
 
 def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_path, clients):
-    from infra_cli.plan.render import render_plan
+    from infra_cli.commands.views.plan import render_plan
 
     path = tmp_path / "stack.yaml"
     path.write_text(STACK.replace("CURATED", f"azureml://registries/azureml/environments/{ACPT_22}/labels/latest"))

@@ -99,7 +99,7 @@ def test_show_planfile_prints_what_plan_printed_text_and_json_and_imports_no_azu
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout == planned.stdout[: -len(saved_line)]
     loaded = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", shown.stderr, re.M))
-    assert "infra_cli.plan.render" in loaded
+    assert "infra_cli.commands.views.plan" in loaded
     assert not sorted(m for m in loaded if re.match(r"^(azure|torch|jinja2|infra_cli\.emulator)", m))
     assert PASSWORD not in shown.stdout + shown.stderr and PASSWORD not in planfile.read_text()
 

@@ -193,7 +193,7 @@ def test_failed_smoke_is_pending_until_apply_reruns_it_and_it_passes(tmp_path):
 
 def test_changed_resources_say_which_input_changed_and_render_never_says_no_changes():
     from infra_cli.plan.model import CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, ResourceChange
-    from infra_cli.plan.render import render_plan
+    from infra_cli.commands.views.plan import render_plan
     from infra_cli.plan.smoke_pending import changed_smokes
 
     deps = {"smoke.a": ("cluster.gpu", "environment.img"), "smoke.b": ("cluster.cpu", "environment.img")}

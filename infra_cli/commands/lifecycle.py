@@ -94,7 +94,7 @@ def plan(
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
-    from infra_cli.plan.render import render_plan
+    from infra_cli.commands.views.plan import render_plan
 
     if refresh_only and destroy:
         raise typer.BadParameter("--refresh-only reports drift and --destroy plans deletions: use one of them",
@@ -181,7 +181,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
     from infra_cli.state.lock import LockHeld
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, plan_key
-    from infra_cli.plan.render import render_plan
+    from infra_cli.commands.views.plan import render_plan
 
     try:
         if not destroy and is_plan_file(source):

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x1a58fafc
+SOURCES_CRC = 0x61dd1939
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -18,7 +18,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 def _show_plan(path: Path, as_json: bool) -> None:
     from infra_cli.plan.planfile import current_against_stack, plan_key, read_plan_file
-    from infra_cli.plan.render import render_plan
+    from infra_cli.commands.views.plan import render_plan
 
     try:   # its digest (and with INFRA_PLAN_KEY its HMAC) checked; a signed file shows unchecked without the key
         saved = read_plan_file(path, key=plan_key(os.environ), strict=False)

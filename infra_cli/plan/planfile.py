@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.plan.cost import costs_json
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import FORMAT_VERSION, Plan, Resource, ResourceChange, canonical_json
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
-from infra_cli.plan.render import render_plan
 from infra_cli.stack.load import LoadedStack
 from infra_cli.validate.engine import load_valid_stack
 
@@ -163,7 +163,6 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         _check_shapes(plan)
         if not all(isinstance(v, str) for v in [plan.stack, *plan.smoke_jobs, *saved_targets(data)]):
             raise TypeError("the stack's name, smoke jobs and targets are strings")
-        render_plan(plan, colour=False)   # what show prints and apply reads from it: a value it cannot is refused here
         return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
@@ -174,8 +173,9 @@ def _strings(values) -> bool:
 
 
 def _check_shapes(plan: Plan) -> None:
-    """Each field of a read plan of the type infra writes (a TypeError naming it otherwise): an edited file
-    whose digest was recomputed must be refused here, not fail later in show or apply."""
+    """Each field of a read plan of the type infra writes (a TypeError naming it otherwise), and so everything
+    show draws of it (commands/views/plan.py) and apply reads: an edited file whose digest was recomputed must be
+    refused here, not fail later in show or apply."""
     for c in plan.resource_changes + plan.drift:
         where = c.address if isinstance(c.address, str) else "a change"
         if not _strings((c.address, c.type, c.name, *c.actions)):
@@ -184,6 +184,8 @@ def _check_shapes(plan: Plan) -> None:
             raise TypeError(f"{where}: its before and after are mappings or null")
         if not all(_strings(p) for p in (*c.replace_paths, *c.sensitive)):
             raise TypeError(f"{where}: its replace_paths and sensitive_paths are lists of strings")
+        if not all(c.replace_paths):   # show marks the attribute each one starts with
+            raise TypeError(f"{where}: each of its replace_paths names an attribute")
         if not (c.action_reason is None or isinstance(c.action_reason, str)):
             raise TypeError(f"{where}: its action_reason is a string or null")
     for r in plan.desired:
@@ -193,6 +195,7 @@ def _check_shapes(plan: Plan) -> None:
                             "and tags mappings")
     if not _strings(plan.smoke_reasons.values()):
         raise TypeError("smoke_reasons: each reason is a string")
+    costs_json(plan.resource_changes)   # the cost show and plan --json print: a size or count it cannot price
     for d in plan.diagnostics:
         diagnostic = Diagnostic(**d)   # show prints them
         if not _strings((diagnostic.severity, diagnostic.rule, diagnostic.message)) or not all(

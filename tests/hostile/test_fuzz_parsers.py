@@ -33,7 +33,7 @@ from infra_cli.image.errors import ImageReadError
 from infra_cli.image.layers import index_layer
 from infra_cli.knowledge.launchers import launchers
 from infra_cli.plan.model import Plan, Resource, ResourceChange
-from infra_cli.plan.render import render_plan
+from infra_cli.commands.views.plan import render_plan
 from infra_cli.plan.planfile import content_digest, content_hmac, read_plan_file, write_plan_file
 from infra_cli.stack.load import parse_stack
 from infra_cli.stack.model import Stack

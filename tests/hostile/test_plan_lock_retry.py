@@ -170,7 +170,7 @@ def test_failed_cluster_plans_as_replacement_with_the_reason(tmp_path):
     from azure.core.exceptions import HttpResponseError
 
     from infra_cli.apply.engine import apply_outcome
-    from infra_cli.plan.render import render_plan
+    from infra_cli.commands.views.plan import render_plan
 
     path, state = _stack(tmp_path), tmp_path / "state"
     server = start_emulator(state, lro_failure_rate=1.0)

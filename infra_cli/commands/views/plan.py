@@ -1,4 +1,4 @@
-"""Human rendering of a plan, in the style users know from `terraform plan`.
+"""A plan drawn for a person, in the style users know from `terraform plan` (plan and show print it).
 
   + create   ~ update in place   -/+ replace (with "# forces replacement")   - destroy
 Colour only when the stream is a terminal.
