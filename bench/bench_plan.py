@@ -220,12 +220,13 @@ def read_batch(runs: int, latency: float) -> None:
                        for resume in (True, False)]
             walls: dict = {c: [] for c in configs}
             opened: dict = {}
-            saved = (provider_module.MAX_READ_CONCURRENCY, provider_module.NEAR_ANSWER_S)
+            saved = (provider_module.MAX_READ_CONCURRENCY, provider_module.BUSY_SHARE)
             try:
                 for i in range(runs + 1):
                     for lat, threads, resume in configs:
                         server.faults = FaultConfig(latency_s=lat, provisioning_delay_s=0)
-                        provider_module.MAX_READ_CONCURRENCY, provider_module.NEAR_ANSWER_S = threads, 0.0
+                        # the pool as large as `threads` allows (a busy share never reached)
+                        provider_module.MAX_READ_CONCURRENCY, provider_module.BUSY_SHARE = threads, float("inf")
                         LoopbackTransport.resume_sessions = resume
                         clients = local_clients(workspace, target)
                         t = time.perf_counter()
@@ -238,7 +239,7 @@ def read_batch(runs: int, latency: float) -> None:
                         if sum(v is not None for v in found.values()) != len(wanted):
                             raise SystemExit("read_batch: an applied environment was not read")
             finally:
-                provider_module.MAX_READ_CONCURRENCY, provider_module.NEAR_ANSWER_S = saved
+                provider_module.MAX_READ_CONCURRENCY, provider_module.BUSY_SHARE = saved
                 LoopbackTransport.resume_sessions = True
         finally:
             server.stop()
