@@ -61,10 +61,12 @@ def _summary(result, verb: str = "Apply") -> int:
 
 
 def _run_smoke(outcome, jobs: list[str]) -> int:
+    from infra_cli.commands.views.smoke_progress import smoke_progress
     from infra_cli.smoke.run import run_smoke
 
     names = [j.split(".", 1)[1] for j in jobs]
-    verdicts = run_smoke(outcome.loaded, outcome.provider, outcome.smoke_inputs, names, stream=progress_stream(sys.stdout))
+    verdicts = run_smoke(outcome.loaded, outcome.provider, outcome.smoke_inputs, names,
+                         emit=smoke_progress(progress_stream(sys.stdout)))
     # An incomplete smoke (its framework is not installed where the job ran) leaves apply's work done: its one
     # line says what to install, and the smoke stays pending; `infra smoke` exits 1 for it.
     return EXIT_OK if all(v.passed or v.incomplete for v in verdicts) else EXIT_ERROR

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x61dd1939
+SOURCES_CRC = 0x3668e67c
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

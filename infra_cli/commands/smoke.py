@@ -33,11 +33,13 @@ def smoke(
     try:
         from infra_cli.commands.backend import build_provider
         from infra_cli.plan.engine import current_smoke_inputs
+        from infra_cli.commands.views.smoke_progress import smoke_progress
         from infra_cli.smoke.run import run_smoke
 
         provider = build_provider(loaded.stack.workspace, local=local)
         inputs = current_smoke_inputs(loaded, provider, list(distribution or loaded.stack.distributions))
-        verdicts = run_smoke(loaded, provider, inputs, list(distribution or []) or None, stream=stream)
+        verdicts = run_smoke(loaded, provider, inputs, list(distribution or []) or None,
+                             emit=smoke_progress(stream))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper

@@ -1,6 +1,7 @@
-"""Submit smoke jobs through the Azure ML SDK, stream their progress, fetch their results, judge them.
+"""Submit smoke jobs through the Azure ML SDK, report their progress, fetch their results, judge them.
 
-`run_smoke(loaded_stack, provider, inputs, distributions, stream=print)` -> one SmokeVerdict per distribution.
+`run_smoke(loaded_stack, provider, inputs, distributions, emit=...)` -> one SmokeVerdict per distribution; what
+happens on the way is handed to `emit` as events (smoke/events.py), which the command's view draws.
 `inputs`: distribution -> the smoke inputs its verdict is recorded against, as the plan computed them.
 `provider` is the one the command built (azure/provider.py; `.clients.ml` an MLClient: Azure, or the emulator
 with --local).
@@ -21,6 +22,8 @@ from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, j
 from infra_cli.azure.protocol import Provider
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.smoke.diagnose import diagnose
+from infra_cli.smoke.events import (Interrupted, JobStatusChanged, JobStillWaiting, JobSubmitted, JobTimedOut,
+                                    Judged, NoResult, RecordLost, SmokeEvent)
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.job_templates import smoke_jobs, write_smoke_job
 from infra_cli.smoke.spec import RESULT_FILE, SmokeJob, safe_name
@@ -100,20 +103,20 @@ def latest_steps(logs: dict[str, str]) -> str:
     return ", ".join(f"{step} x{count}" for step, count in latest.items())
 
 
-def still_line(ml: Any, job_name: str, label: str, status: str, elapsed_s: float) -> str:
+def still_waiting(ml: Any, job_name: str, distribution: str, status: str, elapsed_s: float) -> JobStillWaiting:
     """`smoke.ddp: Still Running... [20s elapsed] ranks at: all_reduce sweep (16 ranks)`. The logs are progress
-    only: one that cannot be read leaves the line without the step."""
+    only: one that cannot be read leaves the event without the step."""
     try:
         steps = latest_steps(job_logs(ml, job_name)) if status == "Running" else ""
     except Exception:   # the job's verdict never depends on this read
         steps = ""
-    return f"{label}: Still {status}... [{elapsed_s:.0f}s elapsed]" + (f" ranks at: {steps}" if steps else "")
+    return JobStillWaiting(distribution, status, elapsed_s, steps)
 
 
-def wait_for(ml: Any, job_name: str, label: str, timeout_s: float, stream: Callable[[str], Any],
+def wait_for(ml: Any, job_name: str, distribution: str, timeout_s: float, emit: Callable[[SmokeEvent], Any],
              poll_s: float, still_every_s: float = STILL_EVERY_S) -> str:
-    """Poll the job until it ends (or cancel it after timeout_s), streaming each change of status, and while it
-    does not end a line at least every still_every_s with the time elapsed and the ranks' latest step."""
+    """Poll the job until it ends (or cancel it after timeout_s), reporting each change of status, and while it
+    does not end an event at least every still_every_s with the time elapsed and the ranks' latest step."""
     deadline = time.monotonic() + timeout_s
     started = said = time.monotonic()
     last = None
@@ -121,15 +124,15 @@ def wait_for(ml: Any, job_name: str, label: str, timeout_s: float, stream: Calla
         status = job_status(ml, job_name)
         now = time.monotonic()
         if status != last:
-            stream(f"{label}: {status} ({now - started:.0f}s)")
+            emit(JobStatusChanged(distribution, status, now - started))
             last, said = status, now
         elif status not in TERMINAL and now - said >= still_every_s:
-            stream(still_line(ml, job_name, label, status, now - started))
+            emit(still_waiting(ml, job_name, distribution, status, now - started))
             said = now
         if status in TERMINAL:
             return status
         if time.monotonic() > deadline:
-            stream(f"{label}: still {status} after {timeout_s:.0f}s, canceling job {job_name}")
+            emit(JobTimedOut(distribution, job_name, status, timeout_s))
             cancel_job(ml, job_name)
             return "TimedOut"
         time.sleep(min(poll_s, max(0.05, said + still_every_s - time.monotonic())))
@@ -146,8 +149,8 @@ class SmokeRecorder:
     submitted."""
 
     def __init__(self, loaded: LoadedStack, provider: Provider, inputs: dict[str, SmokeInputs],
-                 stream: Callable[[str], Any]):
-        self.stack, self.stream = loaded.stack.stack, stream
+                 emit: Callable[[SmokeEvent], Any]):
+        self.stack, self.emit = loaded.stack.stack, emit
         self.provider, self.inputs = provider, inputs
 
     def record(self, distribution: str, verdict: SmokeVerdict | None, job_name: str) -> None:
@@ -163,59 +166,48 @@ class SmokeRecorder:
         try:
             StateStore(self.provider).record_smoke(self.stack, record)
         except Exception as exc:  # the verdict stands; only the plan's memory of it is lost
-            self.stream(f"smoke.{distribution}: could not record the result on Azure "
-                        f"(the next plan will show this smoke as pending): {describe_azure_error(exc)}")
-
-
-def incomplete_line(verdict: SmokeVerdict) -> str:
-    """The one line of a smoke whose framework could not run: what is missing, how to get it, that it stays pending."""
-    finding = verdict.findings[0] if verdict.findings else None
-    what = f"{finding.cause}; fix: {finding.fix}" if finding and finding.fix else (
-        finding.cause if finding else str(verdict.incomplete))
-    return (f"smoke.{verdict.distribution}: INCOMPLETE (not PASSED): {what}. The smoke stays pending: "
-            "the next apply runs it again")
+            self.emit(RecordLost(distribution, job_name, describe_azure_error(exc)))
 
 
 def cancel_interrupted(ml: Any, recorder: SmokeRecorder, unjudged: list[tuple[str, str]],
-                       stream: Callable[[str], Any]) -> None:
-    """After Ctrl-C: cancel each smoke job not yet judged (as `az ml job cancel`), one line each, and record its
+                       emit: Callable[[SmokeEvent], Any]) -> None:
+    """After Ctrl-C: cancel each smoke job not yet judged (as `az ml job cancel`), one event each, and record its
     smoke pending (the next plan shows it). A second Ctrl-C stops this too."""
     for distribution, job_name in unjudged:
-        label = f"smoke.{distribution}"
         try:
             status = job_status(ml, job_name)
             if status in TERMINAL:
-                stream(f"{label}: interrupted, job {job_name} had already ended ({status})")
+                emit(Interrupted(distribution, job_name, ended_status=status))
             else:
                 cancel_job(ml, job_name)
-                stream(f"{label}: interrupted, job {job_name} canceled")
+                emit(Interrupted(distribution, job_name))
         except Exception as exc:
-            stream(f"{label}: interrupted; job {job_name} could not be canceled ({describe_azure_error(exc)}): "
-                   f"cancel it with `az ml job cancel --name {job_name}`")
+            emit(Interrupted(distribution, job_name, error=describe_azure_error(exc)))
         recorder.record(distribution, None, job_name)
 
 
 def run_smoke(loaded_stack: LoadedStack, provider: Provider, inputs: dict[str, SmokeInputs],
               distributions: list[str] | None = None, *,
-              stream: Callable[[str], Any] = print, poll_s: float = 2.0,
+              emit: Callable[[SmokeEvent], Any], poll_s: float = 2.0,
               still_every_s: float = STILL_EVERY_S) -> list[SmokeVerdict]:
-    """Submit every chosen smoke job at once, then wait for, fetch and judge each; the verdicts are streamed.
+    """Submit every chosen smoke job at once, then wait for, fetch and judge each; each step and verdict is
+    handed to `emit` as it happens.
     Ctrl-C (KeyboardInterrupt) cancels the jobs not yet judged and raises SmokeInterrupted."""
     jobs = smoke_jobs(loaded_stack, distributions)
     ml = provider.clients.ml
-    recorder = SmokeRecorder(loaded_stack, provider, inputs, stream)
+    recorder = SmokeRecorder(loaded_stack, provider, inputs, emit)
     submitted: list[tuple[SmokeJob, str]] = []
     judged: set[str] = set()
     with quiet_sdk():
         try:
-            return _run_jobs(loaded_stack, ml, jobs, recorder, submitted, judged, stream, poll_s, still_every_s)
+            return _run_jobs(loaded_stack, ml, jobs, recorder, submitted, judged, emit, poll_s, still_every_s)
         except KeyboardInterrupt:
-            cancel_interrupted(ml, recorder, [(j.name, n) for j, n in submitted if j.name not in judged], stream)
+            cancel_interrupted(ml, recorder, [(j.name, n) for j, n in submitted if j.name not in judged], emit)
             raise SmokeInterrupted() from None
 
 
 def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder: SmokeRecorder,
-              submitted: list[tuple[SmokeJob, str]], judged: set[str], stream: Callable[[str], Any], poll_s: float,
+              submitted: list[tuple[SmokeJob, str]], judged: set[str], emit: Callable[[SmokeEvent], Any], poll_s: float,
               still_every_s: float) -> list[SmokeVerdict]:
     verdicts: list[SmokeVerdict] = []
     with tempfile.TemporaryDirectory(prefix="infra-smoke-") as tmp, quiet_sdk():
@@ -223,31 +215,23 @@ def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder
         for job in jobs:
             name = _submit(ml, loaded_stack, job, work / "code" / safe_name(job.name))
             dist = loaded_stack.stack.distributions[job.name]
-            stream(f"smoke.{job.name}: submitted job {name} ({dist.instance_count} node(s) of {job.spec.compute}, "
-                   f"{job.spec.distribution['type']} distribution)")
+            emit(JobSubmitted(job.name, name, dist.instance_count, job.spec.compute, job.spec.distribution["type"]))
             submitted.append((job, name))
         for job, name in submitted:
             dist = loaded_stack.stack.distributions[job.name]
-            status = wait_for(ml, name, f"smoke.{job.name}", dist.smoke.timeout_minutes * 60 + _WAIT_MARGIN_S,
-                              stream, poll_s, still_every_s)
+            status = wait_for(ml, name, job.name, dist.smoke.timeout_minutes * 60 + _WAIT_MARGIN_S,
+                              emit, poll_s, still_every_s)
             outputs = fetch_outputs(ml, name, work / "download" / name)
             if outputs.why_no_result:
-                stream(f"smoke.{job.name}: {outputs.why_no_result}")
+                emit(NoResult(job.name, outputs.why_no_result))
             verdict = judge(outputs.result, job.sku, job.name, dist, outputs.nccl_logs, job_name=name,
                             job_status=status)
             if verdict.incomplete:
                 # what the job could not import, read by the same signatures: one line, not one per rank
                 verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete})[:1]))
-                stream(incomplete_line(verdict))
-            else:
-                if not verdict.passed:
-                    verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
-                stream(verdict.summary())
-                for j in verdict.judgements:
-                    stream(f"  {j.outcome:<7} {j.name}: {j.detail}")
-                for finding in verdict.findings:
-                    for line in finding.render():
-                        stream(line)
+            elif not verdict.passed:
+                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
+            emit(Judged(verdict))
             recorder.record(job.name, verdict, name)
             judged.add(job.name)
             verdicts.append(verdict)

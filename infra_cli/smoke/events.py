@@ -1,0 +1,78 @@
+"""What a smoke run reports while it runs, as data: commands/views/smoke_progress.py draws each event as a line.
+
+Each event names its distribution; the engine prints nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from infra_cli.smoke.judge import SmokeVerdict
+
+
+@dataclass(frozen=True)
+class JobSubmitted:
+    distribution: str
+    job_name: str
+    nodes: int
+    compute: str
+    distribution_type: str
+
+
+@dataclass(frozen=True)
+class JobStatusChanged:
+    distribution: str
+    status: str
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class JobStillWaiting:
+    """No change of status for a while: the time elapsed and, while it runs, the ranks' latest step ("" unknown)."""
+    distribution: str
+    status: str
+    elapsed_s: float
+    steps: str
+
+
+@dataclass(frozen=True)
+class JobTimedOut:
+    """The job outlived its timeout and is being canceled."""
+    distribution: str
+    job_name: str
+    status: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class NoResult:
+    """The job ended without a result file; `why` says what it left instead."""
+    distribution: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdict: SmokeVerdict
+
+
+@dataclass(frozen=True)
+class RecordLost:
+    """The verdict of job `job_name` stands, but could not be recorded on Azure (`why`: Azure's error)."""
+    distribution: str
+    job_name: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """After Ctrl-C: the job had ended (`ended_status`), was canceled, or could not be canceled (`error`)."""
+    distribution: str
+    job_name: str
+    ended_status: str | None = None
+    error: str | None = None
+
+
+SmokeEvent = Union[JobSubmitted, JobStatusChanged, JobStillWaiting, JobTimedOut, NoResult, Judged, RecordLost,
+                   Interrupted]
