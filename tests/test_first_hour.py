@@ -103,10 +103,10 @@ def test_an_unknown_shell_is_a_clear_error(option, tmp_path):
 
 def test_no_shell_named_and_none_detected_says_to_name_one(monkeypatch, capsys):
     """Without a parent shell typer printed `Shell  not supported.`."""
-    from infra_cli.commands import main
+    from infra_cli.commands import root
     from infra_cli.commands.main import app
 
-    monkeypatch.setattr(main, "_get_shell_name", lambda: None)
+    monkeypatch.setattr(root, "_get_shell_name", lambda: None)
     with pytest.raises(SystemExit) as exit_:
         app(["--show-completion"], prog_name="infra")
     assert exit_.value.code == 1

@@ -201,7 +201,11 @@ def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, 
            # them: a crash in hwloc_shmem_topology_write, or in the vader BTL); ranks are not bound to cores.
            "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_rtc_hwloc_vmhole": "none",
            "OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl_tcp_if_include": "lo",
-           "OMPI_MCA_hwloc_base_binding_policy": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+           "OMPI_MCA_hwloc_base_binding_policy": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1",
+           # The hostfile gives each emulated node the stack's slots, so Open MPI believes no core is shared
+           # and a waiting rank spins on its progress loop: here all ranks share this machine's few cores, and
+           # a spinning rank takes the core the rank it waits for needs. Idle ranks yield it instead.
+           "OMPI_MCA_mpi_yield_when_idle": "1"}
     # Azure ML runs the job as root and passes --allow-run-as-root to its own mpirun; so does the emulator.
     argv = [mpirun, "--allow-run-as-root", "-np", str(world), "--hostfile", str(workdir / MPI_HOSTFILE),
             "--mca", "plm_rsh_agent", str(workdir / MPI_NODE_AGENT), "sh", "-c", script]
