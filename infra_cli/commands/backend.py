@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -121,5 +122,12 @@ def served_emulator(url: str, local_dir: Path) -> EmulatorTarget:
     if not cert.is_file():
         raise refuse(f"{cert} does not exist",
                      "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)")
+    # A stopped emulator refuses the connection: say so now, not after the SDKs' retries (about 50 s of them).
+    try:
+        socket.create_connection((parts.hostname, port), timeout=5).close()
+    except OSError as exc:
+        raise refuse(f"nothing answers at {EMULATOR_URL_ENV}={url!r}: {exc.strerror or exc}",
+                     "start it again with `infra emulator serve --dir DIR` (it prints the URL to export), or unset "
+                     f"{EMULATOR_URL_ENV} and --local starts an emulator of its own") from None
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return EmulatorTarget(f"https://{host}:{port}/", port, cert, token)

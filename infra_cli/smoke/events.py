@@ -12,9 +12,14 @@ from infra_cli.smoke.judge import SmokeVerdict
 
 
 @dataclass(frozen=True)
-class JobSubmitted:
+class JobEvent:
+    """An event of one submitted job: its distribution and the job's name on Azure."""
     distribution: str
     job_name: str
+
+
+@dataclass(frozen=True)
+class JobSubmitted(JobEvent):
     nodes: int
     compute: str
     distribution_type: str
@@ -37,10 +42,8 @@ class JobStillWaiting:
 
 
 @dataclass(frozen=True)
-class JobTimedOut:
+class JobTimedOut(JobEvent):
     """The job outlived its timeout and is being canceled."""
-    distribution: str
-    job_name: str
     status: str
     timeout_s: float
 
@@ -58,18 +61,14 @@ class Judged:
 
 
 @dataclass(frozen=True)
-class RecordLost:
+class RecordLost(JobEvent):
     """The verdict of job `job_name` stands, but could not be recorded on Azure (`why`: Azure's error)."""
-    distribution: str
-    job_name: str
     why: str
 
 
 @dataclass(frozen=True)
-class Interrupted:
+class Interrupted(JobEvent):
     """After Ctrl-C: the job had ended (`ended_status`), was canceled, or could not be canceled (`error`)."""
-    distribution: str
-    job_name: str
     ended_status: str | None = None
     error: str | None = None
 

@@ -359,6 +359,9 @@ def test_cli_local_uses_a_running_emulator_at_infra_emulator_url(tmp_path):
     finally:
         serve.terminate()
         serve.wait(timeout=30)
-    # with the server gone, --local does not quietly start an emulator of its own
+    # with the server gone, --local does not quietly start an emulator of its own, and says at once that nothing
+    # answers there (it said "Azure refused: ServiceRequestError" after about 50 s of the SDKs' retries)
     r = _cli(["plan", str(path), "--local"], state, INFRA_EMULATOR_URL=url)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert f"nothing answers at INFRA_EMULATOR_URL='{url}'" in r.stderr and "infra emulator serve" in r.stderr
+    assert "Azure refused" not in r.stderr
