@@ -28,6 +28,8 @@ import yaml
 
 from test_smoke_cli import assert_clean_stderr
 
+pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted((ROOT / "stacks").glob("*.yaml"))
 MISSING = ("deepspeed", "lightning", "tensorflow")  # what the quick start lacks that a shipped stack's smoke imports

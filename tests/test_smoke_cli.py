@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from test_smoke_script import tensorflow_or_skip
+
+pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 

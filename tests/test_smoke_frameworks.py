@@ -24,6 +24,8 @@ import yaml
 
 from test_smoke_script import tensorflow_or_skip
 
+pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 900
 # A current 2-GPU size without InfiniBand: 2 processes per node as the size describes it.

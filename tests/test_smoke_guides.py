@@ -19,6 +19,8 @@ import yaml
 from test_smoke_frameworks import TWO_GPU_SIZE, assert_passed, need, need_mpirun, smoke
 from test_smoke_script import tensorflow_or_skip
 
+pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
+
 GUIDES = Path(__file__).resolve().parent / "guides" / "stacks"
 NEEDS = {"horovod": ("horovod.torch",), "lightning": ("lightning",), "transformers": ("transformers", "accelerate"), "deepspeed": ("deepspeed",)}
 

@@ -17,6 +17,8 @@ from test_registry_environments import WORKSPACE
 from infra_cli.plan.smoke_pending import LAST_FAILED, NEVER_RAN, pending_smokes
 from infra_cli.state.records import FAILED, PASSED, PENDING, SmokeInputs, SmokeRecord
 
+pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
+
 NOW = SmokeInputs("c1", "e1", "d1")
 
 

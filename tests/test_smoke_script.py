@@ -18,6 +18,8 @@ from infra_cli.smoke.judge import judge
 from infra_cli.smoke.job_templates import render_smoke_script
 from infra_cli.stack.model import Distribution
 
+pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
+
 # Every launcher variable a test may inherit from the machine; each launch below sets its own.
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
                "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TF_CONFIG", "AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE",
