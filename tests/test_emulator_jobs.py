@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -110,6 +112,12 @@ def test_mpi_job_runs_under_a_real_mpirun(ready, tmp_path):
     host, _, port = envs[0]["AZ_BATCH_MASTER_NODE"].partition(":")
     assert host == "127.0.0.1" and port.isdigit() and {e["AZ_BATCH_MASTER_NODE"] for e in envs} == {f"{host}:{port}"}
     assert "AZUREML_CURRENT_CLOUD" not in envs[0]
+    # Every rank sees the job's PATH as other launchers do, the emulator's python first: not Open MPI's folder
+    # put in front of it (mpirun's --prefix behaviour), which ran /usr/bin's tools instead of the job's.
+    paths = {e["PATH"] for e in envs}
+    assert len(paths) == 1, paths
+    first = Path(paths.pop().split(os.pathsep)[0])
+    assert (first / "python").read_text() == f'#!/bin/sh\nexec "{sys.executable}" "$@"\n', first
 
 
 def test_tensorflow_job_gets_tf_config(ready, tmp_path):
@@ -282,5 +290,8 @@ def test_each_emulated_mpi_node_keeps_its_open_mpi_session_directory_apart(tmp_p
     base = mpi_session_base(tmp_path / "job")
     agent = next(text for path, text, _ in launch.files if path.name == "node-agent.sh")
     assert f'OMPI_MCA_orte_tmpdir_base={base}/node-"$node"' in agent
+    # mpirun --noprefix: the daemon is found through the job's PATH, then through mpirun's own folder (a stack's
+    # PATH that leaves that folder out still starts it)
+    assert "--noprefix" in launch.argv and 'export PATH="${PATH:+$PATH:}"/usr/bin\n' in agent
     assert launch.scratch == (base,) and len(str(base)) < 48
     assert mpi_session_base(tmp_path / "other") != base

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -159,7 +160,7 @@ def mpi_session_base(workdir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"infra-ompi-{hashlib.sha256(str(workdir).encode()).hexdigest()[:12]}"
 
 
-def _node_agent(spec: JobSpec, nodes: int, workdir: Path) -> str:
+def _node_agent(spec: JobSpec, nodes: int, workdir: Path, mpirun: str) -> str:
     """Open MPI starts its daemon on every host of the host list through its remote shell (plm_rsh_agent).
     The emulated nodes are this machine, so this "ssh" runs the daemon here, with the node's own
     variables; Open MPI still sees one host per node and numbers local ranks per node itself."""
@@ -169,6 +170,9 @@ def _node_agent(spec: JobSpec, nodes: int, workdir: Path) -> str:
     # race ("Directory: .../jf.N Error: File exists", orte_session_dir failed). Short, under the temporary
     # directory: Open MPI puts unix sockets there, whose paths are limited to 108 bytes.
     session_base = shlex.quote(str(mpi_session_base(workdir)))
+    # mpirun runs with --noprefix (see _mpirun): the daemon is found through the job's PATH, and through
+    # mpirun's own folder after it, as a node's image has it where its mpirun is.
+    mpi_bin = shlex.quote(os.path.dirname(os.path.abspath(mpirun)))
     return f"""#!/bin/sh
 # Written by infra's local emulator: the remote shell Open MPI uses to start its daemon on an emulated node.
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
@@ -178,6 +182,7 @@ case "$1" in
 esac
 export AZUREML_NODE_HOSTNAME="$1" AZUREML_CR_NODE_RANK="$node"
 export OMPI_MCA_orte_tmpdir_base={session_base}/node-"$node"
+export PATH="${{PATH:+$PATH:}}"{mpi_bin}
 shift
 exec /bin/sh -c "$*"
 """
@@ -207,11 +212,16 @@ def _mpirun(spec: JobSpec, workdir: Path, logs_dir: Path, nodes: int, ppn: int, 
            # a spinning rank takes the core the rank it waits for needs. Idle ranks yield it instead.
            "OMPI_MCA_mpi_yield_when_idle": "1"}
     # Azure ML runs the job as root and passes --allow-run-as-root to its own mpirun; so does the emulator.
-    argv = [mpirun, "--allow-run-as-root", "-np", str(world), "--hostfile", str(workdir / MPI_HOSTFILE),
+    # --noprefix: mpirun started by its full path otherwise prefixes the remote daemon's command with
+    # PATH=<its folder>:$PATH, so every rank would see /usr/bin (or Open MPI's prefix) ahead of the job's PATH
+    # and run another python, ninja or compiler than the job's other launchers do (on Azure ML one image
+    # serves every launcher). DeepSpeed's JIT ops, built with /usr/bin's ninja under mpirun and with the
+    # job's ninja elsewhere, were rebuilt at every switch.
+    argv = [mpirun, "--allow-run-as-root", "--noprefix", "-np", str(world), "--hostfile", str(workdir / MPI_HOSTFILE),
             "--mca", "plm_rsh_agent", str(workdir / MPI_NODE_AGENT), "sh", "-c", script]
     return Launch(argv, env, workdir, "system_logs/mpirun.txt",
                   tuple(f"user_logs/std_log_process_{r}.txt" for r in range(world)),
-                  ((workdir / MPI_HOSTFILE, hostfile, 0o644), (workdir / MPI_NODE_AGENT, _node_agent(spec, nodes, workdir), 0o755)),
+                  ((workdir / MPI_HOSTFILE, hostfile, 0o644), (workdir / MPI_NODE_AGENT, _node_agent(spec, nodes, workdir, mpirun), 0o755)),
                   scratch=(mpi_session_base(workdir),))
 
 
