@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from test_shipped_stacks import STACKS, _framework, _protected
 from test_smoke_frameworks import TWO_GPU_SIZE, assert_passed, need, need_mpirun, smoke
 from test_smoke_script import tensorflow_or_skip
 
@@ -38,6 +39,7 @@ def _shape(dist: dict) -> tuple:
 
 # Launch shapes another test already smokes on the emulator, saying more of what the framework saw: a guide's
 # setup of that shape, shrunk to this machine, would run the same job again (each shape's job runs once a suite).
+# So are the shapes of the shipped stacks the walk smokes to PASSED (_smoked_by_shipped_stacks).
 SMOKED_ELSEWHERE = {
     ("tensorflow", "tensorflow", "per-process", False):
         ("test_smoke_cli", "test_infra_smoke_local_tensorflow_multiworker"),
@@ -48,6 +50,13 @@ SMOKED_ELSEWHERE = {
     ("pytorch", "lightning", "per-process", False):
         ("test_smoke_frameworks", "test_lightning_and_transformers_see_the_stacks_world"),
 }
+
+
+def _smoked_by_shipped_stacks() -> set[tuple]:
+    """The shapes of the shipped stacks whose smoke passes in tests/test_shipped_stacks.py's walk (the ones it
+    applies with their smoke, whose framework the quick start has): the walk runs them at their full size."""
+    return {_shape(dist) for stack in STACKS if not _protected(stack) and not _framework(stack)
+            for dist in (yaml.safe_load(stack.read_text()).get("distributions") or {}).values()}
 
 
 def _guides_by_shape() -> dict[tuple, Path]:
@@ -62,7 +71,8 @@ def _guides_by_shape() -> dict[tuple, Path]:
 
 
 def _one_per_shape() -> list[Path]:
-    chosen = {shape: path for shape, path in _guides_by_shape().items() if shape not in SMOKED_ELSEWHERE}
+    elsewhere = set(SMOKED_ELSEWHERE) | _smoked_by_shipped_stacks()
+    chosen = {shape: path for shape, path in _guides_by_shape().items() if shape not in elsewhere}
     return sorted(set(chosen.values()))
 
 
@@ -114,5 +124,7 @@ def test_every_shape_the_guides_show_is_smoked_here_or_by_the_test_named():
         source = inspect.getsource(getattr(importlib.import_module(module), name))
         _, framework, _, ps = shape
         assert framework in source and (not ps or "parameter_server_count" in source), (shape, name)
+    shipped = _smoked_by_shipped_stacks()
+    assert shipped >= {("pytorch", "ddp", "per-process", False), ("mpi", "ddp", "per-node", False)}, shipped
     assert {_shape(d) for p in _one_per_shape() for d in yaml.safe_load(p.read_text())["distributions"].values()} \
-        | set(SMOKED_ELSEWHERE) >= set(shown)
+        | set(SMOKED_ELSEWHERE) | shipped >= set(shown)
