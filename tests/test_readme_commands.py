@@ -50,12 +50,26 @@ def options(*command: str) -> list[list[str]]:
     return found
 
 
-COMMANDS = all_commands()
+def readme_commands() -> list[tuple[str, ...]]:
+    """The commands the README's table has rows for: its words before the first argument or option."""
+    found = []
+    for row in readme_rows():
+        words = tuple(re.match(r"\| `infra ((?:[a-z][\w-]* ?)*)", row).group(1).split())
+        if words and words not in found:
+            found.append(words)
+    return found
 
 
-def test_the_commands_are_found():
-    """The parse works: a broken regex must not make the tests below pass on nothing."""
-    assert {("plan",), ("apply",), ("image", "check"), ("state", "list"), ("emulator", "serve")} <= set(COMMANDS)
+# Read from the README at collection (every xdist worker collects): `--help` runs in the tests, once.
+COMMANDS = readme_commands()
+
+
+def test_the_readme_has_a_row_for_each_command_help_shows_and_no_other():
+    """Each command `infra --help` shows (and its groups' `--help`) has a row, and each row's command exists;
+    the parse works: a broken regex must not make the tests below pass on nothing."""
+    shown = all_commands()
+    assert {("plan",), ("apply",), ("image", "check"), ("state", "list"), ("emulator", "serve")} <= set(shown)
+    assert sorted(COMMANDS) == sorted(shown), f"the README's rows: {COMMANDS}; --help shows: {shown}"
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -170,9 +170,10 @@ def _node_agent(spec: JobSpec, nodes: int, workdir: Path, mpirun: str) -> str:
     # race ("Directory: .../jf.N Error: File exists", orte_session_dir failed). Short, under the temporary
     # directory: Open MPI puts unix sockets there, whose paths are limited to 108 bytes.
     session_base = shlex.quote(str(mpi_session_base(workdir)))
-    # mpirun runs with --noprefix (see _mpirun): the daemon is found through the job's PATH, and through
-    # mpirun's own folder after it, as a node's image has it where its mpirun is.
-    mpi_bin = shlex.quote(os.path.dirname(os.path.abspath(mpirun)))
+    # mpirun runs with --noprefix (see _mpirun): the daemon and its libraries are found through the job's PATH
+    # and LD_LIBRARY_PATH, then through mpirun's own prefix after them, as a node's image has them.
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(mpirun)))
+    mpi_bin, mpi_lib = shlex.quote(os.path.join(prefix, "bin")), shlex.quote(os.path.join(prefix, "lib"))
     return f"""#!/bin/sh
 # Written by infra's local emulator: the remote shell Open MPI uses to start its daemon on an emulated node.
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
@@ -182,7 +183,7 @@ case "$1" in
 esac
 export AZUREML_NODE_HOSTNAME="$1" AZUREML_CR_NODE_RANK="$node"
 export OMPI_MCA_orte_tmpdir_base={session_base}/node-"$node"
-export PATH="${{PATH:+$PATH:}}"{mpi_bin}
+export PATH="${{PATH:+$PATH:}}"{mpi_bin} LD_LIBRARY_PATH="${{LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}}"{mpi_lib}
 shift
 exec /bin/sh -c "$*"
 """
