@@ -290,9 +290,7 @@ def test_each_emulated_mpi_node_keeps_its_open_mpi_session_directory_apart(tmp_p
     base = mpi_session_base(tmp_path / "job")
     agent = next(text for path, text, _ in launch.files if path.name == "node-agent.sh")
     assert f'OMPI_MCA_orte_tmpdir_base={base}/node-"$node"' in agent
-    # mpirun --noprefix: the daemon is found through the job's PATH, then through mpirun's own folder (a stack's
-    # PATH that leaves that folder out still starts it)
-    assert "--noprefix" in launch.argv
-    assert 'export PATH="${PATH:+$PATH:}"/usr/bin LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}"/usr/lib\n' in agent
+    # mpirun --noprefix (the ranks keep the job's PATH): the daemon is run from mpirun's own folder
+    assert "--noprefix" in launch.argv and 'daemon=/usr/bin/"$daemon"' in agent
     assert launch.scratch == (base,) and len(str(base)) < 48
     assert mpi_session_base(tmp_path / "other") != base

@@ -170,8 +170,9 @@ def _node_agent(spec: JobSpec, nodes: int, workdir: Path, mpirun: str) -> str:
     # race ("Directory: .../jf.N Error: File exists", orte_session_dir failed). Short, under the temporary
     # directory: Open MPI puts unix sockets there, whose paths are limited to 108 bytes.
     session_base = shlex.quote(str(mpi_session_base(workdir)))
-    # mpirun runs with --noprefix (see _mpirun): the daemon and its libraries are found through the job's PATH
-    # and LD_LIBRARY_PATH, then through mpirun's own prefix after them, as a node's image has them.
+    # mpirun runs with --noprefix (see _mpirun), so the ranks keep the job's PATH: the daemon Open MPI names
+    # (orted; prted from Open MPI 5) is run from mpirun's own folder, never another one the job's PATH puts
+    # first, and its libraries are found after the job's.
     prefix = os.path.dirname(os.path.dirname(os.path.abspath(mpirun)))
     mpi_bin, mpi_lib = shlex.quote(os.path.join(prefix, "bin")), shlex.quote(os.path.join(prefix, "lib"))
     return f"""#!/bin/sh
@@ -183,9 +184,12 @@ case "$1" in
 esac
 export AZUREML_NODE_HOSTNAME="$1" AZUREML_CR_NODE_RANK="$node"
 export OMPI_MCA_orte_tmpdir_base={session_base}/node-"$node"
-export PATH="${{PATH:+$PATH:}}"{mpi_bin} LD_LIBRARY_PATH="${{LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}}"{mpi_lib}
+export LD_LIBRARY_PATH="${{LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}}"{mpi_lib}
 shift
-exec /bin/sh -c "$*"
+daemon="$*"
+daemon="${{daemon#"${{daemon%%[! ]*}}"}}"
+case "$daemon" in orted\ *|prted\ *) daemon={mpi_bin}/"$daemon" ;; esac
+exec /bin/sh -c "$daemon"
 """
 
 
