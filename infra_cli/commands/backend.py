@@ -114,14 +114,13 @@ def served_emulator(url: str, local_dir: Path) -> EmulatorTarget:
                      "use the URL `infra emulator serve` printed, like https://127.0.0.1:PORT/")
     state_dir = Path(local_dir).resolve()
     cert = state_dir / "cert.pem"
+    same_dir = "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)"
     try:
         token = read_token(state_dir)
     except OSError as exc:
-        raise refuse(f"cannot read the emulator's token in {state_dir}: {exc}",
-                     "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)")
+        raise refuse(f"cannot read the emulator's token in {state_dir}: {exc}", same_dir)
     if not cert.is_file():
-        raise refuse(f"{cert} does not exist",
-                     "set INFRA_LOCAL_DIR to the --dir the emulator serves (where its cert.pem and token are)")
+        raise refuse(f"{cert} does not exist", same_dir)
     # A stopped emulator refuses the connection: say so now, not after the SDKs' retries (about 50 s of them).
     try:
         socket.create_connection((parts.hostname, port), timeout=5).close()

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x8ae2eea6
+SOURCES_CRC = 0x314526e4
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

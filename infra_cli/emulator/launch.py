@@ -173,8 +173,8 @@ def _node_agent(spec: JobSpec, nodes: int, workdir: Path, mpirun: str) -> str:
     # mpirun runs with --noprefix (see _mpirun), so the ranks keep the job's PATH: the daemon Open MPI names
     # (orted; prted from Open MPI 5) is run from mpirun's own folder, never another one the job's PATH puts
     # first, and its libraries are found after the job's.
-    prefix = os.path.dirname(os.path.dirname(os.path.abspath(mpirun)))
-    mpi_bin, mpi_lib = shlex.quote(os.path.join(prefix, "bin")), shlex.quote(os.path.join(prefix, "lib"))
+    bin_dir = os.path.dirname(os.path.abspath(mpirun))
+    mpi_bin, mpi_lib = shlex.quote(bin_dir), shlex.quote(os.path.join(os.path.dirname(bin_dir), "lib"))
     return f"""#!/bin/sh
 # Written by infra's local emulator: the remote shell Open MPI uses to start its daemon on an emulated node.
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
