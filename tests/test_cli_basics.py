@@ -49,8 +49,13 @@ def test_help_lists_the_commands():
 
 def test_version_as_terraform_spells_it_and_shell_completion():
     import tomllib
+    from importlib.metadata import version as installed
 
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    # one place names the version: the package's __version__, which the build reads and pip records
+    assert project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "infra_cli.__version__"}
+    version = installed("infra-cli")
     for flag in ("--version", "-version"):
         r = run_cli(flag)
         assert (r.returncode, r.stdout) == (0, f"infra v{version}\n"), r.stderr

@@ -14,6 +14,7 @@ from infra_cli.smoke.diagnose import diagnose, last_exception, redact
 
 # One real-looking line per signature: a signature without a sample here fails the meta-test below.
 SAMPLES = {
+    "launcher-missing": "/bin/bash: line 1: torchrun: command not found",
     "gloo-interface-missing": "RuntimeError: [enforce fail at third_party/gloo/gloo/transport/tcp/device.cc:84] "
                               "ifa != nullptr. Unable to find address for: ib9",
     "nccl-interface-missing": "node-0:41:41 [0] NCCL INFO Bootstrap : no socket interface found",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import os
 import socket
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -40,35 +41,38 @@ _emulators_lock = threading.Lock()
 
 def build_clients(workspace: "Workspace", *, local: bool, local_dir: Path | None = None,
                   retry_total: int = DEFAULT_RETRY_TOTAL, emulator: "EmulatorServer | None" = None,
-                  credential: Any = None) -> AzureClients:
+                  credential: Any = None, anchor: Path | None = None) -> AzureClients:
     """SDK clients for the stack's workspace, in its cloud. local=True: the emulator (`emulator`, or the one this
-    process runs over local_dir, default ./.infra/local or INFRA_LOCAL_DIR, started on first use), which stands in
-    for whichever cloud the workspace names. `credential`: a TokenCredential to use instead of
-    DefaultAzureCredential (Azure only)."""
+    process runs over local_dir, default INFRA_LOCAL_DIR or the .infra/local of the project holding `anchor`, the
+    stack file; paths.local_state_dir), started on first use, which stands in for whichever cloud the workspace
+    names. `credential`: a TokenCredential to use instead of DefaultAzureCredential (Azure only)."""
     forget_inherited_emulator_cloud()
     workspace_cloud(workspace)   # an unknown cloud is said before any emulator starts
     if not local:
         return azure_clients(workspace, retry_total=retry_total, credential=credential)
     if emulator is None and os.environ.get(EMULATOR_URL_ENV):
-        target = served_emulator(os.environ[EMULATOR_URL_ENV], Path(local_dir or local_state_dir()))
+        target = served_emulator(os.environ[EMULATOR_URL_ENV], Path(local_dir or local_state_dir(anchor)))
         target.ensure_workspace(workspace, retry_total)
     else:
-        server = emulator or local_emulator(local_dir)
+        server = emulator or local_emulator(local_dir or local_state_dir(anchor))
         server.ensure_workspace(workspace.subscription_id, workspace.resource_group, workspace.name,
                                 workspace.location)
         target = EmulatorTarget(server.url, server.port, server.cert_path, server.token)
     return local_clients(workspace, target, retry_total=retry_total)
 
 
-def build_provider(workspace: "Workspace", *, local: bool, credential: Any = None) -> Provider:
-    """The provider for the stack's workspace (Azure, or the local emulator)."""
-    return AzureProvider(build_clients(workspace, local=local, credential=credential))
+def build_provider(workspace: "Workspace", *, local: bool, credential: Any = None,
+                   anchor: Path | None = None) -> Provider:
+    """The provider for the stack's workspace (Azure, or the local emulator of the project holding `anchor`)."""
+    return AzureProvider(build_clients(workspace, local=local, credential=credential, anchor=anchor))
 
 
-def provider_for(*, local: bool, credential: Any = None) -> Callable[["Workspace"], Provider]:
+def provider_for(*, local: bool, credential: Any = None,
+                 anchor: Path | None = None) -> Callable[["Workspace"], Provider]:
     """What an engine that loads the stack itself is handed: it asks for the provider once it knows the
-    workspace (and only when its checks of the stack passed, so a refused command starts no emulator)."""
-    return lambda workspace: build_provider(workspace, local=local, credential=credential)
+    workspace (and only when its checks of the stack passed, so a refused command starts no emulator).
+    `anchor`: the stack file, whose project's local cloud `--local` uses."""
+    return lambda workspace: build_provider(workspace, local=local, credential=credential, anchor=anchor)
 
 
 def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
@@ -76,12 +80,16 @@ def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
     from infra_cli.emulator.server import EmulatorServer
 
     state_dir = Path(local_dir or local_state_dir()).resolve()
+    first_use = not state_dir.exists()
     with _emulators_lock:
         server = _emulators.get(state_dir)
         if server is None or not server.running:
             server = EmulatorServer(state_dir, faults=_environment_faults()).start()
             _emulators[state_dir] = server
             atexit.register(server.stop)
+    if first_use:   # said once, where the project's local cloud now lives (every later --local here uses it)
+        print(f"Local Azure: a new, empty cloud in {state_dir} (this project's; INFRA_LOCAL_DIR puts it elsewhere)",
+              file=sys.stderr)
     return server
 
 

@@ -9,9 +9,12 @@ import typer
 from infra_cli.commands.output import Command, Group, print_diagnostics
 
 
+STATE_DIR_HELP = "state directory (default: INFRA_LOCAL_DIR, else .infra/local of the project holding this folder)"
+
+
 def serve(
     port: int = typer.Option(0, "--port", metavar="PORT", help="port on 127.0.0.1 (0: any free port)", min=0, max=65535),
-    directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help="state directory (default ./.infra/local or INFRA_LOCAL_DIR)"),
+    directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help=STATE_DIR_HELP),
     world: Optional[Path] = typer.Option(None, "--world", metavar="FILE", help="a world file (regions, restrictions, quota) instead of the built-in one"),
     latency: float = typer.Option(0.0, "--latency", metavar="S", help="seconds added to every management request", min=0.0),
     throttle_rate: float = typer.Option(0.0, "--throttle-rate", metavar="R", help="share of requests answered 429 (0..1)", min=0.0, max=1.0),
@@ -48,7 +51,7 @@ def serve(
 
 
 def reset(
-    directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help="state directory (default ./.infra/local or INFRA_LOCAL_DIR)"),
+    directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help=STATE_DIR_HELP),
 ) -> None:
     """Move the local cloud's state database aside (kept as state.sqlite3.aside-TIME): the next emulator starts empty."""
     from infra_cli.diagnostics import DiagnosticError

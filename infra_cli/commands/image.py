@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -19,6 +20,9 @@ def check(
     require: List[str] = typer.Option([], "--require", "-r", metavar="SPEC",
                                       help="e.g. openmpi>=4.1, mpi, ibverbs, mofed, hpcx, ucx, nccl>=2.18 (default: openmpi)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    json_out: Optional[Path] = typer.Option(
+        None, "--json-out", metavar="FILE",
+        help="also write the JSON result to FILE (the text verdict still prints: CI logs and artifacts both)"),
     platform: Optional[str] = typer.Option(
         None, "--platform", metavar="OS/ARCH",
         help="which image of a multi-arch index (default linux/amd64); given, a single-platform image must be it too"),
@@ -41,11 +45,14 @@ def check(
     except (SpecError, DiagnosticError) as exc:
         diagnostics = getattr(exc, "diagnostics", None) or [
             Diagnostic("error", "image.require", str(exc), hint="--require NAME or NAME>=VERSION")]
+        document = {"reference": image, "ok": False, "errors": [d.to_json() for d in diagnostics]}
+        _write_json(json_out, document)
         if as_json:
-            print(json.dumps({"reference": image, "ok": False, "errors": [d.to_json() for d in diagnostics]}, indent=2))
+            print(json.dumps(document, indent=2))
         else:
             print_diagnostics(diagnostics)
         raise typer.Exit(EXIT_UNREADABLE)
+    _write_json(json_out, result.to_json())
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -53,6 +60,14 @@ def check(
 
         print(format_result(result), file=sys.stdout)
     raise typer.Exit(EXIT_MET if result.ok else EXIT_NOT_MET)
+
+
+def _write_json(path: Optional[Path], document: dict) -> None:
+    """--json-out: the JSON result as a new file (replaced atomically: a link at FILE is replaced, not followed)."""
+    if path is not None:
+        from infra_cli.paths import write_private_file
+
+        write_private_file(path, (json.dumps(document, indent=2) + "\n").encode(), 0o644)
 
 
 def register(app: typer.Typer) -> None:

@@ -78,7 +78,7 @@ def plan_file(stack: Path, *, local: bool, **options) -> "PlanOutcome":
     from infra_cli.plan.engine import load_for_plan, plan_stack
 
     loaded, warnings = load_for_plan(stack)
-    provider = build_provider(loaded.stack.workspace, local=local)
+    provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
     return plan_stack(loaded, provider, warnings=warnings, **options)
 
 
@@ -157,7 +157,7 @@ def import_(
     from infra_cli.commands.backend import provider_for
 
     try:
-        print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local))))
+        print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack))))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -171,7 +171,7 @@ def force_unlock(
     from infra_cli.commands.backend import provider_for
 
     try:
-        info = force_unlock_stack(stack, backend=provider_for(local=local))
+        info = force_unlock_stack(stack, backend=provider_for(local=local, anchor=stack))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     print(f"Cleared the lock held by {info.holder} since {info.since}." if info.held else "The stack was not locked.")
@@ -182,12 +182,13 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
     from infra_cli.state.lock import LockHeld
     from infra_cli.commands.backend import provider_for
-    from infra_cli.plan.planfile import is_plan_file, plan_key
+    from infra_cli.plan.planfile import is_plan_file, plan_key, saved_stack_path
     from infra_cli.commands.views.plan import render_plan
 
     try:
         if not destroy and is_plan_file(source):
-            outcome = prepare_from_plan_file(source, backend=provider_for(local=local), key=plan_key(os.environ))
+            backend = provider_for(local=local, anchor=saved_stack_path(source) or source)
+            outcome = prepare_from_plan_file(source, backend=backend, key=plan_key(os.environ))
             approved = True
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")

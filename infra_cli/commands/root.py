@@ -7,6 +7,7 @@ tests/test_startup_imports.py).
 """
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -79,9 +80,26 @@ app = typer.Typer(
 )
 
 
+def installed_version() -> str:
+    """The version pip installed (the distribution's metadata, what `pip show infra-cli` says), else the
+    package's own __version__ (a checkout run in place); pyproject.toml reads its version from __version__, so
+    the two agree for every build."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        installed = distribution("infra-cli")
+    except PackageNotFoundError:
+        return __version__
+    # an installation elsewhere (another venv's, an old editable one) is not this package's metadata
+    files = installed.files or []
+    here = Path(__file__).resolve().parent.parent / "__init__.py"
+    ours = any(Path(str(installed.locate_file(f))).resolve() == here for f in files if str(f).endswith("__init__.py"))
+    return installed.version if ours or not files else __version__
+
+
 def _print_version(value: bool) -> None:
     if value:
-        print(f"infra v{__version__}")
+        print(f"infra v{installed_version()}")
         raise typer.Exit(EXIT_OK)
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x314526e4
+SOURCES_CRC = 0xe0507b43
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -36,7 +36,7 @@ def smoke(
         from infra_cli.commands.views.smoke_progress import smoke_progress
         from infra_cli.smoke.run import run_smoke
 
-        provider = build_provider(loaded.stack.workspace, local=local)
+        provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
         inputs = current_smoke_inputs(loaded, provider, list(distribution or loaded.stack.distributions))
         verdicts = run_smoke(loaded, provider, inputs, list(distribution or []) or None,
                              emit=smoke_progress(stream))

@@ -42,7 +42,7 @@ def _read_state(stack: Path, local: bool):
     from infra_cli.plan.owned import read_stack_state
 
     try:
-        return read_stack_state(stack, backend=provider_for(local=local))
+        return read_stack_state(stack, backend=provider_for(local=local, anchor=stack))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 

@@ -22,6 +22,7 @@ import stat
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -73,6 +74,18 @@ def runner_alive(identity: dict | None) -> bool:
         return False
     start = process_start_time(int(identity["pid"]))
     return start is not None and start == identity.get("start")
+
+
+def environment_scripts() -> list[str]:
+    """The console-script folders of the Python environment the jobs run in (this interpreter's): its own
+    (a venv's bin/), then the base installation's when the venv sees the base's packages
+    (--system-site-packages), since those packages' scripts (torchrun...) live there."""
+    folders = [sysconfig.get_path("scripts")]
+    if sys.prefix != sys.base_prefix:
+        base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+        if sysconfig.get_path("purelib", vars=base) in sys.path:
+            folders.append(sysconfig.get_path("scripts", vars=base))
+    return folders
 
 
 class MasterPortLease:
@@ -262,7 +275,10 @@ class JobRunner:
     def _base_env(self, scope: Scope, body: dict, spec: JobSpec) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
         experiment = body["properties"].get("experimentName") or "Default"
-        env["PATH"] = f"{self._shim}{os.pathsep}{env.get('PATH', '')}"
+        # As on Azure ML, where the job runs inside its environment's Python: that interpreter's scripts folder
+        # (a venv's bin/: torchrun, deepspeed, accelerate) comes first, also when infra runs from a venv that is
+        # not activated (venv/bin/infra apply ...)
+        env["PATH"] = os.pathsep.join([str(self._shim), *environment_scripts(), env.get("PATH", "")])
         env.update({
             "PYTHONUNBUFFERED": "1", "AZUREML_RUN_ID": body["name"],
             "AZUREML_EXPERIMENT_NAME": experiment,

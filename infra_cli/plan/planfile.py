@@ -268,3 +268,17 @@ def stack_changed_since(saved: SavedPlan, loaded: LoadedStack) -> bool:
     """Whether the stack now asks for other resources than the saved plan planned."""
     now = [r.to_json() for r in desired_resources(loaded)]
     return canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired])
+
+
+def saved_stack_path(path: Path) -> Path | None:
+    """The stack file a plan file names, read without checking its seals: only to find the project whose local
+    cloud `--local` uses (read_plan_file checks the seals before anything is read from that cloud). None for a
+    file that is not a plan file."""
+    try:
+        if Path(path).stat().st_size > MAX_PLAN_BYTES:
+            return None
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    stack_path = data.get("stack_path") if isinstance(data, dict) else None
+    return Path(stack_path) if isinstance(stack_path, str) and "\0" not in stack_path else None
