@@ -87,7 +87,11 @@ def test_per_node_launcher_renders_torchrun(tmp_path):
     train = next(p for p in written if p.name == "train-job.yml")
     doc = yaml.safe_load(train.read_text())
     assert doc["command"] == "python train.py --trainer.num_nodes 2 --trainer.devices 8"
-    assert (train.parent / doc["code"]).resolve() == (ROOT / "stacks" / "src").resolve()
+    # the code is copied beside the jobs and named relative to the job file: the folder can move
+    assert doc["code"] == "../../code/" + train.parent.name
+    copied = (train.parent / doc["code"]).resolve()
+    assert copied.is_relative_to(tmp_path.resolve()) and (copied / "train.py").read_bytes() == \
+        (ROOT / "stacks" / "src" / "train.py").read_bytes()
     assert load_job(train).code is not None
 
 

@@ -263,6 +263,15 @@ def test_unknown_build_template(tmp_path):
     assert "openmpi-rdma" in d.hint
 
 
+@pytest.mark.parametrize("name", ["../../x", "/tmp/x", "OpenMPI", "openmpi-rdma/", "-x"])
+def test_build_template_is_a_name_not_a_path(tmp_path, name):
+    """A path would load a Dockerfile.j2 (and its `provides:`) from anywhere: refused at the value, not looked up."""
+    r = check(tmp_path, f"environments:\n  env:\n    build: {{template: '{name}'}}\n")
+    d = r.one("environment.template-name", "error", f"'{name}'")
+    assert "not a template name" in d.message and "not a path" in d.hint
+    assert not r.of("environment.template-unknown")
+
+
 @pytest.mark.parametrize("parameters, message, at", [
     ("{pip_packages: [deepspeed], cuda: 12}", "no parameter(s) cuda", "parameters: {"),   # at the mapping
     ("{openmpi_source: latest}", "neither 'distro' nor a version", "openmpi_source: latest"),   # at the value

@@ -4,7 +4,8 @@ A rendered Dockerfile holds the stack's values as data, never as code. Values ar
 before rendering (knowledge/docker_templates.py); then, whatever reached the template: every `{{ }}` that
 would write a control character (a newline would start a new instruction) stops the render, `FROM` takes
 only an image reference (filter `image`), and a value on a RUN line is one shell word (filter `sh`,
-shlex.quote: https://docs.python.org/3/library/shlex.html#shlex.quote).
+shlex.quote: https://docs.python.org/3/library/shlex.html#shlex.quote). Templates are rendered in Jinja2's
+sandbox, and only from templates/docker/NAME (knowledge/docker_templates.py: a name, never a path).
 
 jinja2 is imported only when a Dockerfile is rendered.
 """
@@ -50,16 +51,25 @@ def _filters(template_name: str) -> dict[str, Any]:
 
 def render_dockerfile(template_name: str, parameters: dict) -> str:
     import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
 
     values = template_parameters(template_name, dict(parameters or {}))
     meta = load_template_meta(template_name)
     source = (template_dir(template_name) / "Dockerfile.j2").read_text(encoding="utf-8")
     guards = _filters(template_name)
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
-                             lstrip_blocks=True, autoescape=False, finalize=guards.pop("finalize"))
+    # sandboxed (https://jinja.palletsprojects.com/en/stable/sandbox/): a template sees the stack's values, and
+    # no template reaches Python's internals (`cycler.__init__.__globals__`) whatever it holds
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                               lstrip_blocks=True, autoescape=False, finalize=guards.pop("finalize"))
     env.filters.update(guards)
     openmpi = str(values.get("openmpi_source", "distro"))
     context = {**values, "packages": meta.get("packages") or {},
                "openmpi_series": ".".join(openmpi.split(".")[:2]),
                "template_digest": "sha256:" + hashlib.sha256(source.encode()).hexdigest()[:12]}
-    return env.from_string(source).render(**context)
+    try:
+        return env.from_string(source).render(**context)
+    except jinja2.TemplateError as exc:   # a broken template, or one the sandbox stopped (jinja2's SecurityError)
+        raise DiagnosticError([Diagnostic(
+            "error", "build.template", f"template {template_name!r} cannot be rendered: {type(exc).__name__}: {exc}",
+            file=str(template_dir(template_name) / "Dockerfile.j2"),
+            hint="fix the template (it runs in Jinja2's sandbox: no attribute starting with '_' is reachable)")]) from None

@@ -9,6 +9,8 @@ is a broken template, refused before any value is read.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -19,7 +21,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.grammars import (
     git_ref_problem, https_url_problem, image_reference_problem, pip_requirement_problem, text_problem,
     version_problem)
-from infra_cli.paths import templates_dir
+from infra_cli.paths import inside, templates_dir
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,39 @@ GRAMMARS: dict[str, tuple[Callable[[Any], Problems], str]] = {
 }
 
 
+# A template is named, never pathed: a folder of templates/docker/, so `../../x` or `/tmp/x` can never load a
+# Dockerfile.j2 (nor its `provides:`) from elsewhere.
+TEMPLATE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+TEMPLATE_NAME_HINT = ("build.template names a folder of templates/docker/ (lower-case letters, digits and '-', "
+                      "e.g. openmpi-rdma), not a path; for your own Dockerfile use build: {path: DIR}")
+
+
+def template_name_problem(template_name: object) -> str | None:
+    """Why `template_name` is not a template's name (None when it is one: it need not exist)."""
+    if isinstance(template_name, str) and TEMPLATE_NAME.fullmatch(template_name):
+        return None
+    return f"{template_name!r} is not a template name"
+
+
 def template_dir(template_name: str) -> Path:
-    return templates_dir() / "docker" / template_name
+    """templates/docker/NAME. A name that is not one (a path, `..`) or whose folder is a link out of
+    templates/docker is refused (DiagnosticError build.template)."""
+    problem = template_name_problem(template_name)
+    folder = templates_dir() / "docker"
+    if problem is None and os.path.lexists(folder / template_name) and not inside(folder / template_name, folder):
+        problem = f"templates/docker/{template_name} leads out of templates/docker"
+    if problem:
+        raise DiagnosticError([Diagnostic("error", "build.template", problem, hint=TEMPLATE_NAME_HINT)])
+    return folder / template_name
 
 
 def template_meta(template_name: str) -> dict | None:
-    """templates/docker/NAME/template.yaml, or None where the template has none (validate says so)."""
-    meta = template_dir(template_name) / "template.yaml"
+    """templates/docker/NAME/template.yaml, or None where the template has none or NAME is no template's name
+    (validate says so)."""
+    try:
+        meta = template_dir(template_name) / "template.yaml"
+    except DiagnosticError:
+        return None
     if not meta.is_file():
         return None
     with open(meta, encoding="utf-8") as fh:
@@ -97,7 +125,7 @@ def template_meta(template_name: str) -> dict | None:
 def described_templates() -> list[str]:
     """The names of the templates that have a template.yaml, sorted."""
     folder = templates_dir() / "docker"
-    return sorted(p.name for p in folder.glob("*") if (p / "template.yaml").is_file()) if folder.is_dir() else []
+    return sorted(p.name for p in folder.glob("*") if template_meta(p.name) is not None) if folder.is_dir() else []
 
 
 def load_template_meta(template_name: str) -> dict:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
+from infra_cli.knowledge.docker_templates import template_dir
 from infra_cli.knowledge.update_semantics import environment_content_fields
-from infra_cli.paths import context_files, templates_dir
+from infra_cli.paths import context_files
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.stack.cluster_fields import (CLUSTER_FIELDS, DESIRED, TAG_CARRIED, normalise_location, normalised,
                                            path_value)
@@ -114,7 +115,7 @@ def environment_attributes(loaded: LoadedStack, env: Environment) -> dict:
     if env.build is not None:
         if env.build.template:
             build = {"template": env.build.template, "parameters": env.build.parameters,
-                     "template_sha256": _tree_sha256(templates_dir() / "docker" / env.build.template)}
+                     "template_sha256": _tree_sha256(template_dir(env.build.template))}
         else:
             build = {"path": env.build.path, "dockerfile_path": env.build.dockerfile_path,
                      "context_sha256": _tree_sha256(base / env.build.path)}

@@ -3,6 +3,6 @@
 Everything else in smoke/ is smoke's own business (tests/test_import_graph.py).
 """
 
-from infra_cli.smoke.job_templates import render_distribution_jobs
+from infra_cli.smoke.job_templates import distribution_job_files
 
-__all__ = ["render_distribution_jobs"]
+__all__ = ["distribution_job_files"]

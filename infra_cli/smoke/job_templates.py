@@ -1,15 +1,17 @@
 """Render smoke jobs (and the user's training jobs) from templates/smoke/ into files.
 
-`render_distribution_jobs(loaded_stack, out_dir)` is what `infra render` calls: per distribution it writes
-OUT/jobs/NAME/{smoke-job.yml, <script>} and, when the distribution has its own `command`,
-OUT/jobs/NAME/train-job.yml, each ready for `az ml job create -f`.
+`distribution_job_files(loaded_stack)` is what `infra render` writes: per distribution
+jobs/NAME/{smoke-job.yml, <script>} and, when the distribution has its own `command`, jobs/NAME/train-job.yml,
+each ready for `az ml job create -f`; a training job's `code:` is copied to code/NAME/ (what Azure ML would
+upload: its .amlignore or .gitignore honoured, no link followed out of it) and named relative to the job file,
+so the rendered folder can be moved or kept as a CI artifact.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
+import posixpath
 import re
 import shlex
 from functools import lru_cache
@@ -21,24 +23,27 @@ from infra_cli.knowledge.grammars import control_characters, text_problem
 from infra_cli.knowledge.nccl_transport import transport_rules
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.conventions import EMULATED_NODE_VARIABLE
-from infra_cli.paths import templates_dir
+from infra_cli.paths import OutputFile, context_files, templates_dir, write_beneath
 from infra_cli.smoke import transport
 from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job, training_job
 from infra_cli.stack.load import LoadedStack
 
 if TYPE_CHECKING:
     import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
 
 SMOKE_JOB_FILE = "smoke-job.yml"
 TRAINING_JOB_FILE = "train-job.yml"
 
 
 @lru_cache(maxsize=2)
-def _jinja(root: str) -> "jinja2.Environment":
+def _jinja(root: str) -> "SandboxedEnvironment":
     import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(root), undefined=jinja2.StrictUndefined,
-                             autoescape=False, keep_trailing_newline=True)
+    # sandboxed: the templates see the stack's values (names, commands), which must stay data
+    env = SandboxedEnvironment(loader=jinja2.FileSystemLoader(root), undefined=jinja2.StrictUndefined,
+                               autoescape=False, keep_trailing_newline=True)
     env.filters["yamlstr"] = json.dumps  # a JSON scalar is a YAML scalar that reads back literally
     env.filters["pyrepr"] = repr  # a Python literal of the value
     env.filters["docstring"] = _docstring_text  # a name inside a docstring
@@ -129,43 +134,74 @@ def smoke_jobs(loaded: LoadedStack, names: list[str] | None = None) -> list[Smok
     return [smoke_job(loaded, name, load_catalog(), debug_env) for name in chosen]
 
 
+def smoke_job_files(loaded: LoadedStack, job: SmokeJob) -> list[tuple[str, str]]:
+    """The smoke job's CLI v2 YAML and its script: (file name, text), for the job's code directory."""
+    return [(SMOKE_JOB_FILE, job_file_text(loaded, job.name, job.spec, SMOKE_JOB_FILE)),
+            (job.script, render_smoke_script(job.script, loaded.stack.stack, job.name))]
+
+
 def write_smoke_job(loaded: LoadedStack, job: SmokeJob, directory: Path) -> list[Path]:
-    """Write the job's script and CLI v2 YAML into `directory` (the job's code directory)."""
+    """Write the job's script and CLI v2 YAML into `directory` (the job's code directory, a fresh one)."""
     directory.mkdir(parents=True, exist_ok=True)
-    script = directory / job.script
-    script.write_text(render_smoke_script(job.script, loaded.stack.stack, job.name), encoding="utf-8")
-    yaml_path = directory / SMOKE_JOB_FILE
-    yaml_path.write_text(job_file_text(loaded, job.name, job.spec, SMOKE_JOB_FILE), encoding="utf-8")
-    return [yaml_path, script]
+    written = []
+    for name, text in smoke_job_files(loaded, job):
+        (directory / name).write_text(text, encoding="utf-8")
+        written.append(directory / name)
+    return written
 
 
-def _job_dirs(names: list[str], out_dir: Path) -> dict[str, Path]:
-    dirs: dict[str, Path] = {}
+def _job_dirs(names: list[str]) -> dict[str, str]:
+    """Each distribution's folder name (under jobs/, and code/ for its copied code): its safe name, numbered
+    where names differ only in odd characters."""
+    dirs: dict[str, str] = {}
     for name in names:
         base = candidate = safe_name(name)
         n = 2
-        while out_dir / "jobs" / candidate in dirs.values():  # names that differ only in odd characters
+        while candidate in dirs.values():
             candidate, n = f"{base}-{n}", n + 1
-        dirs[name] = out_dir / "jobs" / candidate
+        dirs[name] = candidate
     return dirs
 
 
-def render_distribution_jobs(loaded_stack: LoadedStack, out_dir: Path) -> list[Path]:
-    """Per distribution: the smoke job YAML + script, and the user's training job YAML when it has a command."""
-    written: list[Path] = []
+def _code_files(source: Path, folder: str) -> tuple[str, list[OutputFile]]:
+    """`code:` as Azure ML uploads it, copied below `folder`: (what the job's `code:` names, the files)."""
+    if source.is_file():
+        return f"{folder}/{source.name}", [OutputFile(f"{folder}/{source.name}", source=source)]
+    return folder, [OutputFile(f"{folder}/{f.relative}", source=f.source) for f in context_files(source).files]
+
+
+def distribution_job_files(loaded_stack: LoadedStack) -> list[OutputFile]:
+    """Per distribution: the smoke job YAML + script, and the user's training job YAML (with its code copied)
+    when it has a command; paths relative to the output folder."""
+    files: list[OutputFile] = []
     names = list(loaded_stack.stack.distributions)
-    dirs = _job_dirs(names, Path(out_dir))
+    dirs = _job_dirs(names)
     smoke_by_name = {job.name: job for job in smoke_jobs(loaded_stack)}
+    copied: dict[Path, str] = {}   # a code folder two distributions share is copied once
     for name in names:
-        directory = dirs[name]
+        directory = f"jobs/{dirs[name]}"
         if name in smoke_by_name:
-            written += write_smoke_job(loaded_stack, smoke_by_name[name], directory)
+            files += [OutputFile(f"{directory}/{file}", text) for file, text in smoke_job_files(loaded_stack, smoke_by_name[name])]
         dist = loaded_stack.stack.distributions[name]
-        code = os.path.relpath(loaded_stack.base_dir / dist.code, directory) if dist.code else None
+        code = None
+        if dist.code and dist.command:
+            source = (loaded_stack.base_dir / dist.code).resolve()
+            if source not in copied:
+                copied[source], code_files = _code_files(source, f"code/{dirs[name]}")
+                files += code_files
+            code = posixpath.relpath(copied[source], directory)
         spec = training_job(loaded_stack, name, load_catalog(), code)
         if spec is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            path = directory / TRAINING_JOB_FILE
-            path.write_text(job_file_text(loaded_stack, name, spec, TRAINING_JOB_FILE), encoding="utf-8")
-            written.append(path)
-    return written
+            files.append(OutputFile(f"{directory}/{TRAINING_JOB_FILE}",
+                                    job_file_text(loaded_stack, name, spec, TRAINING_JOB_FILE)))
+    return files
+
+
+def render_distribution_jobs(loaded_stack: LoadedStack, out_dir: Path) -> list[Path]:
+    """Write distribution_job_files below `out_dir` (no link followed, paths.write_beneath); returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = distribution_job_files(loaded_stack)
+    for f in files:
+        write_beneath(out, f)
+    return [out / f.relative for f in files]

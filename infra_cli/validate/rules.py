@@ -18,7 +18,8 @@ from typing import Callable, Iterator
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.knowledge.docker_templates import described_templates, parameter_problems, template_meta
+from infra_cli.knowledge.docker_templates import (
+    TEMPLATE_NAME_HINT, described_templates, parameter_problems, template_dir, template_meta)
 from infra_cli.knowledge.grammars import REFERENCE_GRAMMAR, image_reference_problem
 from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.knowledge.curated import curated_info, image_info
@@ -389,10 +390,23 @@ def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Dia
                          "point build.path at the directory that holds the Dockerfile, or set build.dockerfile_path")
         else:
             yield from _context_diagnostics(ctx, where, context, env.build.dockerfile_path)
-    if env.build and env.build.template and build_template_provides(env.build.template) is None:
+    if env.build and env.build.template:
+        yield from _template_name(ctx, name, env.build.template)
+
+
+def _template_name(ctx: Context, name: str, template: str) -> Iterator[Diagnostic]:
+    """build.template names a folder of templates/docker/ (never a path: `../../x` would load a Dockerfile.j2,
+    and its `provides:`, from anywhere), and one that exists."""
+    try:
+        template_dir(template)
+    except DiagnosticError as exc:
+        yield ctx.at(("environments", name, "build", "template"), "environment.template-name",
+                     exc.diagnostics[0].message, TEMPLATE_NAME_HINT)
+        return
+    if build_template_provides(template) is None:
         known = described_templates()
         yield ctx.at(("environments", name, "build", "template"), "environment.template-unknown",
-                     f"no Dockerfile template named {env.build.template!r} in templates/docker/",
+                     f"no Dockerfile template named {template!r} in templates/docker/",
                      f"known templates: {', '.join(known) or '(none)'}")
 
 
