@@ -46,7 +46,10 @@ class StalePlan(DiagnosticError):
     pass
 
 
-def _stale(message: str, file: str, hint: str = "run `infra plan` again and apply the new plan") -> StalePlan:
+def _stale(message: str, file: str, replan: str | None = None) -> StalePlan:
+    """`replan`: the exact `infra plan` that makes a saved plan again (replan_command)."""
+    hint = f"run `{replan}` again, and apply the new file" if replan else \
+        "run `infra plan` again and apply the new plan"
     return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None, hint)])
 
 
@@ -62,8 +65,7 @@ def _stale_state(planned: StateSerial, now: StateSerial, stack: str, file: str, 
                  "plan read")
     return _stale(f"Saved plan is stale: the given plan file can no longer be applied because the state of stack "
                   f"{stack!r} was changed by another operation after the plan was created (the plan was made "
-                  f"against {planned.describe()}; {moved}); nothing was changed",
-                  file, f"run `{replan}` again, and apply the new file")
+                  f"against {planned.describe()}; {moved}); nothing was changed", file, replan)
 
 
 @dataclass
@@ -85,22 +87,23 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     elsewhere = other_workspace(saved, loaded, path)
     if elsewhere is not None:   # before anything is read: the plan is no request for this workspace at all
         raise DiagnosticError([elsewhere])
+    replan = replan_command(saved, path)
     if stack_changed_since(saved, loaded):
-        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
+        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), replan)
     provider = backend(loaded.stack.workspace)
     derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets)
     derived = derived_outcome.plan
     if derived.state != saved.plan.state:
-        raise _stale_state(saved.plan.state, derived.state, saved.plan.stack, str(path), replan_command(saved, path))
+        raise _stale_state(saved.plan.state, derived.state, saved.plan.stack, str(path), replan)
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
-                     str(path))
+                     str(path), replan)
     _refuse_mismatch(saved.plan.changes, derived.changes, str(path), values=True)
     errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
     return SavedOutcome(derived, loaded, provider, live=None, smoke_inputs=derived_outcome.smoke_inputs,
-                        targets=saved.targets, file=str(path), replan=replan_command(saved, path))
+                        targets=saved.targets, file=str(path), replan=replan)
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
@@ -125,8 +128,9 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
         if live.fingerprint() != plan.live_fingerprint or serial != plan.state:
             again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
+                saved = isinstance(outcome, SavedOutcome)
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
-                             "changed)", str(loaded.path))
+                             "changed)", outcome.file if saved else str(loaded.path), outcome.replan if saved else None)
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
