@@ -9,6 +9,10 @@ must be the stack's now) and the live state, once before and once under the lock
 recorded actions differ. What runs is the derived plan, never the file's. Whatever a plan says, every delete and
 replace is checked under the lock against the live state: the cluster must carry the stack's ownership tag and
 must not be protected by lifecycle.prevent_destroy (in the stack, or in the live tag of the last apply).
+
+A saved plan applies only where and when it was made, as Terraform's: the stack must still name the workspace the
+plan records, and the stack's lineage and serial (state/serial.py), read under the lock, must be those the plan
+was made against; every apply that writes registers the next serial under the lock before its first write.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, Plan, PlanMode, PlanOutcome, Resource,
-                                ResourceChange, canonical_json, changed_smokes, content_hash, distribution_dependencies,
-                                is_other_compute, live_comparable, load_for_plan, load_planned_stack, plan_stack,
-                                planned_changes, read_cluster, read_plan_file, refresh, stack_changed_since)
+                                ResourceChange, canonical_json, changed_smokes, content_hash,
+                                distribution_dependencies, is_other_compute, live_comparable, load_for_plan,
+                                load_planned_stack, other_workspace, plan_stack, planned_changes, read_cluster,
+                                read_plan_file, refresh, replan_command, stack_changed_since)
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
+from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
 from infra_cli.validate.engine import load_valid_stack
 
@@ -40,17 +46,36 @@ class StalePlan(DiagnosticError):
     pass
 
 
-def _stale(message: str, file: str) -> StalePlan:
-    return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None,
-                                 "run `infra plan` again and apply the new plan")])
+def _stale(message: str, file: str, replan: str | None = None) -> StalePlan:
+    """`replan`: the exact `infra plan` that makes a saved plan again (replan_command)."""
+    hint = f"run `{replan}` again, and apply the new file" if replan else \
+        "run `infra plan` again and apply the new plan"
+    return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None, hint)])
+
+
+def _stale_state(planned: StateSerial, now: StateSerial, stack: str, file: str, replan: str) -> StalePlan:
+    """Terraform's "Saved plan is stale": the stack's state was written (its serial bumped, or another lineage
+    started) after the plan was made."""
+    if now.lineage is not None and now.lineage == planned.lineage:
+        moved = f"it is now at serial {now.serial} of the same lineage"
+    elif now.lineage is None:
+        moved = f"it is now at {now.describe()}"
+    else:
+        moved = (f"it is now at {now.describe()}: another lineage, a state made since or elsewhere than the one the "
+                 "plan read")
+    return _stale(f"Saved plan is stale: the given plan file can no longer be applied because the state of stack "
+                  f"{stack!r} was changed by another operation after the plan was created (the plan was made "
+                  f"against {planned.describe()}; {moved}); nothing was changed", file, replan)
 
 
 @dataclass
 class SavedOutcome(PlanOutcome):
     """A plan from a file, already derived again from the stack and the live state (`plan` is the derived one);
-    `targets` the file's --target addresses, which the derivation under the lock keeps to."""
+    `targets` the file's --target addresses, which the derivation under the lock keeps to; `replan` the command
+    that makes it again."""
     targets: list[str] = field(default_factory=list)
     file: str = ""
+    replan: str = ""
 
 
 def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -> SavedOutcome:
@@ -59,20 +84,26 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     for now. Reads only: nothing is locked or written."""
     saved = read_plan_file(path, key=key)
     loaded = load_planned_stack(saved)
+    elsewhere = other_workspace(saved, loaded, path)
+    if elsewhere is not None:   # before anything is read: the plan is no request for this workspace at all
+        raise DiagnosticError([elsewhere])
+    replan = replan_command(saved, path)
     if stack_changed_since(saved, loaded):
-        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
+        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), replan)
     provider = backend(loaded.stack.workspace)
     derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets)
     derived = derived_outcome.plan
+    if derived.state != saved.plan.state:
+        raise _stale_state(saved.plan.state, derived.state, saved.plan.stack, str(path), replan)
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
-                     str(path))
+                     str(path), replan)
     _refuse_mismatch(saved.plan.changes, derived.changes, str(path), values=True)
     errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
     return SavedOutcome(derived, loaded, provider, live=None, smoke_inputs=derived_outcome.smoke_inputs,
-                        targets=saved.targets, file=str(path))
+                        targets=saved.targets, file=str(path), replan=replan)
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
@@ -83,16 +114,23 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     A saved plan (outcome.live is None) must find the live state it was made against, and the actions derived
     again from it must be the plan's. A plan made moments ago by this command is planned again under the lock
     when Azure moved meanwhile (a cluster another apply left Creating finished): it goes on if the new plan makes
-    the same changes, and is stale otherwise. Every delete and replace is then checked against the live state
-    (_refuse_unsafe_destroys) before anything is written."""
+    the same changes, and is stale otherwise. A saved plan must also find the stack's lineage and serial it was
+    made against (a plan made moments ago is planned again when they moved). Every delete and replace is then
+    checked against the live state (_refuse_unsafe_destroys) before anything is written, and the next serial is
+    registered before the first write."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
-    with StateStore(provider).lock(plan.stack, operation):
+    store = StateStore(provider)
+    with store.lock(plan.stack, operation):
         live = refresh(provider, plan.desired)
-        if live.fingerprint() != plan.live_fingerprint:
+        serial = store.serial(plan.stack)
+        if isinstance(outcome, SavedOutcome) and serial != plan.state:
+            raise _stale_state(plan.state, serial, plan.stack, outcome.file, outcome.replan)
+        if live.fingerprint() != plan.live_fingerprint or serial != plan.state:
             again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
+                saved = isinstance(outcome, SavedOutcome)
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
-                             "changed)", str(loaded.path))
+                             "changed)", outcome.file if saved else str(loaded.path), outcome.replan if saved else None)
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
@@ -101,6 +139,8 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             if any(d.severity == "error" for d in found):
                 raise DiagnosticError([d for d in found if d.severity == "error"])
         _refuse_unsafe_destroys(plan, live, str(loaded.path))
+        if plan.changes:   # every plan made before this write is stale from here on
+            store.bump_serial(plan.stack, serial, operation)
         mark_smokes_pending(plan, loaded, provider)
         return execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
 

@@ -1,5 +1,6 @@
-"""Where the stack lock lives: the versions of an Azure ML environment (state/lock.py says why). This module
-is the SDK under it: read the latest version's tags, register a version."""
+"""Where the stack lock lives: the versions of an Azure ML environment (state/lock.py says why), and beside it
+the stack's lineage and serial (state/serial.py). This module is the SDK under both: read the latest version's
+tags, register a version."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def latest_lock_version(ml: Any, name: str) -> tuple[int, dict[str, str]] | None
     return (int(env.version) if str(env.version).isdigit() else 0), dict(env.tags or {})
 
 
-def register_lock_version(ml: Any, name: str, version: int, tags: dict[str, str]) -> None:
+def register_lock_version(ml: Any, name: str, version: int, tags: dict[str, str], *,
+                          description: str = "infra stack lock (do not use in jobs)") -> None:
     from azure.ai.ml.entities import Environment
     from azure.core.exceptions import HttpResponseError
 
@@ -38,6 +40,6 @@ def register_lock_version(ml: Any, name: str, version: int, tags: dict[str, str]
     try:
         ml.environments.create_or_update(Environment(
             name=name, version=str(version), image=f"{LOCK_IMAGE}-{uuid.uuid4().hex[:12]}", tags=tags,
-            description="infra stack lock (do not use in jobs)"))
+            description=description))
     except HttpResponseError as exc:
         raise LockWriteRefused(exc) from exc

@@ -17,7 +17,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
 def _show_plan(path: Path, as_json: bool) -> None:
-    from infra_cli.plan.planfile import current_against_stack, plan_key, read_plan_file
+    from infra_cli.plan.planfile import binding_note, current_against_stack, plan_key, read_plan_file
     from infra_cli.commands.views.plan import render_plan
 
     try:   # its digest (and with INFRA_PLAN_KEY its HMAC) checked; a signed file shows unchecked without the key
@@ -33,8 +33,8 @@ def _show_plan(path: Path, as_json: bool) -> None:
     else:  # as `infra plan` printed it: its diagnostics on stderr, the plan on stdout
         print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
         print(render_plan(plan, colour=sys.stdout.isatty()))
-    if problem is not None or saved.warnings:
-        print_diagnostics(saved.warnings + ([problem] if problem is not None else []))
+    # where and when it was made; its serial is apply's to check (under the lock), not offline
+    print_diagnostics(saved.warnings + ([problem] if problem is not None else []) + [binding_note(saved, path)])
 
 
 def _read_state(stack: Path, local: bool):

@@ -11,7 +11,8 @@ from infra_cli.plan.live import LiveState, read_cluster, refresh
 from infra_cli.plan.model import (CREATE, DELETE, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
                                   canonical_json, content_hash)
 from infra_cli.plan.normalise import is_other_compute
-from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
+from infra_cli.plan.planfile import (REPLAN_HINT, load_planned_stack, other_workspace, read_plan_file,
+                                    replan_command, stack_changed_since)
 from infra_cli.plan.smoke_pending import changed_smokes
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     # deriving a plan again under the lock, and a saved plan with its seals checked
     "PlanOutcome", "load_for_plan", "plan_stack", "planned_changes",
     "REPLAN_HINT", "load_planned_stack", "read_plan_file", "stack_changed_since",
+    # where and when a saved plan was made: its workspace, the command that makes it again
+    "other_workspace", "replan_command",
     # the desired state, the live reads and the judgements apply repeats as plan makes them
     "ClusterSecrets", "cluster_secrets", "distribution_dependencies", "live_comparable",
     "LiveState", "read_cluster", "refresh", "provisioning_problem", "is_other_compute",

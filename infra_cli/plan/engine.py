@@ -14,7 +14,7 @@ from infra_cli.plan.diff import diff, drift, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider
 from infra_cli.plan.live import LiveState, read_live
-from infra_cli.plan.model import Plan, Resource, ResourceChange
+from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.load import LoadedStack
 from infra_cli.state.records import SmokeInputs, SmokeRecord
@@ -125,7 +125,8 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     with ThreadPoolExecutor(max_workers=1) as pool:   # reading layers overlaps the live reads
         images_f = pool.submit(image_requirement_diagnostics, loaded) if check_images else None
         read = read_live(provider, desired, location=stack.workspace.location if normal else None, curated=curated,
-                         stack=stack.stack if normal else None, distributions=list(stack.distributions))
+                         stack=stack.stack if normal else None, distributions=list(stack.distributions),
+                         serial_of=stack.stack)
         image_diagnostics = images_f.result() if images_f else []
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
     changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets)
@@ -144,6 +145,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         smoke_jobs=sorted(reasons),   # changed_smokes' and pending ones (empty unless a normal plan)
         diagnostics=[d.to_json() for d in diagnostics],
         live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
+        workspace=workspace_identity(stack.workspace), state=read.serial,
     )
     return PlanOutcome(plan, loaded, provider, live, inputs)
 

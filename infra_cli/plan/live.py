@@ -20,6 +20,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.state.records import SmokeRecord
+from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
 
 
@@ -158,6 +159,7 @@ class LiveRead:
     facts: LiveFacts | None = None
     resolved: dict[str, str | None] = field(default_factory=dict)
     records: dict[str, SmokeRecord | None] = field(default_factory=dict)
+    serial: StateSerial = field(default_factory=StateSerial)   # the stack's lineage and serial (with `serial_of`)
 
 
 def _wanted_environments(desired: list[Resource]) -> dict[str, str | None]:
@@ -202,15 +204,17 @@ def _state(computes: list[dict[str, Any]], environments: dict[str, dict[str, Any
 
 def read_live(provider: Provider, desired: list[Resource], *, location: str | None = None,
               curated: dict[str, str] | None = None, stack: str | None = None,
-              distributions: list[str] | None = None) -> LiveRead:
-    """Every read at once: the workspace's computes, the declared environments and the smoke records (one list
-    of the workspace's environments, then each one that exists), and with `location` the live facts (workspace,
-    size offers, quota), with `curated` the references to resolve."""
+              distributions: list[str] | None = None, serial_of: str | None = None) -> LiveRead:
+    """Every read at once: the workspace's computes, the declared environments, the smoke records and with
+    `serial_of` that stack's lineage and serial (one list of the workspace's environments, then each one that
+    exists), and with `location` the live facts (workspace, size offers, quota), with `curated` the references to
+    resolve."""
     wanted = _wanted_environments(desired)
     records = {d: StateStore(provider).record_name(stack, d) for d in distributions or []} if stack else {}
+    serial = {StateStore.serial_name(serial_of): None} if serial_of else {}
     with ThreadPoolExecutor(max_workers=6) as pool:
         computes_f = pool.submit(provider.list_computes)
-        envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}})
+        envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}, **serial})
         ws_f = pool.submit(provider.workspace_location) if location else None
         skus_f = pool.submit(provider.sku_offers, location) if location else None
         quota_f = pool.submit(provider.usages, location) if location else None
@@ -221,6 +225,8 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
         if location:
             out.facts = region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
     out.records = StateStore.records_from(stack or "", records, environments)
+    if serial_of:
+        out.serial = StateStore.serial_from(serial_of, environments.get(StateStore.serial_name(serial_of)))
     return out
 
 

@@ -14,8 +14,8 @@ from enum import Enum
 from typing import Any
 
 from infra_cli.conventions import TAG_STACK
-
 from infra_cli.plan.cost import costs_json
+from infra_cli.state.serial import StateSerial
 
 FORMAT_VERSION = "1.0"
 
@@ -169,6 +169,25 @@ class ResourceChange:
                    tuple(tuple(p) for p in data.get("sensitive_paths") or ()))
 
 
+# What a plan is bound to in space: the workspace it read and would write (a saved plan applies there only).
+WORKSPACE_IDENTITY = ("cloud", "subscription_id", "resource_group", "name")
+
+
+def workspace_identity(workspace: Any) -> dict[str, str]:
+    """The stack's workspace as a plan records it: cloud, subscription, resource group, workspace name."""
+    return {k: str(getattr(workspace, k)) for k in WORKSPACE_IDENTITY}
+
+
+def same_workspace(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Whether two identities name one workspace: Azure's ids and names compare without case, as ARM does."""
+    return all(str(a.get(k, "")).lower() == str(b.get(k, "")).lower() for k in WORKSPACE_IDENTITY)
+
+
+def describe_workspace(identity: dict[str, str]) -> str:
+    return (f"workspace {identity.get('name')!r} (resource group {identity.get('resource_group')!r}, subscription "
+            f"{identity.get('subscription_id')}, {identity.get('cloud')})")
+
+
 @dataclass
 class Plan:
     stack: str
@@ -180,6 +199,9 @@ class Plan:
     desired: list[Resource] = field(default_factory=list)
     drift: list[ResourceChange] = field(default_factory=list)
     smoke_reasons: dict[str, str] = field(default_factory=dict)  # smoke.DIST -> why it will run
+    # where and when: the workspace's identity (workspace_identity) and the stack's lineage and serial it read
+    workspace: dict[str, str] = field(default_factory=dict)
+    state: StateSerial = field(default_factory=StateSerial)
     format_version: str = FORMAT_VERSION
 
     @property
@@ -211,5 +233,7 @@ class Plan:
             "smoke_reasons": {job: self.smoke_reasons.get(job) for job in self.smoke_jobs},
             "diagnostics": list(self.diagnostics),
             "live_fingerprint": self.live_fingerprint,
+            "workspace": dict(self.workspace),
+            "state": self.state.to_json(),
             "costs": costs_json(self.resource_changes),
         }

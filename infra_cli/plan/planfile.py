@@ -1,8 +1,12 @@
-"""Plan files: the diff, the desired state and the live fingerprint a plan saw. Mode 0600, no secrets.
+"""Plan files: the diff, the desired state and the live fingerprint a plan saw, and where and when it was made.
+Mode 0600, no secrets.
 
 Applying one re-reads the stack (for the secrets a create needs, which the file never holds) and refuses if
 the stack's desired state or the live state's fingerprint no longer match what was planned (apply/engine.py then
-derives the actions again and refuses a file whose recorded ones differ).
+derives the actions again and refuses a file whose recorded ones differ). A plan is bound, as Terraform binds its
+saved plans: to the workspace it was made for (`workspace`: cloud, subscription, resource group, name), which the
+stack must still name, and to the state it was made against (`state`: the stack's lineage and serial,
+state/serial.py), which apply checks under the lock.
 
 A plan file carries the sha256 digest of its content (`digest`), and with INFRA_PLAN_KEY set an HMAC-SHA256 of
 it under that key (`hmac`); reading one checks both, so a file changed after `infra plan` wrote it is refused.
@@ -23,9 +27,11 @@ from typing import Mapping
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.cost import costs_json
 from infra_cli.plan.desired import desired_resources
-from infra_cli.plan.model import FORMAT_VERSION, Plan, Resource, ResourceChange, canonical_json
+from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, PlanMode, Resource, ResourceChange,
+                                  canonical_json, describe_workspace, same_workspace, workspace_identity)
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
+from infra_cli.state.serial import StateSerial
 from infra_cli.validate.engine import load_valid_stack
 
 KIND = "infra-plan"
@@ -157,6 +163,7 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
             desired=[Resource.from_json(r) for r in data.get("desired") or []],
             smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},
             drift=[ResourceChange.from_json(c) for c in data.get("resource_drift") or []],
+            workspace=_workspace(data["workspace"]), state=StateSerial.from_json(data["state"]),
         )
         for change in plan.resource_changes + plan.drift:
             change.action   # an action list infra does not know is a ValueError here, not in show or apply
@@ -166,6 +173,12 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
+
+
+def _workspace(data) -> dict[str, str]:
+    if not (isinstance(data, dict) and set(data) == set(WORKSPACE_IDENTITY) and _strings(data.values())):
+        raise TypeError(f"workspace is a mapping of {', '.join(WORKSPACE_IDENTITY)} to strings")
+    return dict(data)
 
 
 def _strings(values) -> bool:
@@ -240,23 +253,58 @@ def _check_seals(data: dict, key: bytes | None, strict: bool, bad, file: str) ->
     return []
 
 
+def replan_command(saved: SavedPlan, path: Path | str) -> str:
+    """The `infra plan` that makes this plan again, now: its stack, mode, targets and file (a view adds --local
+    where the run is local)."""
+    mode = {PlanMode.DESTROY: " --destroy", PlanMode.REFRESH_ONLY: " --refresh-only"}.get(saved.plan.mode, "")
+    targets = "".join(f" --target {t}" for t in saved.targets)
+    return f"infra plan {saved.stack_path}{mode}{targets} --out {path}"
+
+
+def other_workspace(saved: SavedPlan, loaded: LoadedStack, path: Path | str) -> Diagnostic | None:
+    """An error when the stack now names another workspace than the one the plan was made for (a `${VAR}` in the
+    workspace set otherwise, or the stack edited): the plan read that workspace, and must not write this one."""
+    now = workspace_identity(loaded.stack.workspace)
+    if same_workspace(saved.plan.workspace, now):
+        return None
+    return Diagnostic("error", "planfile.other-workspace", f"Saved plan is for another workspace: it was made for "
+                      f"{describe_workspace(saved.plan.workspace)}, but the stack {saved.stack_path} now names "
+                      f"{describe_workspace(now)}", str(path), None, None,
+                      f"apply it where it was made (the stack naming {describe_workspace(saved.plan.workspace)}), or "
+                      f"make a plan for this workspace with `{replan_command(saved, path)}` and apply that file")
+
+
 def current_against_stack(saved: SavedPlan, path: Path) -> Diagnostic | None:
     """Whether the stack the plan came from still asks for what was planned, offline (apply checks the live
-    state too): an error when it does not (apply would refuse the plan as stale), a warning when this cannot
-    be told here (the stack file is gone or does not load, e.g. its ${VAR}s are unset), None when it does."""
+    state too): an error when it does not or names another workspace (apply would refuse the plan), a warning
+    when this cannot be told here (the stack file is gone or does not load, e.g. its ${VAR}s are unset), None
+    when it does. The state's serial is not read here (offline): apply checks it under the lock."""
     try:
-        changed = stack_changed_since(saved, load_planned_stack(saved))
+        loaded = load_planned_stack(saved)
+        changed = stack_changed_since(saved, loaded)
     except (DiagnosticError, OSError) as exc:
         first = getattr(exc, "diagnostics", None)
         why = first[0].message if first else (getattr(exc, "strerror", None) or "it does not load")
         return Diagnostic("warning", "planfile.unchecked", f"cannot tell whether this plan is still current: the "
                           f"stack {saved.stack_path} does not load here ({why})", str(path), None, None,
                           "apply checks it again, with the stack and the live state")
+    elsewhere = other_workspace(saved, loaded, path)
+    if elsewhere is not None:
+        return elsewhere
     if changed:
         return Diagnostic("error", "planfile.stale", f"the plan is stale: the stack file {saved.stack_path} changed "
                           "since it was made, so `infra apply` would refuse it", str(path), None, None,
-                          f"make a fresh plan with `infra plan {saved.stack_path} --out {path}`")
+                          f"make a fresh plan with `{replan_command(saved, path)}`")
     return None
+
+
+def binding_note(saved: SavedPlan, path: Path) -> Diagnostic:
+    """What `infra show` says of a plan it could not refuse offline: where and when it was made, and that its
+    state's serial is checked by apply (under the lock), not here."""
+    return Diagnostic("info", "show.plan-bound", f"this plan was made for {describe_workspace(saved.plan.workspace)} "
+                      f"against the stack's state at {saved.plan.state.describe()}; `infra apply` refuses it as stale "
+                      "if the state has moved on since (checked under the stack's lock at apply, not offline)",
+                      str(path))
 
 
 def load_planned_stack(saved: SavedPlan) -> LoadedStack:

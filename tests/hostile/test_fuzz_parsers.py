@@ -35,6 +35,7 @@ from infra_cli.knowledge.launchers import launchers
 from infra_cli.plan.model import Plan, Resource, ResourceChange
 from infra_cli.commands.views.plan import render_plan
 from infra_cli.plan.planfile import content_digest, content_hmac, read_plan_file, write_plan_file
+from infra_cli.state.serial import StateSerial
 from infra_cli.stack.load import parse_stack
 from infra_cli.stack.model import Stack
 from infra_cli.stack.launch import CommandSyntaxError, parse_command, parse_steps
@@ -333,7 +334,9 @@ def valid_plan_body() -> dict:
         smoke_jobs=["smoke.ddp"], diagnostics=[{"severity": "warning", "rule": "r", "message": "m"}],
         live_fingerprint="abc", desired=[Resource("cluster.a100", "cluster", "a100", cluster, {"infra.stack": "s"},
                                                   ("environment.e",))],
-        smoke_reasons={"smoke.ddp": "new"})
+        smoke_reasons={"smoke.ddp": "new"},
+        workspace={"cloud": "AzureCloud", "subscription_id": "00000000-0000-0000-0000-000000000001",
+                   "resource_group": "rg", "name": "ws"}, state=StateSerial("a-lineage", 2))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p.plan"
         write_plan_file(path, plan, Path("stack.yaml"), ["cluster.a100"])
