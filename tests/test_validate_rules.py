@@ -185,7 +185,9 @@ def test_infiniband_required_on_an_ineligible_size(tmp_path, size, reason):
     r = check(tmp_path, f"clusters:\n  gpu:\n    size: {size}\n    infiniband: required\n")
     d = r.one("cluster.infiniband-ineligible", "error", size)
     assert reason in d.message
-    assert "Standard_ND96asr_v4" in d.hint and "infiniband: optional" in d.hint
+    # a GPU size is pointed at the GPU InfiniBand sizes, a CPU one (H16r) at the HPC ones
+    assert ("Standard_HB120rs_v3" if size == "Standard_H16r" else "Standard_ND96asr_v4") in d.hint
+    assert "infiniband: optional" in d.hint
 
 
 @pytest.mark.parametrize("size", ["Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_NC24rs_v3",
@@ -337,7 +339,9 @@ def test_multinode_on_cpu_sizes_gets_no_infiniband_finding(tmp_path, size, dist)
     r = check(tmp_path, one_distribution(size, CURATED_ENV, f"{dist}\ninstance_count: 2\n"))
     assert not r.of("distribution.multinode-without-infiniband")
     r = check(tmp_path, one_distribution(size, CURATED_ENV, f"{dist}\ninstance_count: 2\n", "infiniband: required"))
-    r.one("distribution.multinode-without-infiniband", "error", "instance_count: 2")
+    hint = r.one("distribution.multinode-without-infiniband", "error", "instance_count: 2").hint
+    # a CPU size is pointed at the HPC InfiniBand sizes (HB, HC, HX), with all their cores
+    assert "Standard_HB120rs_v3" in hint and "Standard_ND" not in hint and "-" not in hint.split("(")[1]
 
 
 def test_multinode_without_infiniband_is_a_warning_when_optional(tmp_path):

@@ -116,11 +116,18 @@ def _closest_first(ctx: Context, current: Sku | None, pool, cluster: Cluster | N
 def _ib_sizes(ctx: Context, cluster_name: str) -> str:
     # current sizes only (a retiring size is no advice), with the GPUs the processes per node need (a
     # suggestion that distribution.gpus-exceeded refuses next is no advice either), closest to the cluster's first
-    gpus = _gpus_needed(ctx, cluster_name)
+    gpus, current = _gpus_needed(ctx, cluster_name), ctx.sku(cluster_name)
     cluster = ctx.stack.clusters.get(cluster_name)
-    pool = [s for s in ctx.catalog
-            if s.infiniband_eligible and s.nccl_over_ib and s.retirement_date is None and s.gpus >= gpus]
-    return ", ".join(s.name for s in _closest_first(ctx, ctx.sku(cluster_name), pool, cluster))
+    # a CPU cluster is pointed at the HPC sizes (HB, HC, HX) with all their cores, not the constrained-core ones
+    parsed = parse_size_name(cluster.size) if current is None and cluster is not None else None
+    cpu = current.gpus == 0 if current is not None else parsed is not None and not parsed.family.startswith("N")
+
+    def fits(s: Sku) -> bool:
+        if cpu:
+            return s.gpus == 0 and getattr(parse_size_name(s.name), "active_vcpus", 0) is None
+        return s.nccl_over_ib and s.gpus >= gpus
+    pool = [s for s in ctx.catalog if s.infiniband_eligible and s.retirement_date is None and fits(s)]
+    return ", ".join(s.name for s in _closest_first(ctx, current, pool, cluster))
 
 
 def _gpus_needed(ctx: Context, cluster_name: str) -> int:
@@ -527,8 +534,9 @@ def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iter
                          (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
 
 
-def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, bool, str] | None:
-    """(why the cluster gives no InfiniBand to NCCL/MPI, whether that is an error, the transport between nodes)
+def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, str | None, str] | None:
+    """(why the cluster gives no InfiniBand to NCCL/MPI, why that is an error: "required", "fabric" or None for a
+    warning, the transport between nodes)
     for a cluster whose size has none, None where it has (or the name says nothing). Errors are what Azure ML
     or the stack forbids: a cluster that requires InfiniBand, an RDMA size without SR-IOV (NCCL and MPI cannot
     use its fabric, the how-to-train-distributed-gpu guide's NC24r). Otherwise TCP sockets are a performance
@@ -541,11 +549,12 @@ def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, bool, str
         fabric_unusable = sku.rdma and not sku.sriov
         if sku.gpus == 0 and not (required or fabric_unusable):
             return None
-        return _ib_reason(sku), required or fabric_unusable, sku.sockets_between_nodes
+        return _ib_reason(sku), "fabric" if fabric_unusable else "required" if required else None, \
+            sku.sockets_between_nodes
     parsed = parse_size_name(cluster.size)
     if parsed is None or parsed.rdma or (not parsed.family.startswith("N") and not required):
         return None  # size-unknown says the name is wrong; infiniband-unverified judges an `r` size; a CPU size
-    return (f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand", required,
+    return (f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand", "required" if required else None,
             "TCP sockets on Ethernet (its bandwidth not in the catalog)")
 
 
@@ -576,7 +585,7 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
     if error:
         yield ctx.at(path, "distribution.multinode-without-infiniband", message,
                      f"use an SR-IOV InfiniBand size ({sizes}) or run on one node"
-                     + ("" if cluster.infiniband != "required" else
+                     + ("" if error != "required" else
                         f", or set `infiniband: optional` on cluster {dist.cluster!r} to accept TCP sockets")
                      + f" ({figures})")
     else:
