@@ -315,7 +315,8 @@ def test_multinode_names_the_ethernet_bandwidth_the_catalog_has(tmp_path):
     # the NC A100 v4 page: 4 NICs / 40,000 Mbps for Standard_NC48ads_A100_v4
     r = check(tmp_path, one_distribution("Standard_NC48ads_A100_v4", CURATED_ENV,
                                          "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 2\n"))
-    assert "40 Gb/s per VM" in r.one("distribution.multinode-without-infiniband", "warning", "instance_count: 2").message
+    d = r.one("distribution.multinode-without-infiniband", "warning", "instance_count: 2")
+    assert "40 Gb/s per VM" in d.message and "sizes/gpu-accelerated/nca100v4-series" in d.hint   # with its source
     r = check(tmp_path, one_distribution("Standard_NC24s_v3", CURATED_ENV,
                                          "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 4\n"))
     assert "its bandwidth not in the catalog" in r.one("distribution.multinode-without-infiniband", "warning",

@@ -581,7 +581,10 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
     message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, but {reason}: "
                f"inter-node traffic goes over {transport}{against}, so scaling across nodes stays far from linear")
     sizes = _ib_sizes(ctx, dist.cluster)
-    figures = "figures: validators/skus.yaml, each size's source"
+    sku = ctx.sku(dist.cluster)
+    figures = ("figures: validators/skus.yaml" + (f", {sku.name}'s Ethernet from {sku.source.split()[0]}"
+                                                   if sku is not None and sku.ethernet_gbps else "")
+               + ", the InfiniBand sizes' from their sources")
     if error:
         yield ctx.at(path, "distribution.multinode-without-infiniband", message,
                      f"use an SR-IOV InfiniBand size ({sizes}) or run on one node"
