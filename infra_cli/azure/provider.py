@@ -417,10 +417,21 @@ class AzureProvider:
                 ref) for name, ref in references.items()}
             return {name: f.result() for name, f in futures.items()}
 
+    def read_workspace(self) -> dict[str, Any] | None:
+        """The workspace's facts plan judges by, None when it does not exist: `location` (as `eastus`) and
+        `isolation_mode`, its managed virtual network's (properties.managedNetwork.isolationMode of workspaceRP.json:
+        Disabled, AllowInternetOutbound, AllowOnlyApprovedOutbound; Disabled when Azure sends none)."""
+        ws = self.clients.arm.get(self._workspace_path, API_WORKSPACE)
+        if ws is None:
+            return None
+        network = (ws.get("properties") or {}).get("managedNetwork") or {}
+        return {"location": (ws.get("location") or "").replace(" ", "").lower() or None,
+                "isolation_mode": str(network.get("isolationMode") or "Disabled")}
+
     def workspace_location(self) -> str | None:
         """The workspace's region (as `eastus`), None when the workspace does not exist."""
-        ws = self.clients.arm.get(self._workspace_path, API_WORKSPACE)
-        return None if ws is None else (ws.get("location") or "").replace(" ", "").lower() or None
+        ws = self.read_workspace()
+        return None if ws is None else ws["location"]
 
     def _subscription_list(self, path: str, api_version: str, **query: Any) -> list[dict] | None:
         """A subscription-scope list, None when this identity may not read it (403): an identity with a role on

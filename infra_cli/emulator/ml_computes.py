@@ -105,6 +105,7 @@ def put_compute(service: EmulatedService, req: Request, scope: Scope, name: str)
             return _update(service, req, scope, name, existing, request, inner, location)
         _check_size(service, inner["vmSize"], location)
         _check_quota(service, scope, name, inner, location)
+        _check_node_network(workspace, inner)
         body = _new_body(scope, name, request, inner, location)
         op = service.start_operation(TYPE, scope, name, "create",
                                      on_success=_state(body, "Succeeded"), on_failure=_failed(body))
@@ -203,6 +204,18 @@ def _running_delete(service: EmulatedService, scope: Scope, name: str):
         if (op.type, op.scope, op.name, op.action) == (TYPE, scope.key, name.lower(), "delete"):
             return op
     return None
+
+
+def _check_node_network(workspace: dict, inner: dict) -> None:
+    """Nodes without public IPs live in a subnet of the user's virtual network, or in the workspace's managed one
+    (https://learn.microsoft.com/azure/machine-learning/how-to-managed-network-compute): without either, refused."""
+    if inner.get("enableNodePublicIp", True) is not False or _field(inner, ("subnet", "id"), None):
+        return
+    mode = ((workspace.get("properties") or {}).get("managedNetwork") or {}).get("isolationMode") or "Disabled"
+    if mode == "Disabled":
+        raise ArmError(400, "BadRequest", "A compute with enableNodePublicIp false needs a subnet, unless its "
+                       "workspace has a managed virtual network (managedNetwork.isolationMode is Disabled). Set "
+                       "properties.subnet.id, or enable the workspace's managed network.", target="subnet")
 
 
 def _check_size(service: EmulatedService, size: str, location: str) -> None:

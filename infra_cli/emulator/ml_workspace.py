@@ -21,13 +21,15 @@ def ensure_workspace(service: EmulatedService, scope: Scope, location: str) -> d
     with service.store.lock:
         body = service.store.get("workspace", scope.group_key, scope.workspace)
         if body is None:
-            body = _new_workspace(scope, location, {})
+            body = _new_workspace(scope, location, {}, service.world.workspace_isolation)
             service.store.put("workspace", scope.group_key, scope.workspace, body)
     return body
 
 
-def _new_workspace(scope: Scope, location: str, request: dict) -> dict:
+def _new_workspace(scope: Scope, location: str, request: dict, isolation: str) -> dict:
+    """`isolation`: the managed network's isolation mode when the request sets none (the world's)."""
     workspace_id = str(uuid.uuid4())
+    wanted = ((request.get("properties") or {}).get("managedNetwork") or {}).get("isolationMode") or isolation
     now = utc_now_iso()
     sub, rg = scope.subscription, scope.resource_group
     return {
@@ -42,6 +44,10 @@ def _new_workspace(scope: Scope, location: str, request: dict) -> dict:
             "keyVault": f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.KeyVault/vaults/kv-local",
             "applicationInsights": f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Insights/components/ai-local",
             "hbiWorkspace": False, "publicNetworkAccess": "Enabled", "v1LegacyMode": False,
+            # ManagedNetworkSettings (workspaceRP.json): the mode, no outbound rules of the user's, and its status
+            "managedNetwork": {"isolationMode": wanted, "outboundRules": {},
+                               "status": {"status": "Inactive" if wanted == "Disabled" else "Active",
+                                          "sparkReady": False}},
         },
     }
 
@@ -72,7 +78,7 @@ def put_workspace(service: EmulatedService, req: Request, scope: Scope) -> Respo
             if not location:
                 raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
             # Workspaces_CreateOrUpdate answers 200 (or 202), never 201 (workspaceRP.json, Workspace/create.json)
-            body, status = _new_workspace(scope, location, request), 200
+            body, status = _new_workspace(scope, location, request, service.world.workspace_isolation), 200
         service.store.put("workspace", scope.group_key, scope.workspace, body)
     return json_response(status, _with_urls(service, body))
 

@@ -44,6 +44,7 @@ class World:
                                for r, fams in (quota.get("regions") or {}).items()}
         self._total_limits = {"dedicated": int(quota.get("total_dedicated_limit", 4800)),
                               "lowpriority": int(quota.get("total_low_priority_limit", 960))}
+        self.workspace_isolation = str((data.get("workspace") or {}).get("managed_network") or "Disabled")
         self.names = {kind: NameRule(re.compile(r["pattern"]), r["rule"], r.get("source", ""))
                       for kind, r in (data.get("names") or {}).items()}
 

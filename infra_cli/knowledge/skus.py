@@ -54,6 +54,7 @@ class Sku:
     gpu_model: str | None = None
     accelerator: str = "nvidia"
     infiniband: InfiniBand | None = None
+    ethernet_gbps: int | None = None   # the VM's Ethernet bandwidth: what TCP sockets get between nodes
     healthy_busbw_gbs: HealthyBusbw = field(default_factory=HealthyBusbw)
     nccl_env: dict[str, str] = field(default_factory=dict)
     # The day Azure retires (or retired) the size; `retired: true` without a day reads as long retired.
@@ -78,6 +79,13 @@ class Sku:
         """InfiniBand usable by MPI/NCCL inside Azure ML: RDMA exposed through SR-IOV."""
         return self.rdma and self.sriov and self.infiniband is not None
 
+    @property
+    def sockets_between_nodes(self) -> str:
+        """What NCCL and MPI get between two VMs of this size without usable InfiniBand: TCP sockets on its
+        Ethernet, with the bandwidth where the catalog has it."""
+        return ("TCP sockets on Ethernet (" + (f"{self.ethernet_gbps} Gb/s per VM" if self.ethernet_gbps
+                else "its bandwidth not in the catalog") + ")")
+
     def to_json(self) -> dict:
         ib = self.infiniband
         hb = self.healthy_busbw_gbs
@@ -97,6 +105,7 @@ class Sku:
             if ib is None
             else {"generation": ib.generation, "links": ib.links, "gbps_per_link": ib.gbps_per_link,
                   "total_gbps": ib.total_gbps},
+            "ethernet_gbps": self.ethernet_gbps,
             "healthy_busbw_gbs": {k: v for k, v in vars(hb).items() if v is not None},
             "nccl_env": dict(self.nccl_env),
             "retired": self.retired,
@@ -145,6 +154,22 @@ class Catalog:
         if not region:
             return None
         return self._prices.get(size.lower(), {}).get(region.replace(" ", "").lower())
+
+    def ranking_price(self, size: str, region: str | None, tier: str = "dedicated") -> float | None:
+        """A size's list price per node-hour for ordering suggestions by cost: the region's where published, else
+        the lowest published in any region (a rank, never shown as the region's price); None: no price known."""
+        found = self.price(size, region)
+        if found is not None and found.per_node_hour(tier) is not None:
+            return found.per_node_hour(tier)
+        known = [p.per_node_hour(tier) for p in self._prices.get(size.lower(), {}).values()]
+        return min((k for k in known if k is not None), default=None)
+
+    def gpu_infiniband_gbps(self) -> tuple[int, int] | None:
+        """(lowest, highest) InfiniBand bandwidth per VM, Gb/s, of the current GPU sizes whose InfiniBand NCCL uses:
+        what a GPU job across nodes gets on an InfiniBand size, against TCP sockets on another."""
+        found = [s.infiniband.total_gbps for s in self
+                 if s.infiniband_eligible and s.nccl_over_ib and s.gpus and s.retirement_date is None]
+        return (min(found), max(found)) if found else None
 
     def __iter__(self):
         return iter(sorted(self._by_lower.values(), key=lambda s: s.name))
@@ -206,6 +231,7 @@ def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
         gpu_model=row.get("gpu_model"),
         accelerator=row.get("accelerator", "nvidia"),
         infiniband=InfiniBand(**ib) if ib else None,
+        ethernet_gbps=int(row["ethernet_gbps"]) if row.get("ethernet_gbps") is not None else None,
         healthy_busbw_gbs=HealthyBusbw(**(row.get("healthy_busbw_gbs") or {})),
         nccl_env={k: str(v) for k, v in (env_profiles.get(profile) or {}).items()},
         retirement_date=retired,

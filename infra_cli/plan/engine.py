@@ -62,6 +62,25 @@ def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
     return out
 
 
+def cpu_transports(loaded: LoadedStack) -> list[Diagnostic]:
+    """What a distribution across CPU nodes talks over, said in the plan (validate says nothing: CPU jobs run
+    across nodes over TCP, gloo's and MPI's sockets, and need no InfiniBand); GPU sizes without InfiniBand get
+    validate's distribution.multinode-without-infiniband, which names the transport itself."""
+    catalog, out = load_catalog(), []
+    for name, dist in loaded.stack.distributions.items():
+        cluster = loaded.stack.clusters.get(dist.cluster)
+        sku = catalog.get(cluster.size) if cluster is not None and dist.instance_count > 1 else None
+        if sku is None or sku.gpus or sku.infiniband_eligible or sku.rdma:
+            continue
+        out.append(loaded.source.diagnostic(
+            ("distributions", name, "instance_count"), "plan.transport",
+            f"distribution {name!r} runs on {dist.instance_count} nodes of {sku.name} (no GPUs): its processes talk "
+            f"across nodes over {sku.sockets_between_nodes}, as CPU jobs do",
+            "nothing to do; CPU MPI at HPC scale runs on an InfiniBand size (HB, HC, HX: `infra skus --infiniband`)",
+            "info"))
+    return out
+
+
 def with_resolved_environments(changes: list[ResourceChange], resolved: dict[str, str | None]) -> list[ResourceChange]:
     """Curated environments are only read: their change shows what the reference resolves to now."""
     return [replace(c, after={**(c.after or {}), "resolved": resolved[c.name]})
@@ -131,7 +150,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
     changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets)
     deps = distribution_dependencies(stack)
-    diagnostics = list(warnings or []) + found + image_diagnostics
+    diagnostics = list(warnings or []) + found + image_diagnostics + (cpu_transports(loaded) if normal else [])
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
     diagnostics += unresolved_environments(loaded, curated, resolved)

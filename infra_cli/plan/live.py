@@ -94,13 +94,16 @@ class LiveFacts:
     skus: dict[str, LiveSku] = field(default_factory=dict)  # lower-case size -> sku
     quota: AmlQuota = field(default_factory=AmlQuota)
     unread: tuple[str, ...] = ()    # "skus", "quota": what this identity may not read (preflight says so)
+    # the workspace's managed virtual network (Disabled, AllowInternetOutbound, AllowOnlyApprovedOutbound); None: unread
+    isolation_mode: str | None = None
 
 
 def region_facts(location: str, workspace_location: str | None, offers: dict[str, dict[str, Any]] | None,
-                 usages: list[dict[str, Any]] | None) -> LiveFacts:
+                 usages: list[dict[str, Any]] | None, isolation_mode: str | None = None) -> LiveFacts:
     """LiveFacts from the provider's answers; a None answer (403) is noted as unread, never as "nothing there"."""
     unread = tuple(what for what, answer in (("skus", offers), ("quota", usages)) if answer is None)
-    return LiveFacts(location, workspace_location, live_skus(offers or {}), live_quota(usages or []), unread)
+    return LiveFacts(location, workspace_location, live_skus(offers or {}), live_quota(usages or []), unread,
+                     isolation_mode)
 
 
 # ---- plain data -> plan's types ---------------------------------------------------------------------------
@@ -215,7 +218,7 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
     with ThreadPoolExecutor(max_workers=6) as pool:
         computes_f = pool.submit(provider.list_computes)
         envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}, **serial})
-        ws_f = pool.submit(provider.workspace_location) if location else None
+        ws_f = pool.submit(provider.read_workspace) if location else None
         skus_f = pool.submit(provider.sku_offers, location) if location else None
         quota_f = pool.submit(provider.usages, location) if location else None
         resolved_f = pool.submit(provider.resolve_environments, curated or {})
@@ -223,7 +226,9 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
         clusters = {r.name for r in desired if r.type == "cluster"}
         out = LiveRead(_state(computes_f.result(), environments, wanted, clusters), resolved=resolved_f.result())
         if location:
-            out.facts = region_facts(location, ws_f.result(), skus_f.result(), quota_f.result())
+            workspace = ws_f.result() or {}
+            out.facts = region_facts(location, workspace.get("location"), skus_f.result(), quota_f.result(),
+                                     workspace.get("isolation_mode"))
     out.records = StateStore.records_from(stack or "", records, environments)
     if serial_of:
         out.serial = StateStore.serial_from(serial_of, environments.get(StateStore.serial_name(serial_of)))

@@ -22,7 +22,7 @@ from infra_cli.stack.source import SourceMap
 
 # Offline rules whose verdict depends on what exists in Azure: `validate` reports them as for a new resource,
 # and the plan leaves them out of its validation and judges them here, against the live state.
-LIVE_JUDGED_RULES = frozenset({"cluster.size-retired"})
+LIVE_JUDGED_RULES = frozenset({"cluster.size-retired", "cluster.public-ip-without-subnet"})
 
 
 def _size(size: Any, facts: LiveFacts, catalog: Catalog) -> LiveSku | Sku | None:
@@ -102,6 +102,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
                       f"check validators/skus.yaml's row for {size} against its source", "warning")
 
     out += retired_sizes(changes, catalog, source)
+    out += public_ip_without_subnet(changes, facts, source, workspace_name)
     for what in facts.unread if clusters else ():
         checks, permission = _UNREAD[what]
         error(("clusters", clusters[0].name), f"preflight.{what}-unread",
@@ -192,4 +193,46 @@ def retired_sizes(changes: list[ResourceChange], catalog: Catalog, source: Sourc
                "; the cluster exists and keeps running until Azure deallocates its nodes"),
             "choose a current size (`infra skus`)" + ("" if new else "; changing the size replaces the cluster"),
             "error" if new else "warning"))
+    return out
+
+
+# Azure ML creates a cluster without node public IPs and without a subnet only in a workspace with a managed
+# virtual network: its nodes live in that network (https://learn.microsoft.com/azure/machine-learning/
+# how-to-managed-network-compute); elsewhere the nodes need a subnet of the user's virtual network
+# (https://learn.microsoft.com/azure/machine-learning/how-to-secure-training-vnet). The workspace says which in
+# properties.managedNetwork.isolationMode (workspaceRP.json ManagedNetworkSettings).
+MANAGED_NETWORK_MODES = frozenset({"allowinternetoutbound", "allowonlyapprovedoutbound"})
+
+
+def public_ip_without_subnet(changes: list[ResourceChange], facts: LiveFacts, source: SourceMap,
+                             workspace_name: str) -> list[Diagnostic]:
+    """cluster.public-ip-without-subnet as the workspace decides it, for the clusters the plan creates or replaces
+    (one that exists was accepted): an error in a workspace without a managed network, nothing in one with it, and
+    validate's warning where the workspace was not read."""
+    out: list[Diagnostic] = []
+    for change in changes:
+        after = change.after or {}
+        if change.type != "cluster" or change.actions not in (CREATE, REPLACE):
+            continue
+        if after.get("enable_node_public_ip", True) or after.get("subnet"):
+            continue
+        mode = facts.isolation_mode
+        if mode is not None and mode.lower() in MANAGED_NETWORK_MODES:
+            continue
+        at = ("clusters", change.name, "enable_node_public_ip")
+        if mode is None:
+            out.append(source.diagnostic(
+                at, "cluster.public-ip-without-subnet",
+                f"{change.address} turns node public IPs off without a subnet: Azure ML creates it only in a "
+                f"workspace with a managed virtual network, and workspace {workspace_name!r} could not be read",
+                "add network_settings: {subnet: ...}, or create the workspace with a managed network", "warning"))
+            continue
+        out.append(source.diagnostic(
+            at, "cluster.public-ip-without-subnet",
+            f"{change.address} turns node public IPs off without a subnet, and workspace {workspace_name!r} has no "
+            f"managed virtual network (isolation mode {mode}): Azure ML refuses the cluster",
+            "add network_settings: {subnet: ...} of a virtual network with outbound access "
+            "(https://learn.microsoft.com/azure/machine-learning/how-to-secure-training-vnet), give the workspace a "
+            "managed network (https://learn.microsoft.com/azure/machine-learning/how-to-managed-network), or remove "
+            "enable_node_public_ip: false"))
     return out

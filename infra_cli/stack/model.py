@@ -150,7 +150,8 @@ class Cluster(Model):
     tags = Field(DictOf(Str()), factory=dict, description="Azure tags (text values)")
     description = Field(Str() | None, None, description="free text shown in Azure ML studio")
     infiniband = Field(OneOf("required", "optional") | None, None,
-                       description="required: the size must give InfiniBand to NCCL/MPI; optional: allow sockets")
+                       description="required: the size must give InfiniBand to NCCL/MPI (an error otherwise); "
+                       "optional (as unset): TCP sockets allowed, a warning for GPU jobs across nodes")
     lifecycle = Field(Lifecycle, factory=Lifecycle)
 
     def _check(self) -> None:

@@ -93,11 +93,42 @@ def _ib_reason(sku: Sku) -> str:
     return f"{sku.name} has no InfiniBand" + (f" ({sku.note.rstrip('.')})" if sku.note else "")
 
 
-def _ib_sizes(catalog: Catalog, gpus: int = 0) -> str:
+def _gpu_model(sku: Sku | None) -> str | None:
+    """The GPU's model without its memory or board ("V100 16GB" -> "V100"): what makes two sizes the same class."""
+    return sku.gpu_model.split()[0].upper() if sku is not None and sku.gpu_model else None
+
+
+def _closest_first(ctx: Context, current: Sku | None, pool, cluster: Cluster | None = None) -> list[Sku]:
+    """Suggested sizes ordered by closeness to the current one: the same GPU model first; then sizes with a published
+    list price (validators/skus.yaml prices) before those without, since a price is what ranks a class (a size not
+    yet priced, like GB200, is the newest and largest); then the same GPU count; then price per node-hour (a larger
+    class costs more: a K80 or V100 user is never shown GB200 first); then the nearest GPU count, then name."""
+    region = (cluster.location if cluster is not None and cluster.location else ctx.stack.workspace.location)
+    tier = cluster.tier if cluster is not None else "dedicated"
+    model = _gpu_model(current)
+
+    def closeness(sku: Sku) -> tuple:
+        price = ctx.catalog.ranking_price(sku.name, region, tier)
+        gpus = abs(sku.gpus - current.gpus) if current is not None else 0
+        return (model is None or _gpu_model(sku) != model, price is None, gpus != 0, price or 0.0, gpus, sku.name)
+    return sorted(pool, key=closeness)
+
+
+def _ib_sizes(ctx: Context, cluster_name: str) -> str:
     # current sizes only (a retiring size is no advice), with the GPUs the processes per node need (a
-    # suggestion that distribution.gpus-exceeded refuses next is no advice either)
-    return ", ".join(s.name for s in catalog
-                     if s.infiniband_eligible and s.nccl_over_ib and s.retirement_date is None and s.gpus >= gpus)
+    # suggestion that distribution.gpus-exceeded refuses next is no advice either), closest to the cluster's first
+    gpus, current = _gpus_needed(ctx, cluster_name), ctx.sku(cluster_name)
+    cluster = ctx.stack.clusters.get(cluster_name)
+    # a CPU cluster is pointed at the HPC sizes (HB, HC, HX) with all their cores, not the constrained-core ones
+    parsed = parse_size_name(cluster.size) if current is None and cluster is not None else None
+    cpu = current.gpus == 0 if current is not None else parsed is not None and not parsed.family.startswith("N")
+
+    def fits(s: Sku) -> bool:
+        if cpu:
+            return s.gpus == 0 and getattr(parse_size_name(s.name), "active_vcpus", 0) is None
+        return s.nccl_over_ib and s.gpus >= gpus
+    pool = [s for s in ctx.catalog if s.infiniband_eligible and s.retirement_date is None and fits(s)]
+    return ", ".join(s.name for s in _closest_first(ctx, current, pool, cluster))
 
 
 def _gpus_needed(ctx: Context, cluster_name: str) -> int:
@@ -167,7 +198,7 @@ def _successors(retired: Sku, ctx: Context, cluster: Cluster) -> str:
                 and (sku.infiniband_eligible or not needs_ib))
     family = [s for s in map(ctx.catalog.get, _same_family(retired.name, ctx.catalog)) if s and keeps(s)]
     pool = family or [s for s in ctx.catalog if keeps(s) and s.gpus > 0 and s.accelerator == retired.accelerator]
-    picks = sorted(pool, key=lambda s: (s.gpus, s.vcpus, s.name))[:3]
+    picks = _closest_first(ctx, retired, pool, cluster)[:3]
     return f", e.g. {', '.join(s.name for s in picks)}" if picks else " (`infra skus`)"
 
 
@@ -220,12 +251,12 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
     if sku is not None and not sku.infiniband_eligible:
         yield ctx.at(path, "cluster.infiniband-ineligible",
                      f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
-                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog, _gpus_needed(ctx, name))}) or set "
+                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx, name)}) or set "
                      "`infiniband: optional`")
     elif parsed is not None and not parsed.rdma:
         yield ctx.at(path, "cluster.infiniband-ineligible",
                      f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
-                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx.catalog, _gpus_needed(ctx, name))}) or set "
+                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx, name)}) or set "
                      "`infiniband: optional`")
     elif parsed is not None:
         yield ctx.warning(path, "cluster.infiniband-unverified",
@@ -238,9 +269,13 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
 def cluster_ssh(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     ssh = cluster.ssh_settings
     if cluster.ssh_public_access_enabled and not (ssh and ssh.admin_username and (ssh.ssh_key_value or ssh.admin_password)):
-        yield ctx.at(("clusters", name, "ssh_public_access_enabled"), "cluster.ssh-settings",
-                     f"cluster {name!r} enables SSH access without an admin user and key",
-                     "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}")
+        # Azure ML accepts it (azure-ai-ml sends it; Azure's recorded GETs show clusters so): the port opens, and
+        # with no admin user and credential nobody can log in through it
+        yield ctx.warning(("clusters", name, "ssh_public_access_enabled"), "cluster.ssh-settings",
+                     f"cluster {name!r} opens the nodes' SSH port without an admin user and key: Azure ML creates it, "
+                     "and nobody can log in",
+                     "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}, or remove "
+                     "ssh_public_access_enabled")
 
 
 @rule_for_each("clusters")
@@ -268,12 +303,16 @@ def cluster_location(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diag
 @rule_for_each("clusters")
 def cluster_node_public_ip(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     if not cluster.enable_node_public_ip and not (cluster.network_settings and cluster.network_settings.subnet):
-        # Azure ML refuses it: nodes without public IPs need a subnet to live in (and its outbound route).
-        yield ctx.at(("clusters", name, "enable_node_public_ip"), "cluster.public-ip-without-subnet",
-                     f"cluster {name!r} turns node public IPs off without a subnet; Azure ML requires a virtual "
-                     "network subnet for a cluster with no public IP",
-                     "add network_settings: {subnet: ...} (see https://learn.microsoft.com/azure/machine-learning/"
-                     "how-to-secure-training-vnet) or remove enable_node_public_ip: false")
+        # Azure ML decides by the workspace: with a managed virtual network (isolation mode AllowInternetOutbound
+        # or AllowOnlyApprovedOutbound) the nodes live in it and need no subnet (Microsoft's how-to creates such a
+        # cluster with `--set enable_node_public_ip=False`); without one it refuses. Offline the workspace is not
+        # known: a warning here, and `infra plan` reads the workspace's isolation mode (an error where it has none).
+        yield ctx.warning(("clusters", name, "enable_node_public_ip"), "cluster.public-ip-without-subnet",
+                     f"cluster {name!r} turns node public IPs off without a subnet: Azure ML creates it only in a "
+                     "workspace with a managed virtual network (`infra plan` reads the workspace's)",
+                     "in a workspace without a managed network add network_settings: {subnet: ...} (see "
+                     "https://learn.microsoft.com/azure/machine-learning/how-to-secure-training-vnet); with one, "
+                     "nothing to do (https://learn.microsoft.com/azure/machine-learning/how-to-managed-network-compute)")
 
 
 @rule_for_each("clusters")
@@ -509,38 +548,74 @@ def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iter
                          (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
 
 
+def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, str | None, str] | None:
+    """(why the cluster gives no InfiniBand to NCCL/MPI, why that is an error: "required", "fabric" or None for a
+    warning, the transport between nodes)
+    for a cluster whose size has none, None where it has (or the name says nothing). Errors are what Azure ML
+    or the stack forbids: a cluster that requires InfiniBand, an RDMA size without SR-IOV (NCCL and MPI cannot
+    use its fabric, the how-to-train-distributed-gpu guide's NC24r). Otherwise TCP sockets are a performance
+    matter: a warning for GPUs, and nothing at all for CPU jobs, which run across nodes over TCP (gloo, MPI)."""
+    required = cluster.infiniband == "required"
+    sku = ctx.catalog.get(cluster.size)
+    if sku is not None:
+        if sku.infiniband_eligible:
+            return None
+        fabric_unusable = sku.rdma and not sku.sriov
+        if sku.gpus == 0 and not (required or fabric_unusable):
+            return None
+        return _ib_reason(sku), "fabric" if fabric_unusable else "required" if required else None, \
+            sku.sockets_between_nodes
+    parsed = parse_size_name(cluster.size)
+    if parsed is None or parsed.rdma or (not parsed.family.startswith("N") and not required):
+        return None  # size-unknown says the name is wrong; infiniband-unverified judges an `r` size; a CPU size
+    return (f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand", "required" if required else None,
+            "TCP sockets on Ethernet (its bandwidth not in the catalog)")
+
+
 @rule_for_each("distributions")
 def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     cluster = ctx.stack.clusters.get(dist.cluster)
     if cluster is None or dist.instance_count < 2:
         return
-    sku = ctx.sku(dist.cluster)
     path = ("distributions", name, "instance_count")
-    if sku is not None:
-        if sku.infiniband_eligible:
-            return
-        reason = _ib_reason(sku)
-    else:
-        parsed = parse_size_name(cluster.size)
-        if parsed is None:
-            return  # cluster.size-unknown says the name is wrong
-        if parsed.rdma:
-            yield ctx.warning(path, "distribution.infiniband-unverified",
-                         f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
-                         "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
-                         "InfiniBand (SR-IOV) is unconfirmed",
-                         "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
-            return
-        reason = f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand"
-    message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, "
-               f"but {reason}: inter-node traffic falls back to TCP sockets")
-    if cluster.infiniband == "optional":
-        yield ctx.warning(path, "distribution.multinode-without-infiniband", message,
-                     "expect a fraction of InfiniBand bandwidth")
-    else:
+    parsed = parse_size_name(cluster.size) if ctx.sku(dist.cluster) is None else None
+    if parsed is not None and parsed.rdma:
+        yield ctx.warning(path, "distribution.infiniband-unverified",
+                     f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
+                     "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
+                     "InfiniBand (SR-IOV) is unconfirmed",
+                     "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
+        return
+    found = _multinode_transport(ctx, cluster)
+    if found is None:
+        return
+    reason, error, transport = found
+    ib = ctx.catalog.gpu_infiniband_gbps()
+    against = f" against {ib[0]:,}-{ib[1]:,} Gb/s of InfiniBand per VM on the InfiniBand GPU sizes" if ib else ""
+    message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, but {reason}: "
+               f"inter-node traffic goes over {transport}{against}, so scaling across nodes stays far from linear")
+    sizes = _ib_sizes(ctx, dist.cluster)
+    sku = ctx.sku(dist.cluster)
+    figures = ("figures: validators/skus.yaml" + (f", {sku.name}'s Ethernet from {sku.source.split()[0]}"
+                                                   if sku is not None and sku.ethernet_gbps else "")
+               + ", the InfiniBand sizes' from their sources")
+    if error:
         yield ctx.at(path, "distribution.multinode-without-infiniband", message,
-                     f"use an InfiniBand size ({_ib_sizes(ctx.catalog, _gpus_needed(ctx, dist.cluster))}), run on one node, "
-                     f"or set `infiniband: optional` on cluster {dist.cluster!r} to accept sockets")
+                     f"use an SR-IOV InfiniBand size ({sizes}) or run on one node"
+                     + ("" if error != "required" else
+                        f", or set `infiniband: optional` on cluster {dist.cluster!r} to accept TCP sockets")
+                     + f" ({figures})")
+    else:
+        yield ctx.warning(path, "distribution.multinode-without-infiniband", message,
+                     f"for near-linear scaling use an InfiniBand size ({sizes}), or run on one node; the job runs "
+                     f"as it is, slower ({figures})")
+
+
+def _cpu_environment(ctx: Context, dist: Distribution) -> bool:
+    """The distribution's environment is a curated one built for CPUs (curated_environments.yaml `gpu: false`)."""
+    env = ctx.stack.environments.get(dist.environment)
+    info = curated_info(env.curated) if env is not None and env.curated else None
+    return info is not None and not info.gpu
 
 
 @rule_for_each("distributions")
@@ -554,6 +629,8 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
         return  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
     if sku.gpus == 0 and dist.type == "mpi" and sku.infiniband_eligible:
         return  # CPU MPI on an HPC size (HB, HC, HX: InfiniBand over SR-IOV, no GPUs) is what they are for
+    if sku.gpus == 0 and _cpu_environment(ctx, dist):
+        return  # a CPU environment on a CPU size (azure-ai-ml's dist_job_1/2: sklearn ...-cpu on Standard_DS3_v2)
     if sku.gpus == 0:
         yield ctx.warning(("distributions", name, "cluster"), "distribution.no-gpus",
                      f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
