@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xe0507b43
+SOURCES_CRC = 0xb6eb342e
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
