@@ -305,3 +305,13 @@ def open_beneath(root: Path, relative: str, flags: int, mode: int = 0o600, *, ma
         return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_beneath(root: Path, path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write `data` to `path`, a file below `root`, reached through no symbolic link (open_beneath; the folders on
+    the way are made 0700): a link planted at the file or at any folder below `root` raises OSError."""
+    relative = Path(path).relative_to(root).as_posix()
+    fd = open_beneath(Path(root), relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, make_dirs=True)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(out.fileno(), mode)
+        out.write(data)

@@ -37,7 +37,7 @@ from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, fin
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso
-from infra_cli.paths import private_subdir, write_private_file
+from infra_cli.paths import private_subdir, write_beneath, write_private_file
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
 _POLL_S = 0.5
@@ -173,14 +173,15 @@ class JobRunner:
             container = artifact_container(workspace)
             prefix = job_prefix(body["name"])
             logs_dir = self._service.blobs.path(container, prefix + "user_logs/x").parent.parent
-            workdir = private_subdir(self._service.state_dir, "jobs") / scope.key.replace("/", "_") / body["name"]
+            jobs = private_subdir(self._service.state_dir, "jobs")
+            # a link at the workspace's folder would be followed by rmtree below: refused (the job fails)
+            workdir = private_subdir(jobs, scope.key.replace("/", "_")) / body["name"]
             shutil.rmtree(workdir, ignore_errors=True)
             code_files = self._code_files(scope, body)
             for node in range(spec.instance_count):
                 target = node_dir(workdir, node)
-                for rel, data in code_files:
-                    (target / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (target / rel).write_bytes(data)
+                for rel, data in code_files:    # through no link planted in the state directory
+                    write_beneath(jobs, target / rel, data, 0o600)
                 (target / "outputs").mkdir(parents=True, exist_ok=True)
             port = MasterPortLease()
             leases.append(port)
@@ -188,9 +189,7 @@ class JobRunner:
             scratch += [path for launch in launches for path in launch.scratch]
             for launch in launches:
                 for path, text, mode in launch.files:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(text, encoding="utf-8")
-                    path.chmod(mode)
+                    write_beneath(jobs, path, text.encode("utf-8"), mode)
                 for log in (launch.log, *launch.rank_logs):
                     self._service.blobs.register(container, prefix + log, content_type="text/plain")
             with self._lock:
