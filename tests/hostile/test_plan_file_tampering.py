@@ -335,3 +335,31 @@ def test_plan_out_writes_through_no_planted_link(world, tmp_path):
     assert _cli(world, "plan", str(world.stack), "--local", "--out", str(out)).returncode == 0
     assert victim.read_text() == "precious\n" and not out.is_symlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.plan", "new.plan.tmp", "victim"]   # no leftovers
+
+
+# ---- a plan file over its size bound ------------------------------------------------------------------------
+
+def test_a_plan_file_over_its_size_bound_is_refused_unread(tmp_path):
+    """A sparse file one byte over MAX_PLAN_BYTES that starts as a plan does: refused by its size, before a byte of
+    it is parsed (show and apply alike); one at the bound is read (and refused for what it holds)."""
+    from infra_cli.plan.planfile import MAX_PLAN_BYTES, read_plan_file
+
+    big = tmp_path / "big.plan"
+    with open(big, "wb") as fh:
+        fh.write(b'{"kind": "infra-plan", "pad": "')
+        fh.truncate(MAX_PLAN_BYTES + 1)
+    with pytest.raises(DiagnosticError) as caught:
+        read_plan_file(big, key=None)
+    assert f"larger than {MAX_PLAN_BYTES >> 20} MiB" in caught.value.diagnostics[0].message
+    with open(big, "r+b") as fh:
+        fh.truncate(MAX_PLAN_BYTES)
+    with pytest.raises(DiagnosticError) as caught:
+        read_plan_file(big, key=None)
+    assert "larger than" not in caught.value.diagnostics[0].message     # read, and found not to be JSON
+    with open(big, "r+b") as fh:
+        fh.truncate(MAX_PLAN_BYTES + 1)
+    env = {k: v for k, v in os.environ.items() if k != "INFRA_PLAN_KEY"}
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "show", str(big)], capture_output=True, text=True,
+                       cwd=ROOT, env=env, timeout=120)
+    assert r.returncode == 1 and "error[planfile.invalid]" in r.stderr and "larger than 64 MiB" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
