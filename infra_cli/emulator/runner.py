@@ -37,7 +37,7 @@ from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, fin
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso
-from infra_cli.paths import private_subdir, write_beneath, write_private_file
+from infra_cli.paths import open_beneath, private_subdir, write_beneath, write_private_file
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
 _POLL_S = 0.5
@@ -230,9 +230,9 @@ class JobRunner:
         procs = []
         try:
             for launch in launches:
-                log_path = logs_dir / launch.log
-                log_path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                blobs = self._service.blobs.root     # the log is a blob: reached through no link below the store
+                fd = open_beneath(blobs, (logs_dir / launch.log).relative_to(blobs).as_posix(),
+                                  os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600, make_dirs=True)
                 with os.fdopen(fd, "ab") as log:
                     # the job registers its group with the reaper: killed if this process dies, even by SIGKILL
                     argv, reaper_fds = guarded(launch.argv)
