@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -95,10 +97,27 @@ def live_serves(state_dir: Path) -> list[dict]:
     return found
 
 
+@contextlib.contextmanager
+def _serve_or_reset(state_dir: Path):
+    """Held while a serve records itself and opens the database, and while reset looks for serves and moves the
+    database aside (DIR/reset.lock, flock): a serve starting during a reset opens the database after it moved."""
+    fd = os.open(Path(state_dir) / "reset.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)      # closing drops the lock
+
+
 def reset_state(state_dir: Path) -> list[tuple[Path, Path]]:
     """`infra emulator reset`: move the state database aside (state.move_aside), refused (DiagnosticError
     local.state-served, naming each serve to stop) while an `infra emulator serve` holds the directory."""
     state_dir = private_state_dir(state_dir, create=False)
+    with _serve_or_reset(state_dir):
+        return _reset_unless_served(state_dir)
+
+
+def _reset_unless_served(state_dir: Path) -> list[tuple[Path, Path]]:
     serves = live_serves(state_dir)
     if serves:
         named = ", ".join(f"pid {r['pid']}" + (f" at {r['url']}" if isinstance(r.get("url"), str) else "") for r in serves)
@@ -132,12 +151,13 @@ class EmulatorServer:
     def start(self) -> "EmulatorServer":
         # holds the token, keys, uploads and the shims jobs run: trusted only if nobody else can write it
         self.state_dir = private_state_dir(self.state_dir)
-        if self._hold_directory:      # before the database is opened: a reset from now on sees this serve
-            self._write_serve_lock(None)
         try:
             cert, key = ensure_certificate(self.state_dir)
             self.cert_path = cert
-            service = EmulatedService(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
+            with _serve_or_reset(self.state_dir) if self._hold_directory else contextlib.nullcontext():
+                if self._hold_directory:      # before the database is opened: a reset from now on sees this serve
+                    self._write_serve_lock(None)
+                service = EmulatedService(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
             httpd = _Server((LOOPBACK, self._port), _Handler)
         except BaseException:
             self._release_serve_lock()
