@@ -37,7 +37,7 @@ from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, fin
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso
-from infra_cli.paths import open_beneath, private_subdir, write_beneath, write_private_file
+from infra_cli.paths import open_beneath, private_subdir, refuse_link, write_beneath, write_private_file
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
 _POLL_S = 0.5
@@ -174,8 +174,8 @@ class JobRunner:
             prefix = job_prefix(body["name"])
             logs_dir = self._service.blobs.path(container, prefix + "user_logs/x").parent.parent
             jobs = private_subdir(self._service.state_dir, "jobs")
-            # a link at the workspace's folder would be followed by rmtree below: refused (the job fails)
-            workdir = private_subdir(jobs, scope.key.replace("/", "_")) / body["name"]
+            workdir = jobs / scope.key.replace("/", "_") / body["name"]
+            refuse_link(workdir.parent)     # rmtree below would follow a link at the workspace's folder: the job fails
             shutil.rmtree(workdir, ignore_errors=True)
             code_files = self._code_files(scope, body)
             for node in range(spec.instance_count):
