@@ -483,3 +483,14 @@ def remove_beneath(root: Path, relative: str, sha256: str) -> str:
         finally:
             os.close(parent)
     return "removed"
+
+
+def write_private_beneath(root: Path, path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Local state (private, unlike write_beneath's outputs): write `data` to `path`, a file below `root`, reached
+    through no symbolic link (open_beneath; the folders on
+    the way are made 0700): a link planted at the file or at any folder below `root` raises OSError."""
+    relative = Path(path).relative_to(root).as_posix()
+    fd = open_beneath(Path(root), relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, make_dirs=True)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(out.fileno(), mode)
+        out.write(data)

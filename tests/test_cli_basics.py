@@ -244,10 +244,19 @@ def test_location_without_local_says_it_is_ignored():
     assert "warning[skus.location-ignored]" in r.stderr
 
 
-def test_live_availability_never_tracebacks():
-    r = run_cli("skus", "--location", "eastus", "--local")
+def test_live_availability_comes_from_the_local_cloud(tmp_path):
+    """`skus --location L --local` asks the local emulator (its state in INFRA_LOCAL_DIR, never ./.infra in the
+    repository) which sizes L offers: each size gets the emulator's word for it, no traceback."""
+    state = tmp_path / "local"
+    env = {k: v for k, v in os.environ.items() if k not in ("INFRA_EMULATOR_URL", "AZUREML_CURRENT_CLOUD")}
+    env["INFRA_LOCAL_DIR"] = str(state)
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "skus", "--location", "eastus", "--local", "--json"],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert "Traceback" not in r.stderr
-    assert r.returncode == 0 or "error[skus.live-unavailable]" in r.stderr
+    assert r.returncode == 0, r.stderr
+    availability = {row["name"]: row["availability"] for row in json.loads(r.stdout)}
+    assert availability["Standard_ND96asr_v4"] == "available" and availability["Standard_H16"] == "not offered"
+    assert (state / "state.sqlite3").is_file() and not (tmp_path / ".infra").exists()
 
 
 @pytest.mark.parametrize("args", [["validate", "stacks/ib-a100.yaml"], ["skus"]], ids=" ".join)

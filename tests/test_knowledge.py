@@ -225,6 +225,22 @@ def test_prices_read_the_same_from_the_parsed_cache(tmp_path):
     assert runs[0] == runs[1] and runs[0].startswith("20")
 
 
+def test_the_parsed_cache_is_written_through_no_planted_link(tmp_path):
+    """The cache's temporary file has a random name, made O_EXCL|O_NOFOLLOW: a link planted at the name a
+    predictable scheme (NAME.PID.tmp) would use, or at the cache file itself, is never written through."""
+    from infra_cli.knowledge.reader import _write_cache
+
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    cache = tmp_path / "cache" / "infra" / "skus-0123-4567.json"
+    cache.parent.mkdir(parents=True)
+    cache.with_name(f"{cache.name}.{os.getpid()}.tmp").symlink_to(victim)
+    cache.symlink_to(victim)
+    _write_cache(cache, {"rows": [1]})
+    assert victim.read_text() == "mine\n"
+    assert not cache.is_symlink() and json.loads(cache.read_text()) == {"rows": [1]}
+
+
 def test_knowledge_imports_no_azure_torch_or_jinja():
     code = ("import sys\nfrom infra_cli.knowledge import curated, failure_signatures, frameworks, image_evidence, "
             "launchers, names, nccl_transport, skus, update_semantics\n"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from infra_cli.conventions import EMULATOR_CLOUD_PREFIX
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.clouds import Cloud, clouds
+from infra_cli.paths import write_private_file
 
 if TYPE_CHECKING:
     from azure.ai.ml import MLClient
@@ -207,7 +208,8 @@ def trust_emulator_certificate(cert_path: Path) -> None:
     import certifi
 
     base = Path(current) if current and Path(current).is_file() else Path(certifi.where())
-    bundle.write_bytes(base.read_bytes().rstrip(b"\n") + b"\n" + cert_path.read_bytes())
+    # replaced whole, never written through a link planted in the state directory
+    write_private_file(bundle, base.read_bytes().rstrip(b"\n") + b"\n" + cert_path.read_bytes(), 0o644)
     os.environ["REQUESTS_CA_BUNDLE"] = str(bundle)
 
 

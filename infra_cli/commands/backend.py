@@ -79,7 +79,7 @@ def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
     """The emulator this process runs over local_dir, started on an ephemeral port on first use."""
     from infra_cli.emulator.server import EmulatorServer
 
-    state_dir = Path(local_dir or local_state_dir()).resolve()
+    state_dir = Path(local_dir or local_state_dir()).absolute()   # not resolved: a link there is refused, not followed
     first_use = not state_dir.exists()
     with _emulators_lock:
         server = _emulators.get(state_dir)

@@ -30,11 +30,11 @@ def serve(
     from infra_cli.diagnostics import DiagnosticError
     from infra_cli.paths import local_state_dir   # (subprocess, tempfile...): not for --help
 
-    state_dir = (directory or local_state_dir()).resolve()
+    state_dir = (directory or local_state_dir()).absolute()   # not resolved: a link there is refused, not followed
     try:
         faults = FaultConfig(latency_s=latency, throttle_rate=throttle_rate, error_rate=error_rate,
                              lro_failure_rate=lro_failure_rate, seed=seed, provisioning_delay_s=provisioning_delay)
-        server = EmulatorServer(state_dir, port, faults, world=world).start()
+        server = EmulatorServer(state_dir, port, faults, world=world, hold_directory=True).start()
     except DiagnosticError as exc:    # a state directory others control, a corrupt state file: said as such
         print_diagnostics(exc.diagnostics)
         raise typer.Exit(1)
@@ -53,14 +53,15 @@ def serve(
 def reset(
     directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help=STATE_DIR_HELP),
 ) -> None:
-    """Move the local cloud's state database aside (kept as state.sqlite3.aside-TIME): the next emulator starts empty."""
+    """Move the local cloud's state database aside (kept as state.sqlite3.aside-TIME): the next emulator starts empty.
+    Refused while an `infra emulator serve` holds the directory."""
     from infra_cli.diagnostics import DiagnosticError
-    from infra_cli.emulator.state import move_aside
+    from infra_cli.emulator.server import reset_state
     from infra_cli.paths import local_state_dir
 
     state_dir = (directory or local_state_dir()).absolute()
     try:
-        moved = move_aside(state_dir)
+        moved = reset_state(state_dir)
     except DiagnosticError as exc:
         print_diagnostics(exc.diagnostics)
         raise typer.Exit(1)

@@ -38,7 +38,7 @@ from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, fin
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso
-from infra_cli.paths import private_subdir, write_private_file
+from infra_cli.paths import open_beneath, private_subdir, refuse_link, write_private_beneath, write_private_file
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
 _POLL_S = 0.5
@@ -186,14 +186,15 @@ class JobRunner:
             container = artifact_container(workspace)
             prefix = job_prefix(body["name"])
             logs_dir = self._service.blobs.path(container, prefix + "user_logs/x").parent.parent
-            workdir = private_subdir(self._service.state_dir, "jobs") / scope.key.replace("/", "_") / body["name"]
+            jobs = private_subdir(self._service.state_dir, "jobs")
+            workdir = jobs / scope.key.replace("/", "_") / body["name"]
+            refuse_link(workdir.parent)     # rmtree below would follow a link at the workspace's folder: the job fails
             shutil.rmtree(workdir, ignore_errors=True)
             code_files = self._code_files(scope, body)
             for node in range(spec.instance_count):
                 target = node_dir(workdir, node)
-                for rel, data in code_files:
-                    (target / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (target / rel).write_bytes(data)
+                for rel, data in code_files:    # through no link planted in the state directory
+                    write_private_beneath(jobs, target / rel, data, 0o600)
                 (target / "outputs").mkdir(parents=True, exist_ok=True)
             port = MasterPortLease()
             leases.append(port)
@@ -201,9 +202,7 @@ class JobRunner:
             scratch += [path for launch in launches for path in launch.scratch]
             for launch in launches:
                 for path, text, mode in launch.files:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(text, encoding="utf-8")
-                    path.chmod(mode)
+                    write_private_beneath(jobs, path, text.encode("utf-8"), mode)
                 for log in (launch.log, *launch.rank_logs):
                     self._service.blobs.register(container, prefix + log, content_type="text/plain")
             with self._lock:
@@ -244,9 +243,9 @@ class JobRunner:
         procs = []
         try:
             for launch in launches:
-                log_path = logs_dir / launch.log
-                log_path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                blobs = self._service.blobs.root     # the log is a blob: reached through no link below the store
+                fd = open_beneath(blobs, (logs_dir / launch.log).relative_to(blobs).as_posix(),
+                                  os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600, make_dirs=True)
                 with os.fdopen(fd, "ab") as log:
                     # the job registers its group with the reaper: killed if this process dies, even by SIGKILL
                     argv, reaper_fds = guarded(launch.argv)

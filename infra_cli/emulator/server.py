@@ -9,8 +9,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import json
 import logging
+import os
+import shlex
 import socket
+import stat
 import socketserver
 import ssl
 import threading
@@ -26,12 +33,14 @@ from infra_cli.emulator.blobs import BlobError
 from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.faults import FaultConfig, FaultInjector
 from infra_cli.emulator.ml_workspace import ensure_workspace
-from infra_cli.emulator.runner import JobRunner
+from infra_cli.emulator.runner import JobRunner, runner_alive, runner_identity
+from infra_cli.emulator.state import move_aside
 from infra_cli.emulator.stats import RequestStats
 from infra_cli.emulator.tls import ensure_certificate
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
 from infra_cli.emulator.world import load_world
-from infra_cli.paths import private_state_dir
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.paths import private_state_dir, write_private_file
 
 __all__ = ["EmulatorServer", "FaultConfig"]
 
@@ -47,10 +56,88 @@ MAX_CONNECTIONS = 64        # at most this many threads serve connections; past 
                             # waited longest for a byte is closed to make room, or the newcomer when all are busy
 
 
+# ---- `infra emulator serve` holds its state directory --------------------------------------------------------
+# A served emulator keeps its SQLite database open for as long as it runs: moving the database aside under it
+# (`infra emulator reset`) would leave it writing to the old file while every other command starts a new one
+# (two clouds). Each serve records itself in DIR/serve-PID.lock (its pid and the process's start time, as the job
+# runner records itself on a job, so a reused pid is not mistaken for it); reset refuses while one is alive.
+SERVE_LOCK_GLOB = "serve-*.lock"
+SERVED_RULE = "local.state-served"
+
+
+def _serve_lock_path(state_dir: Path, pid: int) -> Path:
+    return Path(state_dir) / f"serve-{pid}.lock"
+
+
+def _read_serve_lock(path: Path) -> dict | None:
+    """A serve's record, read through no link; None when it is not a regular file of ours or not a record."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return None
+        try:
+            record = json.loads(handle.read(4096))
+        except ValueError:
+            return None
+    return record if isinstance(record, dict) and isinstance(record.get("pid"), int) else None
+
+
+def live_serves(state_dir: Path) -> list[dict]:
+    """The `infra emulator serve` processes alive over state_dir ({pid, start, url}); a dead serve's lock (killed,
+    or its pid reused by another process since) is ignored."""
+    found = []
+    for path in sorted(Path(state_dir).glob(SERVE_LOCK_GLOB)):
+        record = _read_serve_lock(path)
+        if record is not None and runner_alive(record):
+            found.append(record)
+    return found
+
+
+@contextlib.contextmanager
+def _serve_or_reset(state_dir: Path):
+    """Held while a serve records itself and opens the database, and while reset looks for serves and moves the
+    database aside (DIR/reset.lock, flock): a serve starting during a reset opens the database after it moved."""
+    fd = os.open(Path(state_dir) / "reset.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)      # closing drops the lock
+
+
+def reset_state(state_dir: Path) -> list[tuple[Path, Path]]:
+    """`infra emulator reset`: move the state database aside (state.move_aside), refused (DiagnosticError
+    local.state-served, naming each serve to stop) while an `infra emulator serve` holds the directory."""
+    state_dir = private_state_dir(state_dir, create=False)
+    with _serve_or_reset(state_dir):
+        return _reset_unless_served(state_dir)
+
+
+def _reset_unless_served(state_dir: Path) -> list[tuple[Path, Path]]:
+    serves = live_serves(state_dir)
+    if serves:
+        named = ", ".join(f"pid {r['pid']}" + (f" at {r['url']}" if isinstance(r.get("url"), str) else "") for r in serves)
+        pids = " ".join(str(r["pid"]) for r in serves)
+        raise DiagnosticError([Diagnostic(
+            "error", SERVED_RULE, f"`infra emulator serve` ({named}) holds {state_dir}: moving its state aside now "
+            "would leave it writing to the old database while other commands start a new one (two clouds)",
+            None, None, None, f"stop it first (Ctrl-C where it runs, or kill {pids}), then run "
+            f"`infra emulator reset --dir {shlex.quote(str(state_dir))}` again")])
+    return move_aside(state_dir)
+
+
 class EmulatorServer:
     def __init__(self, state_dir: Path, port: int = 0, faults: FaultConfig | None = None, *,
-                 world: Path | None = None):
+                 world: Path | None = None, hold_directory: bool = False):
+        """hold_directory: record this process in DIR/serve-PID.lock while it runs (`infra emulator serve`), so
+        `infra emulator reset` refuses to move the state aside under it."""
         self.state_dir = Path(state_dir)
+        self._hold_directory = hold_directory
+        self._serve_lock: Path | None = None
         self.faults = faults or FaultConfig()
         self.stats = RequestStats()
         self._port = port
@@ -64,10 +151,19 @@ class EmulatorServer:
     def start(self) -> "EmulatorServer":
         # holds the token, keys, uploads and the shims jobs run: trusted only if nobody else can write it
         self.state_dir = private_state_dir(self.state_dir)
-        cert, key = ensure_certificate(self.state_dir)
-        self.cert_path = cert
-        service = EmulatedService(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
-        httpd = _Server((LOOPBACK, self._port), _Handler)
+        try:
+            cert, key = ensure_certificate(self.state_dir)
+            self.cert_path = cert
+            with _serve_or_reset(self.state_dir) if self._hold_directory else contextlib.nullcontext():
+                if self._hold_directory:      # before the database is opened: a reset from now on sees this serve
+                    self._write_serve_lock(None)
+                service = EmulatedService(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
+            httpd = _Server((LOOPBACK, self._port), _Handler)
+        except BaseException:
+            self._release_serve_lock()
+            raise
+        if self._hold_directory:
+            self._write_serve_lock(f"https://{LOOPBACK}:{httpd.server_address[1]}/")
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         # The TLS handshake happens in the request's thread (bounded: _Handler.setup), not in the accept loop.
@@ -96,6 +192,20 @@ class EmulatorServer:
                 self.backend.runner.stop()
             self.backend.close()
         self._httpd = self._thread = None
+        self._release_serve_lock()
+
+    def _write_serve_lock(self, url: str | None) -> None:
+        self._serve_lock = _serve_lock_path(self.state_dir, os.getpid())
+        write_private_file(self._serve_lock, json.dumps({**runner_identity(), "url": url}).encode(), 0o600)
+
+    def _release_serve_lock(self) -> None:
+        if self._serve_lock is not None:
+            try:
+                os.unlink(self._serve_lock)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    log.warning("cannot remove %s: %s", self._serve_lock, exc)
+            self._serve_lock = None
 
     def serve_forever(self) -> None:
         """Block until interrupted (the `infra emulator serve` command)."""

@@ -2,7 +2,8 @@
 
 https always, except for loopback registries and `--insecure` (then https is tried first, and http if the
 server does not speak TLS; --insecure also skips certificate checks, as docker's insecure-registries do).
-Blob redirects to another host drop the Authorization header (storage URLs carry their own signature).
+Blob redirects to another origin (scheme, host, port) drop the Authorization header (storage URLs carry their own
+signature); a redirect from https to plain http is refused.
 A bearer challenge's token realm is followed over https only (plain http as for the registry itself: a loopback
 registry and realm, or --insecure); the login goes only to a realm on the registry's own host or one the user
 allows (auth.may_receive_login), any other host is asked for an anonymous token.
@@ -114,6 +115,18 @@ class _TLSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
         self._track(self.sock)
         self.sock.do_handshake()
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin as browsers compare them (RFC 6454): scheme, host (lower case) and port (the scheme's
+    default when absent)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1     # not a port: equal to no origin credentials were given for
+    return scheme, (parts.hostname or "").lower(), port or {"https": 443, "http": 80}.get(scheme)
 
 
 class RegistryStore:
@@ -247,17 +260,28 @@ class RegistryStore:
         return resp
 
     def _follow(self, url: str, accept: str | None) -> _Answer:
-        own_host = urllib.parse.urlsplit(url).netloc
+        """GET `url`, following redirects: the Authorization header goes only to the exact origin (scheme, host,
+        port) it was obtained for, never to storage elsewhere (whose URLs carry their own signature); a redirect
+        from https to plain http, or to any other scheme, is refused (it would carry the request in clear)."""
+        own_origin = _origin(url)
         for _ in range(MAX_REDIRECTS + 1):
             headers = {"Accept": accept} if accept else {}
-            if self._authorization and urllib.parse.urlsplit(url).netloc == own_host:
+            if self._authorization and _origin(url) == own_origin:
                 headers["Authorization"] = self._authorization
             resp = self._send("GET", url, headers)
             if resp.status not in (301, 302, 303, 307, 308):
                 return resp
             location = resp.getheader("Location") or ""
             resp.drain()
-            url = urllib.parse.urljoin(url, location)
+            target = urllib.parse.urljoin(url, location)
+            scheme, was = urllib.parse.urlsplit(target).scheme.lower(), urllib.parse.urlsplit(url).scheme.lower()
+            if scheme not in ("https", "http") or (was == "https" and scheme == "http"):
+                raise ImageReadError(f"registry {self.ref.host} redirected {url.split('?')[0]} to "
+                                     f"{target.split('?')[0][:200]!r}, which leaves https: infra follows no "
+                                     "redirect from https to plain http (or to another scheme)",
+                                     "the registry or its storage is misconfigured (or the connection tampered "
+                                     "with); ask its operator to redirect to https", where=self.description)
+            url = target
         raise ImageReadError(f"too many redirects fetching from {self.ref.host}", None, where=self.description)
 
     def _login(self, challenge: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.paths import validators_dir
+from infra_cli.paths import validators_dir, write_private_file
 
 T = TypeVar("T")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: faster, and what the files were written for
@@ -181,9 +181,8 @@ def _cache_file(path: Path) -> Path | None:
 def _write_cache(cache: Path, data: Any) -> None:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, default=_json_day), encoding="utf-8")
-        os.replace(tmp, cache)
+        # a fresh, randomly named file (O_EXCL|O_NOFOLLOW) renamed over the cache: a planted link is never followed
+        write_private_file(cache, json.dumps(data, default=_json_day).encode("utf-8"), 0o644)
         _prune(cache)
     except (OSError, TypeError, ValueError):
         pass  # no cache (read-only home, odd values): parse every time

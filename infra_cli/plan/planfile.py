@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.paths import write_private_file
 from infra_cli.plan.cost import costs_json
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, PlanMode, Resource, ResourceChange,
@@ -88,12 +88,7 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
     if key is not None:
         body["hmac"] = content_hmac(body, key)
     data = json.dumps(body, indent=2, sort_keys=True).encode()
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    write_private_file(Path(path), data, 0o600)   # a fresh, randomly named file (O_EXCL|O_NOFOLLOW) renamed over it
 
 
 def is_plan_file(path: Path) -> bool:

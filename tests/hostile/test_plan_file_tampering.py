@@ -2,12 +2,13 @@
 refused, prevent_destroy and ownership hold at apply whatever the file says, and nothing changes on refusal.
 
 One emulator and one applied stack serve the whole module: every refusal leaves the live state as it was
-(each test checks that), and the one apply that succeeds runs last. An attacker here knows the file format,
+(each test checks that); the one apply that succeeds has a world of its own, so the tests pass in any order. An attacker here knows the file format,
 so most edits also recompute the sha256 digest (`reseal`); only INFRA_PLAN_KEY's HMAC cannot be forged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -70,13 +71,14 @@ def _live(clients) -> dict:
             for c in clients.ml.compute.list()}
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
+@contextlib.contextmanager
+def _world(root: Path):
+    """An emulator with the stack applied, a cluster of no stack's, the stack edited and two plan files of it
+    (plain and signed)."""
     from azure.ai.ml.entities import AmlCompute
 
     from infra_cli.commands.backend import build_clients
 
-    root = tmp_path_factory.mktemp("tamper")
     state = root / "local"
     server = start_emulator(state)
     try:
@@ -97,6 +99,13 @@ def world(tmp_path_factory):
         yield world
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The module's world: no test changes it (each refusal checks that nothing changed)."""
+    with _world(tmp_path_factory.mktemp("tamper")) as shared:
+        yield shared
 
 
 def _edited(world, tmp_path: Path, edit, *, source: Path | None = None, reseal: bool = True) -> Path:
@@ -293,15 +302,64 @@ def test_a_changed_plan_is_refused_before_anything_is_locked(world, tmp_path, mo
     assert world.server.stats.writes == 0
 
 
-# ---- last: the plan as written applies (it changes the shared state) ----------------------------------------
+# ---- the plan as written applies (in a world of its own: it changes the live state) ---------------------------
 
-def test_zz_the_plan_as_plan_wrote_it_applies_signed_or_not(world, tmp_path):
-    r = _cli(world, "apply", str(world.signed), "--local", "--no-smoke", key=KEY)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "1 added, 1 changed, 0 destroyed" in r.stdout
-    live = _live(world.clients)
-    assert live["a100"][1] == 3 and "fresh" in live and "victim" in live
-    # the unsigned plan was made against the state before: now stale, refused, nothing changes
-    r = _cli(world, "apply", str(world.plain), "--local", "--no-smoke")
-    assert r.returncode == 1 and "apply.stale-plan" in r.stderr
-    assert _live(world.clients) == live
+def test_the_plan_as_plan_wrote_it_applies_signed_or_not(tmp_path):
+    with _world(tmp_path) as own:
+        r = _cli(own, "apply", str(own.signed), "--local", "--no-smoke", key=KEY)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "1 added, 1 changed, 0 destroyed" in r.stdout
+        live = _live(own.clients)
+        assert live["a100"][1] == 3 and "fresh" in live and "victim" in live
+        # the unsigned plan was made against the state before: now stale, refused, nothing changes
+        r = _cli(own, "apply", str(own.plain), "--local", "--no-smoke")
+        assert r.returncode == 1 and "apply.stale-plan" in r.stderr
+        assert _live(own.clients) == live
+
+
+# ---- plan --out writes through no link planted beside or at the file ----------------------------------------
+
+def test_plan_out_writes_through_no_planted_link(world, tmp_path):
+    """The temporary file plan --out writes first is fresh (O_EXCL|O_NOFOLLOW, a random name): a link planted where
+    a fixed name (FILE.tmp) would be, or at FILE itself, is never written through."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "new.plan"
+    (tmp_path / "new.plan.tmp").symlink_to(victim)
+    assert _cli(world, "plan", str(world.stack), "--local", "--out", str(out)).returncode == 0
+    assert victim.read_text() == "precious\n" and (tmp_path / "new.plan.tmp").is_symlink()
+    assert not out.is_symlink() and '"kind": "infra-plan"' in out.read_text()
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    out.unlink()
+    out.symlink_to(victim)          # a link at FILE: replaced by the plan, not followed
+    assert _cli(world, "plan", str(world.stack), "--local", "--out", str(out)).returncode == 0
+    assert victim.read_text() == "precious\n" and not out.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.plan", "new.plan.tmp", "victim"]   # no leftovers
+
+
+# ---- a plan file over its size bound ------------------------------------------------------------------------
+
+def test_a_plan_file_over_its_size_bound_is_refused_unread(tmp_path):
+    """A sparse file one byte over MAX_PLAN_BYTES that starts as a plan does: refused by its size, before a byte of
+    it is parsed (show and apply alike); one at the bound is read (and refused for what it holds)."""
+    from infra_cli.plan.planfile import MAX_PLAN_BYTES, read_plan_file
+
+    big = tmp_path / "big.plan"
+    with open(big, "wb") as fh:
+        fh.write(b'{"kind": "infra-plan", "pad": "')
+        fh.truncate(MAX_PLAN_BYTES + 1)
+    with pytest.raises(DiagnosticError) as caught:
+        read_plan_file(big, key=None)
+    assert f"larger than {MAX_PLAN_BYTES >> 20} MiB" in caught.value.diagnostics[0].message
+    with open(big, "r+b") as fh:
+        fh.truncate(MAX_PLAN_BYTES)
+    with pytest.raises(DiagnosticError) as caught:
+        read_plan_file(big, key=None)
+    assert "larger than" not in caught.value.diagnostics[0].message     # read, and found not to be JSON
+    with open(big, "r+b") as fh:
+        fh.truncate(MAX_PLAN_BYTES + 1)
+    env = {k: v for k, v in os.environ.items() if k != "INFRA_PLAN_KEY"}
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "show", str(big)], capture_output=True, text=True,
+                       cwd=ROOT, env=env, timeout=120)
+    assert r.returncode == 1 and "error[planfile.invalid]" in r.stderr and "larger than 64 MiB" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

@@ -316,3 +316,45 @@ def test_environment_variable_name_with_a_control_character_is_a_diagnostic(tmp_
     path = _job_stack(tmp_path, f"environment_variables: {{{yaml_text(name)}: x}}")
     [d] = [d for d in validate_stack(load_stack(path)) if d.rule == "distribution.environment-variable-name"]
     assert d.line == 13 and "control characters" in d.hint
+
+
+# ---- the second layer alone: the grammar check bypassed, the template's filters still hold -------------------
+
+@pytest.fixture
+def unchecked(monkeypatch):
+    """render_dockerfile with the first layer (each parameter's grammar) bypassed: values reach the template as
+    given, so only its own filters (`sh` on RUN lines, `image` on FROM, one line everywhere) stand between."""
+    from infra_cli.knowledge.docker_templates import parameter_problems
+
+    monkeypatch.setattr("infra_cli.image.dockerfile.template_parameters",
+                        lambda template, parameters: parameter_problems(template, parameters)[0])
+
+
+@pytest.mark.parametrize("name, value, extra", [
+    ("nccl_rdma_sharp_plugin_ref", f"v1;{INJECTED}", {"nccl_rdma_sharp_plugin": True}),
+    ("nccl_rdma_sharp_plugin_ref", f"v1 $({INJECTED})", {"nccl_rdma_sharp_plugin": True}),
+    ("hpcx_url", f"http://e.example/x.tbz;{INJECTED}", {}),
+    ("openmpi_source", f"4.1.6;{INJECTED}", {}),
+    ("pip_packages", [f"x;{INJECTED}", f"$({INJECTED})"], {}),
+], ids=["ref-semicolon", "ref-substitution", "url", "openmpi", "pip"])
+def test_run_lines_quote_what_the_grammar_would_have_refused(unchecked, stubs, tmp_path, name, value, extra):
+    text = render_dockerfile("openmpi-rdma", {**extra, name: value})
+    records = run_lines(stubs, text, tmp_path)
+    assert not [r for r in records if r[0] == INJECTED], records
+    grammar = {"nccl_rdma_sharp_plugin_ref": "git_ref", "hpcx_url": "https_url_or_empty",
+               "openmpi_source": "openmpi_source", "pip_packages": "pip_requirements"}[name]
+    _expect_argv(grammar, value, records, text)
+
+
+@pytest.mark.parametrize("value", [f"ubuntu;{INJECTED}", f"ubuntu:22.04 AS x\nRUN {INJECTED}", "ubuntu:22.04 AS x",
+                                   f"$({INJECTED})"])
+def test_from_takes_only_an_image_reference_with_the_grammar_check_bypassed(unchecked, value):
+    with pytest.raises(DiagnosticError) as refused:
+        render_dockerfile("openmpi-rdma", {"base_image": value})
+    assert refused.value.diagnostics[0].rule == "build.parameters"
+    assert "not rendered into a Dockerfile" in refused.value.diagnostics[0].message
+
+
+def test_a_newline_anywhere_stops_the_render_with_the_grammar_check_bypassed(unchecked):
+    with pytest.raises(DiagnosticError, match="control characters"):
+        render_dockerfile("openmpi-rdma", {"nccl_rdma_sharp_plugin": True, "nccl_rdma_sharp_plugin_ref": f"v1\nRUN {INJECTED}"})

@@ -157,6 +157,47 @@ def test_a_blob_write_never_follows_a_link_in_the_blob_store(tmp_path):
     assert list(outside.iterdir()) == []
 
 
+def test_a_link_at_a_blobs_own_path_is_never_written_through(tmp_path):
+    """The blob's container folder is real; the blob's own file is a link (paths.open_beneath opens the final file
+    with O_NOFOLLOW too, not only the folders on the way)."""
+    victim = _victim(tmp_path)
+    state = tmp_path / "local"
+    server = _start(state)
+    try:
+        headers = {"x-ms-blob-type": "BlockBlob", "Authorization": f"Bearer {server.token}"}
+        url = f"{server.url}devstoreaccount1/code-abc/"
+        ok = requests.put(url + "first", data=b"fine", headers=headers, verify=str(server.cert_path), timeout=30)
+        assert ok.status_code == 201, ok.text              # the container's folder exists, ours
+        os.symlink(victim, state / "blobs" / "code-abc" / "f")
+        r = requests.put(url + "f", data=b"evil", headers=headers, verify=str(server.cert_path), timeout=30)
+        assert r.status_code == 409 and "InvalidBlobPath" in r.text, r.text
+    finally:
+        server.stop()
+    _unchanged(victim)
+
+
+@pytest.mark.parametrize("command", [["plan", "STACK", "--local"], ["emulator", "serve", "--dir", "STATE"],
+                                     ["emulator", "reset", "--dir", "STATE"]])
+def test_infra_local_dir_itself_a_link_is_refused_saying_so(tmp_path, command):
+    """INFRA_LOCAL_DIR (or --dir) naming a link to a directory: refused with a message that says it is a link
+    (not followed, not "not a directory"), and nothing is written where it points."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "local"
+    link.symlink_to(real, target_is_directory=True)
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(STACK)
+    env = {k: v for k, v in os.environ.items() if k not in ("INFRA_DEBUG", "INFRA_EMULATOR_URL")}
+    env.update(PYTHONPATH=str(ROOT), INFRA_LOCAL_DIR=str(link))
+    argv = [str(stack) if a == "STACK" else str(link) if a == "STATE" else a for a in command]
+    r = subprocess.run([sys.executable, "-m", "infra_cli", *argv], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{link} is a symbolic link" in r.stderr and "INFRA_LOCAL_DIR" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert list(real.iterdir()) == []
+
+
 def _corrupt(state: Path) -> Path:
     state.mkdir(mode=0o700)
     database = state / "state.sqlite3"

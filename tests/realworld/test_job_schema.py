@@ -4,10 +4,15 @@ from the data."""
 
 from __future__ import annotations
 
+import os
 import runpy
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.stack.model import (JOB_KEYS_ELSEWHERE, NESTED_DISTRIBUTION_KEYS, Distribution, JobDistribution,
@@ -46,8 +51,55 @@ def test_nested_blocks_read_exactly_azures_keys():
     assert set(NESTED_DISTRIBUTION_KEYS["resources"]) <= set(schema.resources)
 
 
+def _validators_copy(tmp_path: Path, edit) -> Path:
+    """A copy of validators/ whose job_schema.yaml is `edit(data)`, as a user's INFRA_VALIDATORS_DIR."""
+    copy = tmp_path / "validators"
+    shutil.copytree(ROOT / "validators", copy)
+    data = yaml.safe_load((copy / "job_schema.yaml").read_text(encoding="utf-8"))
+    edit(data)
+    (copy / "job_schema.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    return copy
+
+
+def _validate(tmp_path: Path, validators: Path | None) -> subprocess.CompletedProcess:
+    """`infra validate` of a stack whose service has a key `future_key`, with -X importtime (what it imported)."""
+    stack = tmp_path / "stack.yaml"
+    stack.write_text((ROOT / "stacks" / "ib-a100.yaml").read_text(encoding="utf-8")
+                     + "    services: {vscode: {type: vs_code, nodes: all, future_key: 1}}\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "INFRA_VALIDATORS_DIR"}
+    if validators is not None:
+        env["INFRA_VALIDATORS_DIR"] = str(validators)
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "infra_cli", "validate", str(stack)],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r
+
+
+def _imported(stderr: str) -> set[str]:
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
 def test_validate_reads_the_data_not_azure_ai_ml(tmp_path):
-    """The offline loader takes the file as data (a user's INFRA_VALIDATORS_DIR copy included)."""
-    schema = job_schema()
-    assert schema.azure_ai_ml and schema.source.startswith("https://")
-    assert "shm_size" in schema.resources and "docker_args" in schema.resources
+    """The offline loader takes the file as data: a user's INFRA_VALIDATORS_DIR copy that knows one more service
+    key (as a newer azure-ai-ml would) changes what validate says, and azure.ai.ml is never imported."""
+    packaged = _validate(tmp_path, None)
+    assert packaged.returncode == 1 and "error[distribution.job-key]" in packaged.stderr, packaged.stderr
+    assert "'future_key'" in packaged.stderr
+    copy = _validators_copy(tmp_path, lambda data: data["services"].append("future_key"))
+    extended = _validate(tmp_path, copy)
+    assert extended.returncode == 0, extended.stderr
+    assert "future_key" not in extended.stdout + extended.stderr.replace("import time:", "")
+    for run in (packaged, extended):
+        imported = _imported(run.stderr)
+        assert "infra_cli.knowledge.job_schema" in imported       # the data was read...
+        assert not {m for m in imported if m == "azure.ai.ml" or m.startswith("azure.ai.ml.")}   # ...not the SDK
+
+
+def test_an_empty_key_in_a_users_job_schema_is_a_diagnostic(tmp_path):
+    """An empty key name in INFRA_VALIDATORS_DIR's job_schema.yaml: knowledge.invalid at the block, never taken
+    as a key (nor a traceback)."""
+    copy = _validators_copy(tmp_path, lambda data: data["services"].append(""))
+    r = _validate(tmp_path, copy)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "error[knowledge.invalid]" in r.stderr and "job_schema.yaml" in r.stderr, r.stderr
+    assert "services must be a list of key names" in r.stderr and "INFRA_VALIDATORS_DIR" in r.stderr
