@@ -27,11 +27,10 @@ from infra_cli.paths import copy_no_wider, stage_context
 from infra_cli.smoke.api import render_distribution_jobs
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
-from infra_cli.stack.model import Cluster, Environment
+from infra_cli.stack.model import AML_ENVIRONMENT_SCHEMA, Cluster, Environment
 from infra_cli.validate.engine import load_valid_stack
 
 COMPUTE_SCHEMA = "https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json"
-ENVIRONMENT_SCHEMA = "https://azuremlschemas.azureedge.net/latest/environment.schema.json"
 SECRET_SSH_FIELDS = ("admin_password", "ssh_key_value")
 
 
@@ -67,7 +66,7 @@ def _secret_note(name: str, cluster: Cluster) -> str:
 
 
 def _environment_base(name: str, env: Environment) -> dict[str, Any]:
-    doc: dict[str, Any] = {"$schema": ENVIRONMENT_SCHEMA, "name": name}
+    doc: dict[str, Any] = {"$schema": AML_ENVIRONMENT_SCHEMA, "name": name}
     if env.version is not None:
         doc["version"] = env.version
     if env.description:
@@ -129,9 +128,13 @@ def _write_environment(w: _Writer, loaded: LoadedStack, name: str, env: Environm
     doc = _environment_base(name, env)
     if env.image:
         doc["image"] = env.image
-        if env.conda_file:
-            conda = f"{name}/{Path(env.conda_file).name}"
-            w.copy_file(loaded.base_dir / env.conda_file, f"environments/{conda}")
+        if env.conda_path:
+            conda = f"{name}/{Path(env.conda_path).name}"
+            w.copy_file(loaded.base_dir / env.conda_path, f"environments/{conda}")
+            doc["conda_file"] = conda
+        elif env.inline_conda:  # written inline: rendered to a file, as `az ml environment create -f` reads it
+            conda = f"{name}/conda.yml"
+            w.text(f"environments/{conda}", env.inline_conda)
             doc["conda_file"] = conda
     elif env.build.path:
         w.copy_tree(loaded.base_dir / env.build.path, f"environments/{name}/context")
