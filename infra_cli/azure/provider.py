@@ -165,9 +165,9 @@ REST_READERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-# While an operation runs on a compute (ARM's provisioningState: any but Succeeded, Failed and Canceled,
-# https://github.com/Azure/azure-resource-manager-rpc/blob/master/v1.0/async-api-reference.md), or when its
-# AmlCompute properties are null, Azure has not reported its settings: the 2025-12-01 recorded create
+# When its AmlCompute properties are null, or an operation runs on it (ARM's provisioningState: any but Succeeded,
+# Failed and Canceled, https://github.com/Azure/azure-resource-manager-rpc/blob/master/v1.0/async-api-reference.md)
+# and they carry no size, Azure has not reported its settings: the 2025-12-01 recorded create
 # (Compute/createOrUpdate/BasicAmlCompute.json) answers `{"computeType": "AmlCompute", "provisioningState":
 # "Creating"}` and nothing else, and the spec's AmlComputeProperties requires no field. No value is "always sent".
 _TERMINAL_STATES = ("succeeded", "failed", "canceled")
@@ -175,13 +175,17 @@ UNREPORTED_READERS = {**REST_READERS, "required_text": _text}
 
 
 def settings_reported(body: dict) -> bool:
-    """Whether Azure's answer reports the compute's settings (False: an operation runs on it, or they are null)."""
+    """Whether Azure's answer reports the compute's settings: False where its AmlCompute properties are null, or
+    where an operation runs on it and they say no size yet."""
     outer = body.get("properties")
     if not isinstance(outer, dict):
         return True  # not an object: read as always, and named as unreadable
+    inner = outer.get("properties")
+    if inner is None:
+        return False
     state = outer.get("provisioningState")
     running = isinstance(state, str) and state.strip().lower() not in _TERMINAL_STATES
-    return outer.get("properties") is not None and not running
+    return not (running and isinstance(inner, dict) and inner.get("vmSize") in (None, ""))
 
 
 def _at(body: Any, path: str) -> Any:

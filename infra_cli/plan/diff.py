@@ -263,8 +263,8 @@ def drift(desired: list[Resource], live: LiveState, *, stack: str) -> list[Resou
     by_name = {r.name: r for r in desired if r.type == "cluster"}
     out = []
     for name, current in sorted(live.clusters.items()):
-        if current.owner_stack != stack:
-            continue
+        if current.owner_stack != stack or settings_unreported(current.attributes):
+            continue  # not the stack's, or Azure has not reported its settings yet: nothing to say changed
         written = current.tags.get(TAG_HASH)
         if written is None or content_hash(live_comparable(without_provisioning(current.attributes))) == written:
             continue

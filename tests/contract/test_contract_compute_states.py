@@ -19,8 +19,10 @@ from infra_cli.apply.executor import Applier
 from infra_cli.azure.provider import AzureProvider, compute_values
 from infra_cli.commands.views.plan import render_change
 from infra_cli.plan.desired import desired_resources
-from infra_cli.plan.diff import diff
-from infra_cli.plan.live import refresh
+from infra_cli.plan.diff import diff, drift
+from infra_cli.knowledge.skus import load_catalog
+from infra_cli.plan.live import LiveFacts, refresh
+from infra_cli.plan.preflight import preflight
 from infra_cli.plan.model import REPLACE, UPDATE
 
 CREATING = example("machinelearningservices/2025-12-01/Compute/createOrUpdate/BasicAmlCompute.json")
@@ -30,15 +32,23 @@ COMPUTE = f"{workspace_url(PARAMS)}/computes/{PARAMS['computeName']}"
 OPERATION = OPERATION_URL.format(sub=PARAMS["subscriptionId"], loc="eastus2")
 
 
-def _plan(tmp_path, monkeypatch, body: dict):
-    loaded = load_stack_text(tmp_path, recorded_cluster_stack(PARAMS))
-    resources = desired_resources(loaded)
+def _live(tmp_path, monkeypatch, body: dict):
+    """The live state of the workspace whose one compute Azure answers with `body` (owned by the stack)."""
+    resources = desired_resources(load_stack_text(tmp_path, recorded_cluster_stack(PARAMS)))
     (cluster,) = resources
     clients = azure_clients(monkeypatch, PARAMS, "eastus2")
     with replay() as mock:
         mock.get(f"{workspace_url(PARAMS)}/computes", json={"value": [owned(body, cluster)]})
-        live = refresh(AzureProvider(clients), resources)
-    return diff(resources, live, stack="contract", source=loaded.source), loaded, cluster, clients
+        return refresh(AzureProvider(clients), resources)
+
+
+def _plan(tmp_path, monkeypatch, body: dict):
+    loaded = load_stack_text(tmp_path, recorded_cluster_stack(PARAMS))
+    resources = desired_resources(loaded)
+    (cluster,) = resources
+    live = _live(tmp_path, monkeypatch, body)
+    return (diff(resources, live, stack="contract", source=loaded.source), loaded, cluster,
+            azure_clients(monkeypatch, PARAMS, "eastus2"))
 
 
 def test_the_recorded_answer_has_no_amlcompute_properties():
@@ -53,12 +63,19 @@ def test_the_recorded_creating_answer_is_read_without_a_problem():
 
 
 def test_the_recorded_creating_answer_plans_as_still_creating(tmp_path, monkeypatch):
-    result, _, _, _ = _plan(tmp_path, monkeypatch, response_body(CREATING, "201"))
+    result, loaded, _, _ = _plan(tmp_path, monkeypatch, response_body(CREATING, "201"))
     (change,) = result.changes
     assert change.actions == UPDATE and change.replace_paths == []
     assert change.action_reason.startswith("update_after_create: provisioningState is Creating")
     assert "apply waits for it" in change.action_reason
     assert result.diagnostics == []
+    assert drift(desired_resources(load_stack_text(tmp_path, recorded_cluster_stack(PARAMS))),
+                 _live(tmp_path, monkeypatch, response_body(CREATING, "201")), stack="contract") == []
+    # the plan's preflight reads it too (quota): nothing of it is counted while Azure reports no settings
+    facts = LiveFacts(location="eastus2", workspace_location="eastus2")
+    found = preflight([change], [], facts, load_catalog(), loaded.source, PARAMS["workspaceName"])
+    assert [d.rule for d in found] == ["cluster.size-retired"]   # STANDARD_NC6, recorded: a warning, it exists
+    assert found[0].severity == "warning"
     shown = "\n".join(render_change(change, lambda text, code: text))
     assert "cluster.compute123 is still being created: apply waits for it" in shown
     assert "(not reported yet) -> " in shown and "forces replacement" not in shown
