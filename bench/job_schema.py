@@ -44,6 +44,22 @@ def _nested(field) -> type:
     return field.nested
 
 
+def _inputs(field) -> tuple[dict, list[str]]:
+    """The shapes of a job's input as a mapping: per data type its keys and modes, and the literal's keys
+    ({value: ...}); a plain value (number, text, true/false) is the union's last member."""
+    types, literal = {}, []
+    for member in field.value_field._union_fields:
+        if not hasattr(member, "nested"):
+            continue  # the plain literal: integer, number, string, boolean
+        fields = _fields(_nested(member))
+        if "type" not in fields:
+            literal = _keys(fields)
+            continue
+        for kind in fields["type"].allowed_values:
+            types[kind] = {"keys": _keys(fields), "modes": list(fields["mode"].allowed_values)}
+    return dict(sorted(types.items())), literal
+
+
 def generate() -> dict:
     """The document, from the installed azure-ai-ml."""
     import azure.ai.ml
@@ -55,6 +71,7 @@ def generate() -> dict:
         fields = _fields(_nested(union_member))
         kind = fields["type"].allowed_values[0]
         distribution[kind.lower()] = _keys(fields)
+    input_types, literal_input = _inputs(job["inputs"])
     services = sorted({key for member in job["services"].value_field._union_fields
                        for key in _keys(_fields(_nested(member)))})
     return {
@@ -67,6 +84,8 @@ def generate() -> dict:
         "queue_settings": _keys(_fields(_nested(job["queue_settings"]))),
         "services": services,
         "distribution": dict(sorted(distribution.items())),
+        "input_types": input_types,
+        "literal_input": literal_input,
     }
 
 

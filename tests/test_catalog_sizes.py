@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -179,6 +180,26 @@ def test_plan_validation_leaves_the_retired_verdict_to_preflight(tmp_path):
     facts = LiveFacts(location="eastus", workspace_location="eastus")
     found = preflight([_change(NO_OP)], [], facts, load_catalog(), loaded.source, "mlw-test")
     assert [(d.rule, d.severity) for d in found] == [("cluster.size-retired", "warning")]
+
+
+def test_plan_stopped_by_another_error_still_shows_the_retired_size(tmp_path):
+    """`validate` shows cluster.size-retired and the other error; a plan that the other error stops before it
+    reads the live state shows both too (before: only the other one)."""
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK + "distributions:\n  d: {cluster: old, environment: nope, type: pytorch, instance_count: 1, "
+                    "process_count_per_instance: 4}\n", encoding="utf-8")
+    with pytest.raises(DiagnosticError) as offline:
+        load_valid_stack(path)
+    with pytest.raises(DiagnosticError) as planned:
+        load_valid_stack(path, judged_live=LIVE_JUDGED_RULES)
+    rules = sorted(d.rule for d in offline.value.diagnostics)
+    assert rules == ["cluster.size-retired", "distribution.dangling-reference"]
+    assert sorted(d.rule for d in planned.value.diagnostics) == rules
+    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")}
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "plan", str(path), "--local"], capture_output=True,
+                       text=True, cwd=ROOT, env=env, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert sorted(re.findall(r"error\[([a-z.-]+)\]", r.stderr)) == rules, r.stderr
 
 
 def test_plan_of_a_new_cluster_on_a_retired_size_is_an_error(tmp_path):

@@ -286,3 +286,40 @@ def test_validate_knows_what_they_carry(tmp_path):
     path.write_text(STACK.replace("CURATED", f"azureml:AzureML-{TF_216}@latest").replace("type: pytorch", "type: mpi"))
     rules = [d.rule for d in validate_stack(load_stack(path)) if d.severity == "error"]
     assert rules == [], rules
+
+
+# ---- curated names as public samples write them -------------------------------------------------------------
+
+def test_a_legacy_azureml_name_resolves_when_the_registry_has_it(tmp_path, clients):
+    """`azureml:AzureML-acpt-pytorch-2.2-cuda12.1@latest`, as public samples write the registry's
+    acpt-pytorch-2.2-cuda12.1 (before: validate passed it, then plan said plan.environment-not-found)."""
+    path = tmp_path / "stack.yaml"
+    for written in (f"azureml:AzureML-{ACPT_22}@latest", f"azureml:AzureML-{ACPT_22.upper()}@latest",
+                    f"AzureML-{ACPT_22}:19"):
+        path.write_text(STACK.replace("CURATED", written))
+        outcome = plan_stack(load_stack(path), AzureProvider(clients))
+        assert not outcome.plan.has_errors(), (written, outcome.plan.diagnostics)
+        (env,) = [c for c in outcome.plan.resource_changes if c.address == "environment.acpt"]
+        assert env.after["resolved"].startswith(f"azureml://registries/azureml/environments/{ACPT_22}/versions/")
+
+
+@pytest.mark.parametrize("environment_id", [f"azureml:AzureML-{ACPT_22}@latest", f"azureml:AzureML-{ACPT_22}:19"])
+def test_the_emulator_runs_a_job_on_a_legacy_azureml_name(environment_id):
+    from infra_cli.emulator.ml_registry import check_job_environment
+
+    check_job_environment(environment_id)
+
+
+@pytest.mark.parametrize("written, suggested", [
+    (f"azureml:AzureML-{ACPT_22[:-1]}2@latest", f"azureml:AzureML-{ACPT_22}@latest"),
+    ("azureml://registries/azureml/environments/acpt-pytorch-2.8-cuda12.7/labels/latest",
+     f"azureml://registries/azureml/environments/{ACPT_28}/labels/latest"),
+])
+def test_a_name_that_resolves_to_nothing_gets_a_did_you_mean_from_the_registry(tmp_path, clients, written,
+                                                                               suggested):
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("CURATED", written))
+    outcome = plan_stack(load_stack(path), AzureProvider(clients))
+    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+    assert error["hint"].startswith(f"did you mean {suggested}"), error["hint"]
+    assert "az ml environment list --registry-name azureml" in error["hint"]

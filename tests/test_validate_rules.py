@@ -104,6 +104,15 @@ def test_a_command_binding_names_a_declared_input(tmp_path):
     assert check(tmp_path, body.replace("inputs.epoch}}", "inputs.epochs}}")).of("distribution.job-binding") == []
 
 
+def test_a_components_input_declaration_in_a_job_is_refused_as_load_job_refuses_it(tmp_path):
+    """tests/test_sdk_shapes.py holds every input shape to azure-ai-ml's load_job verdict."""
+    body = one_distribution(A100, CURATED_ENV, "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n"
+                            "inputs: {epochs: {type: integer}}\ncommand: python train.py --epochs ${{inputs.epochs}}\n")
+    d = check(tmp_path, body).one("distribution.job-input", "error", "type: integer")
+    assert "epochs: VALUE" in d.hint and "uri_folder" in d.hint
+    assert check(tmp_path, body.replace("{type: integer}", "10")).of("distribution.job-input") == []
+
+
 def test_a_service_key_azure_ai_ml_does_not_read(tmp_path):
     body = one_distribution(A100, CURATED_ENV, "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n"
                             "services:\n  vscode:\n    job_service_type: vs_code\n    nodes: all\n")
@@ -605,6 +614,15 @@ def test_pasted_compute_name_must_equal_the_key(tmp_path):
     r = check(tmp_path, f"clusters:\n  gpu:\n    name: gpu-cluster\n    size: {A100}\n")
     r.one("cluster.name-mismatch", "error", "name: gpu-cluster")
     r = check(tmp_path, f"clusters:\n  gpu:\n    name: gpu\n    size: {A100}\n")
+    assert r.diagnostics == []
+
+
+def test_pasted_environment_name_must_equal_the_key(tmp_path):
+    """An `az ml environment` YAML pastes with its $schema and name (azure-ai-ml's own test files do)."""
+    schema = "$schema: https://azuremlschemas.azureedge.net/latest/environment.schema.json\n    "
+    r = check(tmp_path, f"environments:\n  env:\n    {schema}name: myTestEnv\n    image: x.azurecr.io/t:1\n")
+    r.one("environment.name-mismatch", "error", "name: myTestEnv")
+    r = check(tmp_path, f"environments:\n  myTestEnv:\n    {schema}name: myTestEnv\n    image: x.azurecr.io/t:1\n")
     assert r.diagnostics == []
 
 

@@ -28,7 +28,7 @@ from infra_cli.image.api import render_dockerfile
 from infra_cli.knowledge.update_semantics import semantics, transient_errors
 from infra_cli.paths import stage_context
 from infra_cli.plan.api import (CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange, cluster_secrets,
-                                provisioning_problem, read_cluster)
+                                provisioning_problem, read_cluster, settings_unreported)
 from infra_cli.stack.load import LoadedStack
 
 DEFAULT_PARALLELISM = 8
@@ -116,7 +116,8 @@ class Applier:
             say("progress", "destroying")
             self.provider.delete_cluster(change.name)
             return
-        if first:
+        # a cluster whose settings Azure has not reported (still Creating, Deleting): wait for it, then judge it
+        if first and not (change.before is not None and settings_unreported(change.before)):
             if change.actions == REPLACE:
                 say("progress", "destroying (replace, step 1 of 2)")
                 self.provider.delete_cluster(change.name)
@@ -158,6 +159,8 @@ class Applier:
     def _unusable(live: Resource, desired: Resource) -> bool:
         """Failed (or the like), or differing in a field no PUT can change: only delete + create helps."""
         forcing = semantics("cluster").force_replacement
+        if settings_unreported(live.attributes):  # nothing reported to compare: the PUT says what it should be
+            return bool(provisioning_problem(live.attributes))
         return bool(provisioning_problem(live.attributes)) or any(
             live.attributes.get(k) != desired.attributes.get(k) for k in desired.attributes if k in forcing)
 

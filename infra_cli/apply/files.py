@@ -41,7 +41,7 @@ from infra_cli.paths import (
 from infra_cli.smoke.api import distribution_job_files
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
-from infra_cli.stack.model import Cluster, Environment
+from infra_cli.stack.model import AML_ENVIRONMENT_SCHEMA, Cluster, Environment
 from infra_cli.validate.engine import load_valid_stack
 
 MANIFEST = ".infra-render.json"
@@ -49,7 +49,6 @@ MANIFEST_FORMAT = 1
 MANIFEST_LIMIT = 16 << 20   # a manifest larger than this was not written by render: it is not read
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 COMPUTE_SCHEMA = "https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json"
-ENVIRONMENT_SCHEMA = "https://azuremlschemas.azureedge.net/latest/environment.schema.json"
 SECRET_SSH_FIELDS = ("admin_password", "ssh_key_value")
 
 
@@ -85,7 +84,7 @@ def _secret_note(name: str, cluster: Cluster) -> str:
 
 
 def _environment_base(name: str, env: Environment) -> dict[str, Any]:
-    doc: dict[str, Any] = {"$schema": ENVIRONMENT_SCHEMA, "name": name}
+    doc: dict[str, Any] = {"$schema": AML_ENVIRONMENT_SCHEMA, "name": name}
     if env.version is not None:
         doc["version"] = env.version
     if env.description:
@@ -106,9 +105,13 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
     doc = _environment_base(name, env)
     if env.image:
         doc["image"] = env.image
-        if env.conda_file:
-            conda = f"{name}/{Path(env.conda_file).name}"
-            files.append(OutputFile(f"environments/{conda}", source=loaded.base_dir / env.conda_file))
+        if env.conda_path:
+            conda = f"{name}/{Path(env.conda_path).name}"
+            files.append(OutputFile(f"environments/{conda}", source=loaded.base_dir / env.conda_path))
+            doc["conda_file"] = conda
+        elif env.inline_conda:  # written inline: rendered to a file, as `az ml environment create -f` reads it
+            conda = f"{name}/conda.yml"
+            files.append(OutputFile(f"environments/{conda}", env.inline_conda))
             doc["conda_file"] = conda
     elif env.build.path:
         # the context as it is uploaded (paths.context_files): no symlink followed out of it, ignored files left
@@ -156,8 +159,8 @@ def _sources(loaded: LoadedStack) -> Iterator[tuple[tuple | None, str, Path]]:
     yield None, "the stack file", loaded.path
     base = loaded.base_dir
     for name, env in loaded.stack.environments.items():
-        if env.conda_file:
-            yield ("environments", name, "conda_file"), "the conda file", base / env.conda_file
+        if env.conda_path:
+            yield ("environments", name, "conda_file"), "the conda file", base / env.conda_path
         if env.build and env.build.path:
             yield ("environments", name, "build", "path"), "the build context", base / env.build.path
         if env.build and env.build.template:

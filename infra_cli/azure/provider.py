@@ -23,7 +23,7 @@ from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.protocol import Written
 from infra_cli.azure.sdk_chatter import quiet_sdk
-from infra_cli.knowledge.curated import parse_environment_reference
+from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
 
 MAX_READ_CONCURRENCY = 32   # one round of single reads for a stack of 60 resources, each waiting on the network
@@ -165,6 +165,29 @@ REST_READERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+# When its AmlCompute properties are null, or an operation runs on it (ARM's provisioningState: any but Succeeded,
+# Failed and Canceled, https://github.com/Azure/azure-resource-manager-rpc/blob/master/v1.0/async-api-reference.md)
+# and they carry no size, Azure has not reported its settings: the 2025-12-01 recorded create
+# (Compute/createOrUpdate/BasicAmlCompute.json) answers `{"computeType": "AmlCompute", "provisioningState":
+# "Creating"}` and nothing else, and the spec's AmlComputeProperties requires no field. No value is "always sent".
+_TERMINAL_STATES = ("succeeded", "failed", "canceled")
+UNREPORTED_READERS = {**REST_READERS, "required_text": _text}
+
+
+def settings_reported(body: dict) -> bool:
+    """Whether Azure's answer reports the compute's settings: False where its AmlCompute properties are null, or
+    where an operation runs on it and they say no size yet."""
+    outer = body.get("properties")
+    if not isinstance(outer, dict):
+        return True  # not an object: read as always, and named as unreadable
+    inner = outer.get("properties")
+    if inner is None:
+        return False
+    state = outer.get("provisioningState")
+    running = isinstance(state, str) and state.strip().lower() not in _TERMINAL_STATES
+    return not (running and isinstance(inner, dict) and inner.get("vmSize") in (None, ""))
+
+
 def _at(body: Any, path: str) -> Any:
     """`a.b.c` of the answer; None where a step is missing or null; _Misplaced where a step that must hold an object
     holds something else (the path of that step, for the message)."""
@@ -242,8 +265,12 @@ def compute_values(body: Any) -> dict[str, Any]:
     if kind == "amlcompute":
         # a Failed or stuck cluster plans as a replacement (plan/diff.py); azure-ai-ml keeps the first code
         explicit = {"provisioning_errors": _first_error_code}
-        values.update({f.value_key: _read(body, f.rest, REST_READERS[f.read] if f.plain(REST) else
+        reported = settings_reported(body)
+        readers = REST_READERS if reported else UNREPORTED_READERS
+        values.update({f.value_key: _read(body, f.rest, readers[f.read] if f.plain(REST) else
                                           explicit[f.value_key], problems) for f in CLUSTER_FIELDS if f.rest})
+        if not reported:
+            values["settings_reported"] = False  # plan/normalise.py: its AmlCompute settings are unknown, not defaults
     return {**values, "unreadable": problems} if problems else values
 
 
@@ -385,24 +412,43 @@ class AzureProvider:
         """What an environment reference names now, as `azureml://registries/R/environments/N/versions/V` (or
         `azureml:N:V` in the workspace); None when it does not exist. Labels (latest) resolve to a version."""
         ref = parse_environment_reference(reference)
+        arm = self.clients.arm
         if ref.registry:
             base, sub, group = registry_base or self._registry_base(ref.registry)
             if not base:
                 return None
-            versions = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
-                        f"Microsoft.MachineLearningServices/registries/{ref.registry}/environments/{ref.name}/versions")
-            api = API_REGISTRY_ASSETS
+            registry = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
+                        f"Microsoft.MachineLearningServices/registries/{ref.registry}/environments")
+            # a curated name as public samples write it (AzureML-acpt-...) is the registry's acpt-... too
+            forms = registry_name_forms(ref.name) if ref.registry.lower() == CURATED_REGISTRY else (ref.name,)
+            candidates, api = [f"{registry}/{form}/versions" for form in forms], API_REGISTRY_ASSETS
         else:
-            versions, api = f"{self._workspace_path}/environments/{ref.name}/versions", API_ENVIRONMENTS
-        arm = self.clients.arm
-        body = (arm.first(versions, api, **{"$orderBy": "createdtime desc", "$top": 1}) if ref.label
-                else arm.get(f"{versions}/{ref.version}", api))
+            candidates, api = [f"{self._workspace_path}/environments/{ref.name}/versions"], API_ENVIRONMENTS
+        body = None
+        for versions in candidates:
+            body = (arm.first(versions, api, **{"$orderBy": "createdtime desc", "$top": 1}) if ref.label
+                    else arm.get(f"{versions}/{ref.version}", api))
+            if body is not None:
+                break
         if body is None:
             return None
         entity = version_values(body)
         if ref.registry:
             return f"azureml://registries/{ref.registry}/environments/{entity['name']}/versions/{entity['version']}"
         return f"azureml:{entity['name']}:{entity['version']}"
+
+    def environment_names(self, registry: str | None) -> list[str]:
+        """The names of a registry's environments (its containers), or of the workspace's with None: what a
+        reference that names nothing is compared against for a did-you-mean."""
+        if registry is None:
+            return [name for name, _ in self.listed_environments()]
+        base, sub, group = self._registry_base(registry)
+        if not base:
+            return []
+        listing = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
+                   f"Microsoft.MachineLearningServices/registries/{registry}/environments")
+        return [str(b.get("name")) for b in self.clients.arm.pages(listing, API_REGISTRY_ASSETS)
+                if isinstance(b, dict) and b.get("name")]
 
     def resolve_environments(self, references: dict[str, str]) -> dict[str, str | None]:
         """name -> resolved id (None: not found) for each reference, concurrently; each registry is discovered
@@ -553,16 +599,18 @@ class AzureProvider:
             released.append(str(listed.version))
         return released
 
-    def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | None,
+    def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | dict | None,
                                    build_files: Callable[[Path], Path] | None) -> Any:
-        """Register a new, immutable version (never rewrite one)."""
+        """Register a new, immutable version (never rewrite one). conda_file: a path relative to base_dir, or the
+        conda YAML inline (a mapping, which azure-ai-ml sends as its YAML text)."""
         from azure.ai.ml.entities import BuildContext, Environment
 
         a = resource.attributes
         common = dict(name=resource.name, version=a["version"], description=a.get("description"),
                       tags={**a.get("tags", {}), **resource.tags})
         if a["kind"] == "image":
-            env = Environment(image=a["image"], conda_file=str(base_dir / conda_file) if conda_file else None, **common)
+            conda = conda_file if isinstance(conda_file, dict) else str(base_dir / conda_file) if conda_file else None
+            env = Environment(image=a["image"], conda_file=conda, **common)
             return self.clients.ml.environments.create_or_update(env)
         with tempfile.TemporaryDirectory(prefix="infra-build-") as tmp, quiet_sdk():  # uploads the context
             context = build_files(Path(tmp)) if build_files else base_dir

@@ -12,7 +12,7 @@ from __future__ import annotations
 from infra_cli.emulator.service import EmulatedService
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
 from infra_cli.knowledge.curated import (RegistryEnvironment, curated_registries, parse_environment_reference,
-                                         registry_environment)
+                                         registry_environment, resolve_registry_environment)
 
 # Where the registries of the emulated world live (Azure answers the subscription and group that own them).
 REGISTRY_SUBSCRIPTION = "00000000-0000-0000-0000-00000000a2e1"
@@ -124,11 +124,14 @@ def check_job_environment(environment_id: str) -> None:
     ref = parse_environment_reference(environment_id)
     if ref.registry is None:
         return
-    try:
-        env = _environment(ref.registry, ref.name)
-    except ArmError as exc:
-        raise ArmError(400, "UserError", f"Environment {environment_id} was not found: {exc.message}",
-                       target="environmentId") from None
+    # a curated name in its legacy form (AzureML-acpt-...) means the registry's acpt-... (registry_name_forms)
+    env = resolve_registry_environment(ref.registry, ref.name) if ref.registry.lower() in curated_registries() else None
+    if env is None:
+        try:
+            env = _environment(ref.registry, ref.name)
+        except ArmError as exc:
+            raise ArmError(400, "UserError", f"Environment {environment_id} was not found: {exc.message}",
+                           target="environmentId") from None
     if ref.version is not None and not (ref.version.isdigit() and 1 <= int(ref.version) <= env.latest):
         raise ArmError(400, "UserError", f"Environment {environment_id} was not found: registry '{ref.registry}' has "
                        f"versions 1 to {env.latest} of '{env.name}'.", target="environmentId")

@@ -4,6 +4,7 @@ references are spelled."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -159,12 +160,39 @@ def registry_environment(registry: str, name: str) -> RegistryEnvironment | None
                  if wanted in (n.lower() for n in env.names())), None)
 
 
+def registry_name_forms(name: str) -> tuple[str, ...]:
+    """The names a curated reference may mean in a registry, in order: as written, then without the legacy
+    `AzureML-` prefix (public samples write azureml:AzureML-acpt-pytorch-2.2-cuda12.1@latest for the `azureml`
+    registry's acpt-pytorch-2.2-cuda12.1; Azure ML resolves both)."""
+    prefix = CURATED_PREFIX.lower()
+    if name.lower().startswith(prefix) and len(name) > len(prefix):
+        return (name, name[len(prefix):])
+    return (name,)
+
+
+def resolve_registry_environment(registry: str, name: str) -> RegistryEnvironment | None:
+    """The environment a curated name means in a registry, in any of its forms (registry_name_forms)."""
+    return next((env for form in registry_name_forms(name) if (env := registry_environment(registry, form))), None)
+
+
+def close_names(name: str, names: list[str], n: int = 3) -> list[str]:
+    """The names of a registry's (or workspace's) list closest to `name`, compared in any case and without the
+    legacy `AzureML-` prefix: the did-you-mean of a reference that names nothing."""
+    def bare(text: str) -> str:
+        return registry_name_forms(text)[-1].lower()
+
+    by_bare: dict[str, str] = {}
+    for listed in names:
+        by_bare.setdefault(bare(listed), listed)
+    return [by_bare[m] for m in difflib.get_close_matches(bare(name), list(by_bare), n=n, cutoff=0.6)]
+
+
 def curated_info(reference: str) -> CuratedInfo | None:
     """What a curated environment carries: its own row of `registry:` where it has `provides:`, else the first
     `curated:` pattern that matches its name."""
     name = curated_name(reference)
     registry = _registry_of(reference)
-    known = registry_environment(registry or CURATED_REGISTRY, name)
+    known = resolve_registry_environment(registry or CURATED_REGISTRY, name)
     if known is not None and known.info is not None:
         return known.info
     for row in _read().curated:

@@ -13,7 +13,8 @@ from infra_cli.knowledge.reader import at, load, mapping, sequence
 
 FILE = "job_schema.yaml"
 HINT = ("regenerate validators/job_schema.yaml with `python bench/job_schema.py` (it needs source, azure_ai_ml, "
-        "command_job, read_only, resources, limits, queue_settings, services and distribution, each a list of keys)")
+        "command_job, read_only, resources, limits, queue_settings, services and distribution, each a list of keys, "
+        "input_types, each type's keys and modes, and literal_input, the keys of {value: ...})")
 BLOCKS = ("command_job", "read_only", "resources", "limits", "queue_settings", "services")
 
 
@@ -30,6 +31,14 @@ class JobSchema:
     queue_settings: tuple[str, ...]
     services: tuple[str, ...]
     distribution: dict[str, tuple[str, ...]]
+    input_types: dict[str, "InputType"]   # a data input's type -> its keys and modes
+    literal_input: tuple[str, ...]        # the keys of a literal input written as a mapping ({value: 1})
+
+
+@dataclass(frozen=True)
+class InputType:
+    keys: tuple[str, ...]
+    modes: tuple[str, ...]
 
 
 def _keys(value: Any, what: str) -> tuple[str, ...]:
@@ -48,7 +57,16 @@ def _schema(data: Any) -> JobSchema:
     with at("distribution"):
         distribution = {kind: _keys(keys, f"distribution.{kind}")
                         for kind, keys in mapping(data["distribution"], "distribution").items()}
-    return JobSchema(str(data["source"]), str(data["azure_ai_ml"]), distribution=distribution, **blocks)
+    with at("input_types"):
+        input_types = {}
+        for kind, row in mapping(data["input_types"], "input_types").items():
+            row = mapping(row, f"input_types.{kind}")
+            input_types[str(kind)] = InputType(_keys(row["keys"], f"input_types.{kind}.keys"),
+                                               _keys(row["modes"], f"input_types.{kind}.modes"))
+    with at("literal_input"):
+        literal_input = _keys(data["literal_input"], "literal_input")
+    return JobSchema(str(data["source"]), str(data["azure_ai_ml"]), distribution=distribution,
+                     input_types=input_types, literal_input=literal_input, **blocks)
 
 
 def job_schema() -> JobSchema:

@@ -5,7 +5,7 @@ plan module.
 """
 
 from infra_cli.plan.desired import ClusterSecrets, cluster_secrets, distribution_dependencies, live_comparable
-from infra_cli.plan.diff import provisioning_problem
+from infra_cli.plan.diff import provisioning_problem, settings_unreported
 from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
 from infra_cli.plan.live import LiveState, read_cluster, refresh
 from infra_cli.plan.model import (CREATE, DELETE, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
@@ -26,7 +26,7 @@ __all__ = [
     "other_workspace", "replan_command",
     # the desired state, the live reads and the judgements apply repeats as plan makes them
     "ClusterSecrets", "cluster_secrets", "distribution_dependencies", "live_comparable",
-    "LiveState", "read_cluster", "refresh", "provisioning_problem", "is_other_compute",
+    "LiveState", "read_cluster", "refresh", "provisioning_problem", "settings_unreported", "is_other_compute",
     # the smokes a change makes pending
     "changed_smokes",
 ]

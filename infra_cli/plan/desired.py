@@ -123,7 +123,8 @@ def environment_attributes(loaded: LoadedStack, env: Environment) -> dict:
         "kind": env.kind,
         "curated": env.curated,
         "image": env.image,
-        "conda_sha256": _file_sha256(base / env.conda_file) if env.conda_file else None,
+        "conda_sha256": _file_sha256(base / env.conda_path) if env.conda_path else
+        hashlib.sha256(env.inline_conda.encode()).hexdigest() if env.inline_conda else None,
         "build": build,
         "version": env.version,
         "requires": list(env.requires),

@@ -110,12 +110,35 @@ def provisioning_problem(attributes: dict, now: float | None = None) -> str | No
     return None
 
 
+UNREPORTED = "update_after_create: "  # the reason of a cluster whose settings Azure has not reported yet
+
+
+def settings_unreported(attributes: dict) -> bool:
+    """A live cluster whose settings Azure's answer did not carry (an operation runs on it, or its properties are
+    null: azure/provider.py settings_reported): its size, which every reported AmlCompute has, is unknown."""
+    return attributes.get("size") is None and "compute_type" not in attributes
+
+
+def _unreported_change(desired: Resource, live: Resource) -> ResourceChange:
+    """Nothing to compare: apply waits for the operation to finish (apply/executor.py _settled), then compares
+    and puts the stack's settings. Never a replacement on values Azure has not sent."""
+    state = live.attributes.get("provisioning_state")
+    why = (f"provisioningState is {state} and Azure reports no settings until it finishes: apply waits for it, "
+           "then puts the stack's settings" if state else
+           "Azure answered no settings for it: apply puts the stack's settings")
+    return ResourceChange(desired.address, "cluster", desired.name, UPDATE, live.attributes, desired.attributes, [],
+                          UNREPORTED + why)
+
+
 def _cluster_change(desired: Resource, live: Resource, now: float | None = None) -> ResourceChange:
     rules = semantics("cluster")
     before, after = live.attributes, desired.attributes
-    changed = [k for k in after if before.get(k) != after.get(k)]
+    unreported = settings_unreported(before)
+    changed = [k for k in after if before.get(k) != after.get(k)] if not unreported else []
     forcing = [k for k in changed if k in rules.force_replacement]
     problem = provisioning_problem(before, now)
+    if unreported and not problem:
+        return _unreported_change(desired, live)
     if problem:
         reasons = [problem] + [rules.force_replacement[k] for k in forcing]
         return ResourceChange(desired.address, "cluster", desired.name, REPLACE, before, after,
@@ -240,8 +263,8 @@ def drift(desired: list[Resource], live: LiveState, *, stack: str) -> list[Resou
     by_name = {r.name: r for r in desired if r.type == "cluster"}
     out = []
     for name, current in sorted(live.clusters.items()):
-        if current.owner_stack != stack:
-            continue
+        if current.owner_stack != stack or settings_unreported(current.attributes):
+            continue  # not the stack's, or Azure has not reported its settings yet: nothing to say changed
         written = current.tags.get(TAG_HASH)
         if written is None or content_hash(live_comparable(without_provisioning(current.attributes))) == written:
             continue

@@ -19,7 +19,7 @@ from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_i
 from infra_cli.stack.load import LoadedStack
 from infra_cli.state.records import SmokeInputs, SmokeRecord
 from infra_cli.validate.engine import load_valid_stack
-from infra_cli.knowledge.curated import parse_environment_reference
+from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
 
 
@@ -43,11 +43,29 @@ def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[st
                                for t in bad])
 
 
+def _did_you_mean(provider: Provider, reference: str, listed: dict[str | None, list[str]]) -> str:
+    """The reference with its name swapped for the closest names the registry (or workspace) lists."""
+    ref = parse_environment_reference(reference)
+    if ref.registry not in listed:
+        try:
+            listed[ref.registry] = provider.environment_names(ref.registry)
+        except Exception:  # the list is a courtesy: an error reading it leaves the hint without it
+            listed[ref.registry] = []
+    # written as a workspace-form curated name (AzureML-...): suggested in that form, which names the registry
+    prefix = ref.name[:len(CURATED_PREFIX)] if len(registry_name_forms(ref.name)) > 1 else ""
+    close = [m if not prefix or m.lower().startswith(CURATED_PREFIX.lower()) else prefix + m
+             for m in close_names(ref.name, listed[ref.registry])]
+    close = [m for m in close if m.lower() != ref.name.lower()]
+    return "did you mean " + " or ".join(reference.replace(ref.name, m, 1) for m in close) + "? " if close else ""
+
+
 def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
-                            resolved: dict[str, str | None]) -> list[Diagnostic]:
+                            resolved: dict[str, str | None], provider: Provider | None = None) -> list[Diagnostic]:
     """An environment reference that names nothing (a typo, a version that does not exist): the job would be
-    refused at submit time, so the plan says so now, at the stack's line."""
+    refused at submit time, so the plan says so now, at the stack's line, with the closest names the registry
+    (or workspace) lists."""
     out = []
+    listed: dict[str | None, list[str]] = {}
     for name, reference in references.items():
         if resolved.get(name) is None:
             ref = parse_environment_reference(reference)
@@ -58,7 +76,8 @@ def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
             out.append(loaded.source.diagnostic(
                 ("environments", name, "curated"), "plan.environment-not-found",
                 f"environment {name!r}: {reference} does not exist ({ref.name!r} with {what} is not in {where})",
-                f"check the name and version with `{listing}`"))
+                (_did_you_mean(provider, reference, listed) if provider is not None else "")
+                + f"check the name and version with `{listing}`"))
     return out
 
 
@@ -153,7 +172,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     diagnostics = list(warnings or []) + found + image_diagnostics + (cpu_transports(loaded) if normal else [])
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
-    diagnostics += unresolved_environments(loaded, curated, resolved)
+    diagnostics += unresolved_environments(loaded, curated, resolved, provider)
     changes = with_sensitive(with_resolved_environments(changes, resolved), loaded.source)
     drifted = with_sensitive(drift(desired, live, stack=stack.stack), loaded.source) if mode == "refresh-only" else []
     inputs = smoke_inputs(loaded, desired, resolved.get) if normal else {}

@@ -18,6 +18,8 @@ from infra_cli.conventions import OWNERSHIP_TAGS, TAG_ADDRESS, TAG_HASH, TAG_PRE
 from infra_cli.plan.model import Resource
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, LIVE, PROVISIONING_KEYS, normalised
 
+# Where Azure's answer carries an AmlCompute's own settings (null while it is created: azure/provider.py)
+UNREPORTED_PREFIX = "properties.properties."
 # Tags Azure (or its portal) adds on its own; never the user's, never ours.
 _AZURE_TAG = re.compile(r"^(hidden-|azureml\.|_aml_system_)", re.IGNORECASE)
 
@@ -71,6 +73,9 @@ def cluster_resource(values: dict[str, Any]) -> Resource:
     }
     attributes = {f.attribute: normalised(f, values.get(f.value_key)) if f.plain(LIVE) else explicit[f.attribute]
                   for f in CLUSTER_FIELDS if f.plain(LIVE) or f.attribute in explicit}
+    if values.get("settings_reported") is False:  # still Creating, or its properties null: unknown, not defaults
+        attributes.update({f.attribute: None for f in CLUSTER_FIELDS
+                           if f.compared and any(r.startswith(UNREPORTED_PREFIX) for r in f.rest)})
     address = ours.get(TAG_ADDRESS) or f"cluster.{values['name']}"
     return Resource(address, "cluster", values["name"], attributes, ours)
 

@@ -16,6 +16,7 @@ from typing import Any
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.live import LiveFacts, LiveQuota, LiveSku
+from infra_cli.plan.diff import settings_unreported
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Resource, ResourceChange
 from infra_cli.stack.source import SourceMap
 
@@ -41,6 +42,8 @@ def _vcpus_delta(change: ResourceChange, facts: LiveFacts, catalog: Catalog) -> 
     new = after.get("max_instances", 0) * sku.vcpus
     if change.actions == CREATE:
         return sku.family, tier, new
+    if settings_unreported(before):
+        return None  # still being created: Azure's usage already counts it, and its own numbers are not known yet
     old_sku = _size(before.get("size"), facts, catalog)
     old = before.get("max_instances", 0) * (old_sku.vcpus if old_sku else 0)
     same_pool = old_sku is not None and old_sku.family == sku.family and (before.get("tier") or "dedicated") == tier

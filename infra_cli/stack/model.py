@@ -11,6 +11,8 @@ import difflib
 import re
 from typing import Any
 
+import yaml
+
 from infra_cli.stack.fields import ANY, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf, Str
 from infra_cli.stack.launch import launcher_for as derived_launcher
 
@@ -186,13 +188,40 @@ def _curated_reference(v: str | None) -> str | None:
     return v
 
 
+def _conda_file(v: Any) -> Any:
+    """A path to a conda YAML file, or the conda YAML inline (a mapping), as azure-ai-ml's Environment and the
+    environment YAML reference take `conda_file`."""
+    if isinstance(v, dict):
+        try:
+            yaml.safe_dump(v)
+        except (yaml.YAMLError, RecursionError):
+            raise ValueError("the inline conda YAML holds a value that is not plain YAML (text, number, list, "
+                             "mapping)") from None
+        return v
+    if v is None or isinstance(v, str):
+        return v if v is None else _filled(v)
+    raise ValueError("expected the path of a conda YAML file (conda_file: conda.yml) or the conda YAML inline "
+                     "(conda_file: {dependencies: [python=3.10, {pip: [torch]}]})")
+
+
+AML_ENVIRONMENT_SCHEMA = "https://azuremlschemas.azureedge.net/latest/environment.schema.json"
+
+
 class Environment(Model):
-    """A training environment: exactly one of `curated`, `image` or `build`."""
+    """A training environment: exactly one of `curated`, `image` or `build`. An `az ml environment` YAML file
+    pastes in unchanged (its `$schema` and `name` included)."""
+
+    schema_url = Field(Str() | None, None, alias="$schema", description="the environment YAML schema; ignored "
+                       f"(pasted from an `az ml environment` file, e.g. {AML_ENVIRONMENT_SCHEMA})")
+    name = Field(Text | None, None, description="the Azure ML environment name; when given (a pasted environment "
+                 "YAML) it must equal this environment's key, which is always the name infra registers")
 
     curated = Field(Text | None, None, after=_curated_reference,
                     description="azureml:NAME@latest, azureml:NAME:VERSION or azureml://registries/...")
     image = Field(Text | None, None, description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
-    conda_file = Field(Text | None, None, description="with image: a conda YAML file, relative to the stack file")
+    conda_file = Field(ANY | None, None, after=_conda_file,
+                       description="with image: a conda YAML file, relative to the stack file, or its YAML inline "
+                                   "(a mapping, as in Azure ML's environment YAML)")
     build = Field(Build | None, None)
     requires = Field(ListOf(Str()), factory=list, description="image requirement specs, e.g. openmpi>=4.1")
     version = Field(Text | None, None, before=_version_text,
@@ -214,6 +243,18 @@ class Environment(Model):
     @property
     def kind(self) -> str:
         return "curated" if self.curated else "image" if self.image else "build"
+
+    @property
+    def conda_path(self) -> str | None:
+        """conda_file when it names a file (relative to the stack file), else None."""
+        return self.conda_file if isinstance(self.conda_file, str) else None
+
+    @property
+    def inline_conda(self) -> str | None:
+        """conda_file written inline, as the YAML text infra renders to a file, hashes and registers; else None."""
+        if not isinstance(self.conda_file, dict):
+            return None
+        return yaml.safe_dump(self.conda_file, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 class Smoke(Model):

@@ -28,9 +28,12 @@ def validate_files(paths: Iterable[Path]) -> list[Diagnostic]:
 def load_valid_stack(path: Path, *, judged_live: Collection[str] = ()) -> tuple[LoadedStack, list[Diagnostic]]:
     """Load and validate; raise DiagnosticError if any rule reports an error. Warnings come back.
 
-    `judged_live`: rule ids the caller judges again against the live state (the plan's preflight), left out here."""
+    `judged_live`: rule ids the caller judges again against the live state (the plan's preflight), left out here;
+    when other errors stop the caller before it reads the live state, they are reported as validate reports them
+    (every error validate shows, the caller shows)."""
     loaded = load_stack(path)
-    diagnostics = [d for d in validate_stack(loaded) if d.rule not in judged_live]
+    found = validate_stack(loaded)
+    diagnostics = [d for d in found if d.rule not in judged_live]
     if has_errors(diagnostics):
-        raise DiagnosticError(diagnostics)
+        raise DiagnosticError(found)
     return loaded, diagnostics

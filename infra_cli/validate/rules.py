@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -34,6 +34,7 @@ from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Distribution, Environment
 from infra_cli.validate.dockerfile import read_dockerfile
+from infra_cli.validate.job_inputs import input_problem
 from infra_cli.stack.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
 
@@ -328,17 +329,28 @@ def cluster_subnet_needs_vnet(ctx: Context, name: str, cluster: Cluster) -> Iter
                      "reference-yaml-compute-aml")
 
 
+def _pasted_name(ctx: Context, section: str, key: str, written: str | None, what: str,
+                 rule: str) -> Iterator[Diagnostic]:
+    """A pasted Azure ML YAML's `name:` equals its key: one name per resource, the plan address (KIND.KEY) and
+    the name in Azure ML."""
+    if written is not None and written != key:
+        kind = section[:-1]
+        yield ctx.at((section, key, "name"), rule,
+                     f"{kind} {key!r} says name: {written!r}; a pasted {what} YAML's name must equal its key under "
+                     f"{section}:", f"rename the key to {written!r} or remove `name:`")
+
+
 @rule_for_each("clusters")
 def cluster_compute_name(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
-    if cluster.name is not None and cluster.name != name:
-        # One name per cluster: the key is the plan address (cluster.KEY) and the Azure ML compute name.
-        yield ctx.at(("clusters", name, "name"), "cluster.name-mismatch",
-                     f"cluster {name!r} says name: {cluster.name!r}; a pasted compute YAML's name must equal "
-                     "its key under clusters:",
-                     f"rename the key to {cluster.name!r} or remove `name:`")
+    yield from _pasted_name(ctx, "clusters", name, cluster.name, "compute", "cluster.name-mismatch")
 
 
 # ---- environments ---------------------------------------------------------------------------------------
+
+@rule_for_each("environments")
+def environment_name(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
+    yield from _pasted_name(ctx, "environments", name, env.name, "environment", "environment.name-mismatch")
+
 
 def build_template_provides(name: str) -> dict[str, str | None] | None:
     """What an image built from templates/docker/NAME provides (its template.yaml), or None if unknown."""
@@ -402,15 +414,15 @@ def _context_diagnostics(ctx: Context, path: tuple, context: Path, dockerfile_pa
 @rule_for_each("environments")
 def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     base = ctx.loaded.base_dir
-    if env.conda_file:
+    if env.conda_path:  # conda YAML written inline is no file
         where = ("environments", name, "conda_file")
-        outside = _outside_project(ctx, where, "conda_file", env.conda_file)
+        outside = _outside_project(ctx, where, "conda_file", env.conda_path)
         if outside is not None:
             yield outside
-        elif not (base / env.conda_file).is_file():
+        elif not (base / env.conda_path).is_file():
             yield ctx.at(where, "environment.file-missing",
-                         f"conda file {env.conda_file!r} does not exist (looked in {base})",
-                         "conda_file is relative to the stack file")
+                         f"conda file {env.conda_path!r} does not exist (looked in {base})",
+                         "conda_file is relative to the stack file, or write the conda YAML inline under it")
     if env.build and env.build.path:
         where = ("environments", name, "build", "path")
         context = base / env.build.path
@@ -510,6 +522,18 @@ def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> It
             f"{key!r} (declared: {listed}); Azure ML refuses the job",
             (f"did you mean ${{{{{kind}.{close[0]}}}}}? " if close else "")
             + f"declare it under `{kind}:` in the distribution (as in the job's YAML: {kind}: {{{key}: VALUE}})")
+
+
+@rule_for_each("distributions")
+def distribution_job_inputs(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """Each input is written as a job passes it (validate/job_inputs.py): azure-ai-ml's load_job refuses the job
+    file otherwise, so `infra render` could not write one Azure ML takes."""
+    for key, value in dist.inputs.items():
+        problem = input_problem(key, value)
+        if problem is not None:
+            where = ("distributions", name, "inputs", key) + ((problem.key,) if problem.key else ())
+            yield ctx.at(where, "distribution.job-input",
+                         f"input {key!r} of distribution {name!r} {problem.message}", problem.hint)
 
 
 @rule_for_each("distributions")
@@ -695,6 +719,11 @@ def _conda_packages(path: Path, root: Path) -> set[str]:
         data = yaml.safe_load(text) if text else None
     except (yaml.YAMLError, RecursionError):  # malformed, or nested past the parser's recursion
         return set()
+    return _conda_document_packages(data)
+
+
+def _conda_document_packages(data: Any) -> set[str]:
+    """Package names a conda YAML document (read from a file, or written inline) installs."""
     out: set[str] = set()
     deps = data.get("dependencies") if isinstance(data, dict) else None
     for dep in deps if isinstance(deps, list) else []:
@@ -771,9 +800,12 @@ def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries
     if env.build and env.build.path:
         built, evidence, files = _build_context_carries(env, base_dir, root)
         provides |= built
-    if env.conda_file and _project_text(base_dir / env.conda_file, root) is not None:
-        provides |= _conda_packages(base_dir / env.conda_file, root)
-        files.append(env.conda_file)
+    if env.conda_path and _project_text(base_dir / env.conda_path, root) is not None:
+        provides |= _conda_packages(base_dir / env.conda_path, root)
+        files.append(env.conda_path)
+    elif isinstance(env.conda_file, dict):
+        provides |= _conda_document_packages(env.conda_file)
+        files.append("the environment's inline conda_file")
     return Carries(frozenset(provides), True, evidence, tuple(files))
 
 

@@ -48,6 +48,11 @@ def _headline(change: ResourceChange, kind: str) -> str:
         return f"# {change.address} {what} (version {version})"
     if kind == "replace" and (change.action_reason or "").startswith(_TAINTED):
         return f"# {change.address} is tainted, so must be replaced"
+    if kind == "update" and (change.action_reason or "").startswith(_UNREPORTED):
+        state = (change.before or {}).get("provisioning_state")
+        doing = {"Creating": "being created", "Updating": "being updated"}.get(state, f"{state}" if state else "")
+        return (f"# {change.address} is still {doing}: apply waits for it" if doing else
+                f"# {change.address} will be updated in-place (Azure reported no settings for it)")
     return {
         "create": f"# {change.address} will be created",
         "update": f"# {change.address} will be updated in-place",
@@ -59,6 +64,7 @@ def _headline(change: ResourceChange, kind: str) -> str:
 # The plan's reasons (plan/diff.py) as Terraform words them under a headline: why a resource is tainted or
 # goes away; a replacement forced by an attribute says so on that attribute's line instead.
 _TAINTED = "replace_because_tainted: "
+_UNREPORTED = "update_after_create: "  # plan/diff.py: Azure has not reported the cluster's settings yet
 _CANNOT_UPDATE = "replace_because_cannot_update: "
 _DELETE_WHY = {"no longer in the stack": "because {address} is not in the stack",
                "destroy requested": "because infra destroy (or plan --destroy) was requested"}
@@ -70,6 +76,8 @@ def _reason(change: ResourceChange, kind: str) -> str | None:
         return reason[len(_TAINTED):]
     if kind == "replace" and reason.startswith(_CANNOT_UPDATE):
         return None   # each forcing attribute carries "# forces replacement"
+    if kind == "update" and reason.startswith(_UNREPORTED):
+        return reason[len(_UNREPORTED):]
     if kind == "delete":
         # only infra's own sentences are templates: a reason read from a plan file is text, never formatted
         return (_DELETE_WHY[reason].format(address=change.address) if reason in _DELETE_WHY else reason) or None
@@ -104,6 +112,8 @@ def render_change(change: ResourceChange, paint: _Painter, cost: list[str] = ())
     for key in keys:
         b, a = before.get(key), after.get(key)
         shown_b, shown_a = _value(shown_before.get(key)), _value(shown_after.get(key))
+        if b is None and reason and (change.action_reason or "").startswith(_UNREPORTED):
+            shown_b = "(not reported yet)"
         if kind == "create":
             if a is None:
                 continue
