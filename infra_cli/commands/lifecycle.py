@@ -14,7 +14,7 @@ import typer
 
 from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Command, Progress, fail,
                                       for_this_run, for_this_run_diagnostic, local_flag, print_diagnostics,
-                                      progress_stream)
+                                      progress_stream, var_file_option, var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 if TYPE_CHECKING:
@@ -93,10 +93,13 @@ def plan(
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     check_images: bool = typer.Option(False, "--check-images",
                                       help="read custom images' layers and check their `requires:`"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
     from infra_cli.commands.views.plan import render_plan
+    from infra_cli.stack.variables import recorded_values
 
     if refresh_only and destroy:
         raise typer.BadParameter("--refresh-only reports drift and --destroy plans deletions: use one of them",
@@ -118,7 +121,8 @@ def plan(
     if p.has_errors():
         raise typer.Exit(EXIT_ERROR)
     if out is not None:
-        write_plan_file(out, p, outcome.loaded.path, list(target), key=key)
+        write_plan_file(out, p, outcome.loaded.path, list(target), key=key,
+                        variables=recorded_values(outcome.loaded.variables))
         if not as_json:
             print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}{local_flag()}")
     has_changes = bool(p.changes or p.drift or p.smoke_jobs)  # a pending smoke is a change apply makes
@@ -131,6 +135,8 @@ def apply(
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Make Azure match the stack (or exactly a saved plan), then prove it with smoke jobs."""
     _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False)
@@ -141,6 +147,8 @@ def destroy(
     auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="destroy without asking"),
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     local: bool = typer.Option(False, "--local"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
     _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True)
@@ -151,6 +159,8 @@ def import_(
     azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
@@ -165,6 +175,8 @@ def import_(
 def force_unlock(
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Clear a stale stack lock (left by a killed apply)."""
     from infra_cli.apply.engine import force_unlock_stack
@@ -184,9 +196,15 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, plan_key, saved_stack_path
     from infra_cli.commands.views.plan import render_plan
+    from infra_cli.stack.variables import command_line_inputs
 
     try:
         if not destroy and is_plan_file(source):
+            if command_line_inputs().command_line:
+                raise DiagnosticError([Diagnostic(
+                    "error", "apply.plan-variables", "a saved plan takes no --var or --var-file: it was made with "
+                    "its variables' values, and is applied with them", str(source), None, None,
+                    "drop the --var/--var-file options, or make a new plan with them: `infra plan STACK --var ... --out FILE`")])
             backend = provider_for(local=local, anchor=saved_stack_path(source) or source)
             outcome = prepare_from_plan_file(source, backend=backend, key=plan_key(os.environ))
             approved = True

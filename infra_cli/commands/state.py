@@ -8,11 +8,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import EXIT_OK, Command, Group, fail, print_diagnostics
+from infra_cli.commands.output import EXIT_OK, Command, Group, fail, print_diagnostics, var_file_option, var_option
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -52,6 +52,8 @@ def show(
                                             help="a plan saved by `infra plan --out`, or a stack file"),
     as_json: bool = typer.Option(False, "--json", help="the plan JSON, or the state as `terraform show -json`"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure (STACK only)"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Show a saved plan, or what a stack owns in Azure now (read live from its tags)."""
     from infra_cli.plan.planfile import looks_like_plan_file
@@ -75,6 +77,8 @@ def show(
 def state_list(
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """List the addresses of the resources the stack owns in Azure (from their tags), one a line."""
     for address in _read_state(stack, local).addresses():
