@@ -143,6 +143,16 @@ def test_lists_and_maps_keep_their_type_and_cannot_stand_inside_text(tmp_path):
     assert d.rule == "variable.type" and "cannot stand inside text" in d.message
 
 
+OUTPUTS = textwrap.dedent("""\
+    outputs:
+      cluster_id: {value: "${cluster.a100.id}", description: ARM id for the training pipeline}
+      nodes: {value: "${cluster.a100.max_instances}"}
+      password: {value: "${cluster.a100.name}", sensitive: true}
+    """)
+ARM_ID = ("/subscriptions/00000000-0000-0000-0000-0000000000a1/resourceGroups/rg-{env}/providers/"
+          "Microsoft.MachineLearningServices/workspaces/mlw-{env}/computes/a100")
+
+
 # ---- the command line, on the local emulator ------------------------------------------------------------
 
 def infra(*args: str, state: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -166,7 +176,7 @@ def test_staging_and_prod_are_separate_owners(tmp_path):
     and lock; destroying staging leaves prod; a sensitive value is in no output and no plan file."""
     state = tmp_path / "state"
     stack = tmp_path / "stack.yaml"
-    stack.write_text(STACK)
+    stack.write_text(STACK + OUTPUTS)
     staging = var_file(tmp_path, "staging.yaml", "env: staging\nnodes: 2\n")
     prod = var_file(tmp_path, "prod.yaml", f"env: prod\nnodes: 4\nadmin_password: '{PROD_SECRET}'\n")
     secrets = (PROD_SECRET, SECRET["INFRA_VAR_admin_password"])
@@ -174,9 +184,12 @@ def test_staging_and_prod_are_separate_owners(tmp_path):
     r = infra("apply", str(stack), "--var-file", staging, "--auto-approve", "--local", "--no-smoke", state=state)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Apply complete! Resources: 1 added" in r.stdout
+    assert r.stdout.endswith("Outputs:\n\ncluster_id = \"" + ARM_ID.format(env="staging") + '"\nnodes      = 2\n'
+                             "password   = <sensitive>\n"), r.stdout
     plan_file = tmp_path / "prod.plan"
     r = infra("plan", str(stack), "--var-file", prod, "--local", "--out", str(plan_file), state=state)
     assert r.returncode == 0 and "Plan: 1 to add, 0 to change, 0 to destroy." in r.stdout, r.stdout + r.stderr
+    assert "  cluster_id = (known after apply)\n  nodes      = (known after apply)\n" in r.stdout
     saved = plan_file.read_text()
     recorded = json.loads(saved)["variables"]
     assert recorded["env"] == {"value": "prod"} and recorded["nodes"] == {"value": 4}
@@ -196,11 +209,18 @@ def test_staging_and_prod_are_separate_owners(tmp_path):
         shown = json.loads(done.stdout)
         (cluster,) = shown["values"]["root_module"]["resources"]
         assert shown["stack"] == f"train-{name}" and cluster["values"]["max_instances"] == nodes
+    outputs = {name: json.loads(infra("output", str(stack), "--json", "--var-file", path, "--local", state=state).stdout)
+               for name, path in (("staging", staging), ("prod", prod))}
+    assert outputs["staging"]["cluster_id"] == {"value": ARM_ID.format(env="staging"), "type": "string",
+                                                "sensitive": False}
+    assert outputs["prod"]["nodes"] == {"value": 4, "type": "number", "sensitive": False}
+    raw = infra("output", str(stack), "cluster_id", "--raw", "-var-file", prod, "--local", state=state)
+    assert raw.stdout == ARM_ID.format(env="prod") + "\n", raw.stderr
     r5 = infra("destroy", str(stack), "--var-file", staging, "--auto-approve", "--local", state=state)
     assert r5.returncode == 0 and "1 destroyed" in r5.stdout, r5.stdout + r5.stderr
     assert infra("state", "list", str(stack), "--var-file", staging, "--local", state=state).stdout == ""
     assert infra("state", "list", str(stack), "-var-file", prod, "--local", state=state).stdout == "cluster.a100\n"
     r6 = infra("plan", str(stack), "--var-file", prod, "--local", state=state)
     assert "No changes" in r6.stdout, r6.stdout + r6.stderr
-    everything = saved + "".join(x.stdout + x.stderr for x in (r, r2, r3, r4, r5, r6, *listed.values()))
+    everything = saved + "".join(x.stdout + x.stderr for x in (r, r2, r3, r4, r5, r6, raw, *listed.values()))
     assert not any(s in everything for s in secrets)

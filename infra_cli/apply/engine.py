@@ -91,7 +91,7 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     if stack_changed_since(saved, loaded):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), replan)
     provider = backend(loaded.stack.workspace)
-    derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets)
+    derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets, replace=saved.replace)
     derived = derived_outcome.plan
     if derived.state != saved.plan.state:
         raise _stale_state(saved.plan.state, derived.state, saved.plan.stack, str(path), replan)
@@ -103,7 +103,7 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
     return SavedOutcome(derived, loaded, provider, live=None, smoke_inputs=derived_outcome.smoke_inputs,
-                        targets=saved.targets, file=str(path), replan=replan)
+                        targets=saved.targets, file=str(path), replan=replan, replace=saved.replace)
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
@@ -126,7 +126,8 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
         if isinstance(outcome, SavedOutcome) and serial != plan.state:
             raise _stale_state(plan.state, serial, plan.stack, outcome.file, outcome.replan)
         if live.fingerprint() != plan.live_fingerprint or serial != plan.state:
-            again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
+            again = (plan_stack(loaded, provider, mode=plan.mode, replace=outcome.replace)
+                     if outcome.live is not None else None)
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
                 saved = isinstance(outcome, SavedOutcome)
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
@@ -134,7 +135,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
-                loaded, plan.desired, live, mode=plan.mode, targets=outcome.targets)
+                loaded, plan.desired, live, mode=plan.mode, targets=outcome.targets, replace=outcome.replace)
             _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, values=False)
             if any(d.severity == "error" for d in found):
                 raise DiagnosticError([d for d in found if d.severity == "error"])

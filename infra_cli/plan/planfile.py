@@ -50,6 +50,7 @@ class SavedPlan:
     warnings: list[Diagnostic] = field(default_factory=list)
     variables: dict = field(default_factory=dict)  # the variable values it was made with (variables.recorded_values)
     file: str | None = None
+    replace: list[str] = field(default_factory=list)   # --replace ADDR it was made with
 
 
 def plan_key(environ: Mapping[str, str]) -> bytes | None:
@@ -79,7 +80,7 @@ def content_hmac(body: dict, key: bytes) -> str:
 
 
 def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str], *, key: bytes | None = None,
-                    variables: dict | None = None) -> None:
+                    variables: dict | None = None, replace: list[str] | None = None) -> None:
     """`key`: sign the file with HMAC-SHA256 under it (INFRA_PLAN_KEY); the digest is written either way.
     `variables`: the values of the stack's variables (variables.recorded_values: a sensitive one as its digest)."""
     body = json.loads(json.dumps({   # as a reader will see it: the seals cover what is read back
@@ -89,6 +90,7 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
         "targets": targets,
         "desired": [r.to_json() for r in plan.desired],
         "variables": variables or {},
+        "replace": replace or [],
     }))
     body["digest"] = content_digest(body)
     if key is not None:
@@ -179,7 +181,10 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         recorded = data.get("variables") or {}
         if not isinstance(recorded, dict) or not all(isinstance(v, dict) for v in recorded.values()):
             raise TypeError("variables is a mapping of names to {value} or {sensitive, digest}")
-        return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings, recorded, str(path))
+        replace = data.get("replace") or []
+        if not isinstance(replace, list) or not _strings(replace):
+            raise TypeError("replace is a list of addresses")
+        return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings, recorded, str(path), replace)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
 
@@ -266,7 +271,7 @@ def replan_command(saved: SavedPlan, path: Path | str) -> str:
     """The `infra plan` that makes this plan again, now: its stack, mode, targets and file (a view adds --local
     where the run is local)."""
     mode = {PlanMode.DESTROY: " --destroy", PlanMode.REFRESH_ONLY: " --refresh-only"}.get(saved.plan.mode, "")
-    targets = "".join(f" --target {t}" for t in saved.targets)
+    targets = "".join(f" --target {t}" for t in saved.targets) + "".join(f" --replace {a}" for a in saved.replace)
     return f"infra plan {saved.stack_path}{mode}{targets} --out {path}"
 
 

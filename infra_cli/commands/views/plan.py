@@ -48,6 +48,8 @@ def _headline(change: ResourceChange, kind: str) -> str:
         return f"# {change.address} {what} (version {version})"
     if kind == "replace" and (change.action_reason or "").startswith(_TAINTED):
         return f"# {change.address} is tainted, so must be replaced"
+    if kind == "replace" and (change.action_reason or "").startswith(_REQUESTED):
+        return f"# {change.address} will be replaced, as requested"
     return {
         "create": f"# {change.address} will be created",
         "update": f"# {change.address} will be updated in-place",
@@ -60,6 +62,7 @@ def _headline(change: ResourceChange, kind: str) -> str:
 # goes away; a replacement forced by an attribute says so on that attribute's line instead.
 _TAINTED = "replace_because_tainted: "
 _CANNOT_UPDATE = "replace_because_cannot_update: "
+_REQUESTED = "replace_by_request: "
 _DELETE_WHY = {"no longer in the stack": "because {address} is not in the stack",
                "destroy requested": "because infra destroy (or plan --destroy) was requested"}
 
@@ -68,6 +71,8 @@ def _reason(change: ResourceChange, kind: str) -> str | None:
     reason = change.action_reason or ""
     if kind == "replace" and reason.startswith(_TAINTED):
         return reason[len(_TAINTED):]
+    if kind == "replace" and reason.startswith(_REQUESTED):
+        return reason[len(_REQUESTED):]
     if kind == "replace" and reason.startswith(_CANNOT_UPDATE):
         return None   # each forcing attribute carries "# forces replacement"
     if kind == "delete":
