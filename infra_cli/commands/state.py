@@ -12,7 +12,8 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import EXIT_OK, Command, Group, fail, print_diagnostics, var_file_option, var_option
+from infra_cli.commands.output import (EXIT_OK, Command, Group, fail, for_this_run, print_diagnostics, var_file_option,
+                                      var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -129,11 +130,29 @@ def output(
         print(json.dumps(value) if as_json else shown(value))
 
 
+def state_rm(
+    address: str = typer.Argument(..., metavar="ADDR"),
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
+) -> None:
+    """Forget a resource: remove the stack's ownership tags from it, changing nothing else (terraform state rm)."""
+    from infra_cli.apply.engine import forget_resource
+    from infra_cli.commands.backend import provider_for
+
+    try:
+        print(for_this_run(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack))))
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+
+
 def register(app: typer.Typer) -> None:
     app.command(cls=Command)(show)
     app.command(cls=Command)(output)
     state_app = typer.Typer(cls=Group, help="Read what a stack owns in Azure (infra's state is the tags it writes).",
                             no_args_is_help=True)
     state_app.command("list", cls=Command)(state_list)
+    state_app.command("rm", cls=Command)(state_rm)
     app.add_typer(state_app, name="state")
 
