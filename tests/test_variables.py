@@ -134,6 +134,16 @@ def test_declarations_are_checked(tmp_path):
     assert d.rule == "variable.not-allowed" and d.line == 2
 
 
+def test_schema_covers_variables_and_outputs():
+    from infra_cli.stack.schema import stack_json_schema
+
+    schema = stack_json_schema()
+    assert {"variables", "outputs"} <= set(schema["properties"])
+    variable = schema["$defs"]["Variable"]["properties"]
+    assert set(variable) == {"type", "default", "allowed", "description", "sensitive"}
+    assert set(schema["$defs"]["Output"]["properties"]) == {"value", "description", "sensitive"}
+
+
 def test_lists_and_maps_keep_their_type_and_cannot_stand_inside_text(tmp_path):
     text = STACK.replace("variables:\n", "variables:\n  tags: {type: map, default: {team: ml}}\n").replace(
         "    tier: dedicated\n", "    tier: dedicated\n    tags: ${var.tags}\n")
@@ -169,6 +179,11 @@ def test_validate_takes_single_dash_spellings(tmp_path):
     prod = var_file(tmp_path, "prod.yaml", "env: prod\nnodes: 3\n")
     r = infra("graph", str(stack), "-var-file", prod, state=tmp_path / "state")
     assert r.returncode == 0 and 'digraph "train-prod"' in r.stdout, r.stderr
+    # --var and --var-file in the order written, across both options: the later one wins
+    r = infra("graph", str(stack), "--var", "env=staging", "--var-file", prod, state=tmp_path / "state")
+    assert 'digraph "train-prod"' in r.stdout, r.stderr
+    r = infra("graph", str(stack), "--var-file", prod, "-var=env=staging", state=tmp_path / "state")
+    assert 'digraph "train-staging"' in r.stdout, r.stderr
 
 
 def test_staging_and_prod_are_separate_owners(tmp_path):

@@ -283,6 +283,12 @@ class _Resolver:
             self.out.errors.append(Diagnostic("error", rule, f"{label}: {message}", None, None, None, hint))
         return fail
 
+    def _plan_fail(self, name: str):
+        def fail(rule: str, message: str, hint: str) -> None:
+            self.out.errors.append(Diagnostic("error", rule, f"the saved plan's value: {message}", self.inputs.plan_file,
+                                              None, None, "make a new plan: `infra plan STACK --out FILE`"))
+        return fail
+
     def from_environment(self, chosen: dict) -> None:
         for name in self.types:
             key = ENV_PREFIX + name
@@ -296,8 +302,8 @@ class _Resolver:
         if not eq or not name:
             self._flag_fail(f"--var {text}")("variable.flag", "expects NAME=VALUE", "write --var NAME=VALUE, e.g. --var env=prod")
             return
-        label = f"--var {name}={SENSITIVE_SHOWN if self.sensitive.get(name) else raw}"
-        if name not in self.types:
+        label = f"--var {name}={SENSITIVE_SHOWN if self.sensitive.get(name, True) else raw}"
+        if name not in self.types:   # its value is not echoed: it may be a secret meant for a misspelt name
             close = difflib.get_close_matches(name, list(self.types), n=1, cutoff=0.6)
             self._flag_fail(label)("variable.undeclared", f"no variable {name!r} is declared in {self.source.file}",
                                    f"did you mean {close[0]!r}?" if close else
@@ -348,8 +354,8 @@ class _Resolver:
                 if name in env_values:
                     chosen[name] = env_values[name]
                 continue
-            if "value" in entry:
-                chosen[name] = Value(entry["value"], self.sensitive[name], "the saved plan")
+            if "value" in entry:   # checked as any value is: a plan file is data, and can be edited and resealed
+                self._accept(name, entry["value"], False, "the saved plan", chosen, self._plan_fail(name))
                 continue
             now = env_values.get(name)
             if now is None or digest(now.value, str(entry.get("salt", ""))) != entry.get("digest"):
