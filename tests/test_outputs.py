@@ -4,11 +4,14 @@ evaluated from the live state and smoke records, `(known after apply)` for what 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from infra_cli.plan.live import LiveState
 from infra_cli.plan.model import Resource
@@ -74,3 +77,27 @@ def test_output_without_name_refuses_raw(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120,
                           env={**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")})
     assert done.returncode == 1 and "error[output.raw-needs-name]" in done.stderr
+
+
+@pytest.mark.runs_jobs   # a smoke job on the emulator (tests/conftest.py schedules these first)
+def test_smoke_outputs_after_apply(tmp_path):
+    """apply runs the smoke job; its verdict, busbw, job and time are outputs, read live by `infra output`."""
+    text = (ROOT / "stacks" / "ib-a100.yaml").read_text()
+    text = text.replace("instance_count: 2", "instance_count: 1").replace("process_count_per_instance: 8",
+                                                                          "process_count_per_instance: 2")
+    text += ('outputs:\n  busbw: {value: "${smoke.ddp.busbw_gbps}"}\n  verdict: {value: "${smoke.ddp.verdict}"}\n'
+             '  version: {value: "${environment.acpt-pytorch.version}"}\n')
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "infra_cli", *a], capture_output=True, text=True,
+                                    cwd=ROOT, timeout=600, env=env)
+    plan = run("plan", str(path), "--local")
+    assert "  busbw   = (known after apply)\n  verdict = (known after apply)\n" in plan.stdout, plan.stdout
+    applied = run("apply", str(path), "--local", "--auto-approve")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "\nOutputs:\n\nbusbw   = " in applied.stdout and 'verdict = "passed"' in applied.stdout
+    shown = json.loads(run("output", str(path), "--json", "--local").stdout)
+    assert shown["busbw"]["type"] == "number" and shown["busbw"]["value"] > 0
+    assert shown["verdict"] == {"value": "passed", "type": "string", "sensitive": False}
+    assert shown["version"]["value"].isdigit()

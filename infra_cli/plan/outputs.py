@@ -60,8 +60,9 @@ def output_values(loaded: LoadedStack, live: LiveState, records: dict[str, Smoke
             if env is None:
                 return None
             if env.curated:
-                asset = (resolved or {}).get(ref.name) or env.curated
-                version = asset.rsplit(":", 1)[-1] if asset.count(":") >= 2 else None
+                asset = (resolved or {}).get(ref.name) or env.curated   # a registry's: azureml://registries/...
+                version = (asset.rsplit("/versions/", 1)[1] if "/versions/" in asset
+                           else asset.rsplit(":", 1)[1] if asset.count(":") >= 2 and "@" not in asset else None)
             else:
                 r = live.environments.get(ref.name)
                 version = r.attributes.get("version") if r is not None else None
