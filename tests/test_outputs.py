@@ -94,6 +94,8 @@ def test_smoke_outputs_after_apply(tmp_path):
                                     cwd=ROOT, timeout=600, env=env)
     plan = run("plan", str(path), "--local")
     assert "  busbw   = (known after apply)\n  verdict = (known after apply)\n" in plan.stdout, plan.stdout
+    planned = json.loads(run("plan", str(path), "--local", "--json").stdout)["output_changes"]
+    assert planned["busbw"] == {"after": None, "after_unknown": True, "after_sensitive": False}
     applied = run("apply", str(path), "--local", "--auto-approve")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "\nOutputs:\n\nbusbw   = " in applied.stdout and 'verdict = "passed"' in applied.stdout

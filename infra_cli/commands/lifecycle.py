@@ -100,7 +100,7 @@ def plan(
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
-    from infra_cli.commands.views.outputs import plan_outputs
+    from infra_cli.commands.views.outputs import plan_outputs, plan_outputs_json
     from infra_cli.commands.views.plan import render_plan
     from infra_cli.stack.variables import recorded_values
 
@@ -118,6 +118,8 @@ def plan(
     if as_json:
         document = p.to_json()
         document["diagnostics"] = [for_this_run_diagnostic(Diagnostic(**d)).to_json() for d in document["diagnostics"]]
+        if outcome.outputs:
+            document["output_changes"] = plan_outputs_json(outcome.outputs)
         print(json.dumps(document, indent=2))
     else:
         _print_plan_diagnostics(p)
@@ -256,7 +258,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
     code = _summary(result, "Destroy" if destroy else "Apply") if result is not None else EXIT_OK
     if code == EXIT_OK and not no_smoke and outcome.plan.smoke_jobs:
         code = _run_smoke(outcome, outcome.plan.smoke_jobs)
-    if not destroy and outcome.loaded.stack.outputs:   # as Terraform, apply ends with the outputs, read live
+    if code == EXIT_OK and not destroy and outcome.loaded.stack.outputs:   # as Terraform's, read live
         print(apply_outputs(live_outputs(outcome.loaded, outcome.provider)), end="")
     raise typer.Exit(code)
 

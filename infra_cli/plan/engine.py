@@ -139,11 +139,13 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
 
 def check_replace(loaded: LoadedStack, desired: list[Resource], replace: list[str]) -> None:
     """--replace names a cluster or an environment of the stack."""
-    known = sorted(r.address for r in desired if r.type in ("cluster", "environment"))
+    known = sorted(r.address for r in desired if r.type == "cluster" or
+                   r.type == "environment" and r.attributes.get("kind") != "curated")
     bad = [a for a in replace if a not in known]
     if bad:
         raise DiagnosticError([Diagnostic("error", "plan.unknown-replace", f"--replace {a} is not a cluster or "
-                                          "environment of this stack", str(loaded.path), None, None,
+                                          "environment this stack creates (a curated one is only read)",
+                                          str(loaded.path), None, None,
                                           f"addresses: {', '.join(known) or 'none'}") for a in bad])
 
 

@@ -43,3 +43,9 @@ def apply_outputs(values: dict[str, OutputValue]) -> str:
     if not values:
         return ""
     return "\nOutputs:\n\n" + "".join(f"{line}\n" for line in output_lines(values))
+
+
+def plan_outputs_json(values: dict[str, OutputValue]) -> dict[str, Any]:
+    """The plan JSON's `output_changes` (Terraform's shape, values after apply; a sensitive one never shown)."""
+    return {name: {"after": None if v.sensitive or not v.known else v.value, "after_unknown": not v.known,
+                   "after_sensitive": v.sensitive} for name, v in sorted(values.items())}
