@@ -35,11 +35,17 @@ class Command(TyperCommand):
 
     def invoke(self, ctx):
         _Run.local = bool(ctx.params.get("local"))
-        if _VARIABLE_INPUTS in ctx.meta:   # a command that loads a stack: its --var / --var-file, in order
-            from infra_cli.stack.variables import VarInput, set_command_line
+        if _VARIABLE_INPUTS not in ctx.meta:
+            return super().invoke(ctx)
+        # a command that loads a stack: its --var / --var-file, in order, for this run only (a test may run
+        # several commands in one process)
+        from infra_cli.stack.variables import VarInput, set_command_line
 
-            set_command_line([VarInput(kind, text) for kind, text in ctx.meta[_VARIABLE_INPUTS]])
-        return super().invoke(ctx)
+        set_command_line([VarInput(kind, text) for kind, text in ctx.meta[_VARIABLE_INPUTS]])
+        try:
+            return super().invoke(ctx)
+        finally:
+            set_command_line([])
 
     def make_parser(self, ctx):
         """A parser that also keeps the --var and --var-file values in the order they were written: Terraform's
