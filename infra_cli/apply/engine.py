@@ -25,13 +25,13 @@ from typing import Any, Callable
 
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
 from infra_cli.azure.protocol import Provider
-from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, Plan, PlanMode, PlanOutcome, Resource,
+from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_secrets, ssh_credentials_hash, Plan, PlanMode, PlanOutcome, Resource,
                                 ResourceChange, canonical_json, changed_smokes, content_hash,
                                 distribution_dependencies, is_other_compute, live_comparable, load_for_plan,
                                 load_planned_stack, other_workspace, plan_stack, planned_changes, read_cluster,
-                                read_plan_file, refresh, replan_command, stack_changed_since)
+                                read_environment, read_plan_file, refresh, replan_command, stack_changed_since)
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
@@ -91,7 +91,7 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     if stack_changed_since(saved, loaded):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), replan)
     provider = backend(loaded.stack.workspace)
-    derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets)
+    derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets, replace=saved.replace)
     derived = derived_outcome.plan
     if derived.state != saved.plan.state:
         raise _stale_state(saved.plan.state, derived.state, saved.plan.stack, str(path), replan)
@@ -103,7 +103,7 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
     return SavedOutcome(derived, loaded, provider, live=None, smoke_inputs=derived_outcome.smoke_inputs,
-                        targets=saved.targets, file=str(path), replan=replan)
+                        targets=saved.targets, file=str(path), replan=replan, replace=saved.replace)
 
 
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
@@ -126,7 +126,8 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
         if isinstance(outcome, SavedOutcome) and serial != plan.state:
             raise _stale_state(plan.state, serial, plan.stack, outcome.file, outcome.replan)
         if live.fingerprint() != plan.live_fingerprint or serial != plan.state:
-            again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
+            again = (plan_stack(loaded, provider, mode=plan.mode, replace=outcome.replace)
+                     if outcome.live is not None else None)
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
                 saved = isinstance(outcome, SavedOutcome)
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
@@ -134,7 +135,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
-                loaded, plan.desired, live, mode=plan.mode, targets=outcome.targets)
+                loaded, plan.desired, live, mode=plan.mode, targets=outcome.targets, replace=outcome.replace)
             _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, values=False)
             if any(d.severity == "error" for d in found):
                 raise DiagnosticError([d for d in found if d.severity == "error"])
@@ -221,6 +222,53 @@ def force_unlock_stack(stack_path: Path, *, backend: Backend) -> Any:
     return StateStore(backend(loaded.stack.workspace)).force_unlock(loaded.stack.stack)
 
 
+def _secrets_for_put(loaded: Any, name: str, live: Resource) -> tuple[ClusterSecrets, dict[str, str]]:
+    """The SSH credentials a PUT that changes only tags must send, and the tag that records them: Azure refuses a
+    PUT whose credentials differ from the cluster's, and never returns them, so they come from the stack where it
+    declares the cluster with the same admin user (its ${VAR}s), else none are sent (a cluster without them)."""
+    cluster = loaded.stack.clusters.get(name)
+    secrets = cluster_secrets(cluster) if cluster is not None else None
+    if secrets is not None and secrets.admin_username == live.attributes.get("ssh_admin_username"):
+        digest = ssh_credentials_hash(loaded.stack.stack, name, secrets)
+        return secrets, {TAG_SECRETS: digest} if digest else {}
+    return ClusterSecrets(admin_username=live.attributes["ssh_admin_username"]), {}
+
+
+def forget_resource(address: str, stack_path: Path, *, backend: Backend) -> str:
+    """`infra state rm ADDR STACK` (Terraform's `state rm`): remove this stack's ownership tags from the resource,
+    changing nothing else, under the stack's lock; the serial moves on (plans made before are stale). The plan
+    then no longer owns it: a cluster still declared is a same-named resource to adopt (`infra import`)."""
+    loaded, _ = load_for_plan(stack_path)
+    file, stack = str(loaded.path), loaded.stack.stack
+    kind, _, name = address.partition(".")
+
+    def error(message: str, hint: str) -> DiagnosticError:
+        return DiagnosticError([Diagnostic("error", "state-rm.invalid", message, file, None, None, hint)])
+
+    if kind not in ("cluster", "environment") or not name:
+        raise error(f"{address!r} is not a cluster or environment address", "write cluster.NAME or environment.NAME")
+    provider = backend(loaded.stack.workspace)
+    store = StateStore(provider)
+    with store.lock(stack, "state rm"):
+        serial = store.serial(stack)
+        if kind == "cluster":
+            live = read_cluster(provider, name)
+            if live is None or live.owner_stack != stack or is_other_compute(live):
+                raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
+            store.bump_serial(stack, serial, "state rm")
+            # the same PUT with the same values, without infra's tags (Azure never returns secrets: none are sent)
+            provider.put_cluster(Resource(address, "cluster", name, live.attributes, {}),
+                                 _secrets_for_put(loaded, name, live)[0], live.attributes["subnet"], None)
+            return f"Removed {address} from stack {stack!r}: cluster {name} is left as it is, no longer managed."
+        env = read_environment(provider, name, None)
+        if env is None or env.owner_stack != stack:
+            raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
+        store.bump_serial(stack, serial, "state rm")
+        versions = provider.forget_environment(name, stack)
+        return (f"Removed {address} from stack {stack!r}: environment {name} (version {', '.join(versions)}) is left "
+                "as it is, no longer managed.")
+
+
 def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:
     """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
     loaded, _ = load_for_plan(stack_path)  # as plan: an imported cluster exists, the live state judges it
@@ -251,9 +299,10 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
                     "infra imports AmlCompute clusters only: give the stack's cluster another name")
     if live.owner_stack and live.owner_stack != loaded.stack.stack:
         raise error(f"cluster {azure_name!r} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
-    tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes))}
+    secrets, secrets_tag = _secrets_for_put(loaded, azure_name, live)
+    tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes)),
+            **secrets_tag}
     # the same PUT with the same values plus our tags (Azure never returns secrets, so none are sent)
-    provider.put_cluster(Resource(address, "cluster", azure_name, live.attributes, tags),
-                         ClusterSecrets(admin_username=live.attributes["ssh_admin_username"]),
+    provider.put_cluster(Resource(address, "cluster", azure_name, live.attributes, tags), secrets,
                          live.attributes["subnet"], None)
     return f"Imported {azure_name} as {address}. Run `infra plan {stack_path}` to see how it differs from the stack."

@@ -587,6 +587,13 @@ class AzureProvider:
         name them): each active version tagged with `stack` loses infra's ownership tags and is archived
         (`az ml environment archive --version`), so no stack owns it and lists no longer show it. Returns the
         versions released; versions of other owners stay as they are."""
+        return self._release_environment(name, stack, archive=True)
+
+    def forget_environment(self, name: str, stack: str) -> list[str]:
+        """`infra state rm`: each version tagged with `stack` loses infra's ownership tags, and nothing else."""
+        return self._release_environment(name, stack, archive=False)
+
+    def _release_environment(self, name: str, stack: str, *, archive: bool) -> list[str]:
         envs = self.clients.ml.environments
         released = []
         for listed in envs.list(name=name):
@@ -595,7 +602,8 @@ class AzureProvider:
             version = envs.get(name, version=listed.version)
             version.tags = {k: v for k, v in (version.tags or {}).items() if k not in OWNERSHIP_TAGS}
             envs.create_or_update(version)   # the same content: only its tags change
-            envs.archive(name, version=listed.version)
+            if archive:
+                envs.archive(name, version=listed.version)
             released.append(str(listed.version))
         return released
 

@@ -14,7 +14,7 @@ import typer
 
 from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Command, Progress, fail,
                                       for_this_run, for_this_run_diagnostic, local_flag, print_diagnostics,
-                                      progress_stream)
+                                      progress_stream, var_file_option, var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 if TYPE_CHECKING:
@@ -88,15 +88,21 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON (shape of terraform show -json)"),
     detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode", help="exit 2 when there are changes"),
     target: List[str] = typer.Option([], "--target", metavar="ADDR", help="only this address (and what it depends on)"),
+    replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
+                                      help="replace this cluster (-/+), or give this environment a new version"),
     refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
     destroy: bool = typer.Option(False, "--destroy", help="plan to destroy everything the stack owns"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     check_images: bool = typer.Option(False, "--check-images",
                                       help="read custom images' layers and check their `requires:`"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
+    from infra_cli.commands.views.outputs import plan_outputs, plan_outputs_json
     from infra_cli.commands.views.plan import render_plan
+    from infra_cli.stack.variables import recorded_values
 
     if refresh_only and destroy:
         raise typer.BadParameter("--refresh-only reports drift and --destroy plans deletions: use one of them",
@@ -104,21 +110,26 @@ def plan(
     mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
     try:
         key = plan_key(os.environ) if out is not None else None   # an unusable key is said before planning
-        outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images)
+        outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images,
+                            replace=list(replace))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     p = outcome.plan
     if as_json:
         document = p.to_json()
         document["diagnostics"] = [for_this_run_diagnostic(Diagnostic(**d)).to_json() for d in document["diagnostics"]]
+        if outcome.outputs:
+            document["output_changes"] = plan_outputs_json(outcome.outputs)
         print(json.dumps(document, indent=2))
     else:
         _print_plan_diagnostics(p)
         print(render_plan(p, colour=sys.stdout.isatty()))
+        print(plan_outputs(outcome.outputs), end="")
     if p.has_errors():
         raise typer.Exit(EXIT_ERROR)
     if out is not None:
-        write_plan_file(out, p, outcome.loaded.path, list(target), key=key)
+        write_plan_file(out, p, outcome.loaded.path, list(target), key=key,
+                        variables=recorded_values(outcome.loaded.variables), replace=list(replace))
         if not as_json:
             print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}{local_flag()}")
     has_changes = bool(p.changes or p.drift or p.smoke_jobs)  # a pending smoke is a change apply makes
@@ -130,10 +141,14 @@ def apply(
     auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="apply without asking"),
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
+    replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
+                                      help="replace this cluster (-/+), or give this environment a new version"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Make Azure match the stack (or exactly a saved plan), then prove it with smoke jobs."""
-    _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False)
+    _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False, replace=list(replace))
 
 
 def destroy(
@@ -141,6 +156,8 @@ def destroy(
     auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="destroy without asking"),
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     local: bool = typer.Option(False, "--local"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
     _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True)
@@ -151,6 +168,8 @@ def import_(
     azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
@@ -165,6 +184,8 @@ def import_(
 def force_unlock(
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Clear a stale stack lock (left by a killed apply)."""
     from infra_cli.apply.engine import force_unlock_stack
@@ -178,26 +199,39 @@ def force_unlock(
 
 
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
-                      *, destroy: bool) -> None:
+                      *, destroy: bool, replace: list[str] = ()) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
     from infra_cli.state.lock import LockHeld
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, plan_key, saved_stack_path
     from infra_cli.commands.views.plan import render_plan
+    from infra_cli.stack.variables import command_line_inputs
+    from infra_cli.commands.views.outputs import apply_outputs, plan_outputs
+    from infra_cli.plan.outputs import live_outputs
 
     try:
         if not destroy and is_plan_file(source):
+            if replace:
+                raise DiagnosticError([Diagnostic(
+                    "error", "apply.plan-replace", "a saved plan takes no --replace: it replaces what it was made to",
+                    str(source), None, None, "make the plan with it: `infra plan STACK --replace ADDR --out FILE`")])
+            if command_line_inputs().command_line:
+                raise DiagnosticError([Diagnostic(
+                    "error", "apply.plan-variables", "a saved plan takes no --var or --var-file: it was made with "
+                    "its variables' values, and is applied with them", str(source), None, None,
+                    "drop the --var/--var-file options, or make a new plan with them: `infra plan STACK --var ... --out FILE`")])
             backend = provider_for(local=local, anchor=saved_stack_path(source) or source)
             outcome = prepare_from_plan_file(source, backend=backend, key=plan_key(os.environ))
             approved = True
         else:
-            outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")
+            outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal", replace=list(replace))
             _print_plan_diagnostics(outcome.plan)
             if outcome.plan.has_errors():  # nothing will happen: the errors say why, a plan would only distract
                 print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",
                       file=sys.stderr)
                 raise typer.Exit(EXIT_ERROR)
             print(render_plan(outcome.plan, colour=sys.stdout.isatty()))
+            print(plan_outputs(outcome.outputs), end="")
             if not outcome.plan.changes and not (outcome.plan.smoke_jobs and not destroy):
                 raise typer.Exit(EXIT_OK)
             if not outcome.plan.changes and no_smoke:
@@ -224,6 +258,8 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
     code = _summary(result, "Destroy" if destroy else "Apply") if result is not None else EXIT_OK
     if code == EXIT_OK and not no_smoke and outcome.plan.smoke_jobs:
         code = _run_smoke(outcome, outcome.plan.smoke_jobs)
+    if code == EXIT_OK and not destroy and outcome.loaded.stack.outputs:   # as Terraform's, read live
+        print(apply_outputs(live_outputs(outcome.loaded, outcome.provider)), end="")
     raise typer.Exit(code)
 
 

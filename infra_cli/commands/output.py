@@ -35,7 +35,35 @@ class Command(TyperCommand):
 
     def invoke(self, ctx):
         _Run.local = bool(ctx.params.get("local"))
-        return super().invoke(ctx)
+        if _VARIABLE_INPUTS not in ctx.meta:
+            return super().invoke(ctx)
+        # a command that loads a stack: its --var / --var-file, in order, for this run only (a test may run
+        # several commands in one process)
+        from infra_cli.stack.variables import VarInput, set_command_line
+
+        set_command_line([VarInput(kind, text) for kind, text in ctx.meta[_VARIABLE_INPUTS]])
+        try:
+            return super().invoke(ctx)
+        finally:
+            set_command_line([])
+
+    def make_parser(self, ctx):
+        """A parser that also keeps the --var and --var-file values in the order they were written: Terraform's
+        precedence is that order across both options, which click's per-option lists lose."""
+        parser = super().make_parser(ctx)
+        if not any(p.name in _VARIABLE_KINDS for p in self.get_params(ctx)):
+            return parser
+        parse = parser.parse_args
+
+        def parse_args(args):
+            opts, largs, order = parse(args=args)
+            left = {name: list(opts.get(name) or []) for name in _VARIABLE_KINDS}
+            ctx.meta[_VARIABLE_INPUTS] = [(_VARIABLE_KINDS[p.name], left[p.name].pop(0))
+                                          for p in order if p.name in left and left[p.name]]
+            return opts, largs, order
+
+        parser.parse_args = parse_args
+        return parser
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         return [_plain_usage(piece) for piece in super().collect_usage_pieces(ctx)]
@@ -43,6 +71,21 @@ class Command(TyperCommand):
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         params.install(self.get_params(ctx))   # plain values are read without pydantic (params.py says why)
         return super().parse_args(ctx, args)
+
+
+_VARIABLE_KINDS = {"var": "var", "var_file": "var-file"}
+_VARIABLE_INPUTS = "infra.variable_inputs"
+
+
+def var_option():
+    """`--var NAME=VALUE` (`-var`) on every command that loads a stack (read by Command, not the command)."""
+    return typer.Option([], "--var", "-var", metavar="NAME=VALUE", expose_value=False,
+                        help="set a stack variable (repeatable; with --var-file, the later one wins)")
+
+
+def var_file_option():
+    return typer.Option([], "--var-file", "-var-file", metavar="FILE", expose_value=False,
+                        help="set stack variables from a YAML or JSON file of NAME: VALUE (repeatable)")
 
 
 class Group(TyperGroup):

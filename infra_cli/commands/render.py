@@ -1,14 +1,19 @@
 """`infra graph` and `infra render`: the stack written out as DOT, or as Azure ML CLI v2 files."""
 
 from pathlib import Path
+from typing import List
 
 import typer
 
-from infra_cli.commands.output import Command, fail, print_diagnostics
+from infra_cli.commands.output import Command, fail, print_diagnostics, var_file_option, var_option
 from infra_cli.diagnostics import DiagnosticError
 
 
-def graph(stack: Path = typer.Argument(..., metavar="STACK")) -> None:
+def graph(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
+) -> None:
     """Print the stack's resources and dependencies as Graphviz DOT (`infra graph S | dot -Tsvg > g.svg`)."""
     from infra_cli.plan.graph import stack_graph
     from infra_cli.stack.load import load_stack
@@ -22,6 +27,8 @@ def graph(stack: Path = typer.Argument(..., metavar="STACK")) -> None:
 def render(
     stack: Path = typer.Argument(..., metavar="STACK"),
     out: Path = typer.Option(..., "--out", metavar="DIR", help="directory to write Azure ML CLI v2 YAML and scripts into"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job."""
     from infra_cli.apply.files import render_stack

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream
+from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream, var_file_option, var_option
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -19,6 +19,8 @@ def smoke(
     as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON on stdout"),
     report: Optional[Path] = typer.Option(
         None, "--report", metavar="DIR", help="write report.html (busbw chart per distribution) and smoke.json here"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Run the stack's smoke-test jobs (ranks, DDP replicas, all_reduce busbw, NCCL transport) and judge them."""
     from infra_cli.validate.engine import load_valid_stack

@@ -8,11 +8,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import EXIT_OK, Command, Group, fail, print_diagnostics
+from infra_cli.commands.output import (EXIT_OK, Command, Group, fail, for_this_run, print_diagnostics, var_file_option,
+                                      var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -52,6 +53,8 @@ def show(
                                             help="a plan saved by `infra plan --out`, or a stack file"),
     as_json: bool = typer.Option(False, "--json", help="the plan JSON, or the state as `terraform show -json`"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure (STACK only)"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Show a saved plan, or what a stack owns in Azure now (read live from its tags)."""
     from infra_cli.plan.planfile import looks_like_plan_file
@@ -75,16 +78,81 @@ def show(
 def state_list(
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """List the addresses of the resources the stack owns in Azure (from their tags), one a line."""
     for address in _read_state(stack, local).addresses():
         print(address)
 
 
+def output(
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="only this output (shown even if sensitive)"),
+    as_json: bool = typer.Option(False, "--json", "-json", help="as JSON: {NAME: {value, type, sensitive}}"),
+    raw: bool = typer.Option(False, "--raw", "-raw", help="NAME's value bare (a string, number or bool), for scripts"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
+) -> None:
+    """Print the stack's output values, read live from Azure (as `terraform output`)."""
+    from infra_cli.commands.backend import provider_for
+    from infra_cli.commands.views.outputs import output_lines, outputs_json
+    from infra_cli.plan.outputs import read_outputs
+    from infra_cli.stack.outputs import shown
+
+    if raw and name is None:
+        raise fail([Diagnostic("error", "output.raw-needs-name", "--raw prints one output: name it", None, None, None,
+                               "`infra output STACK NAME --raw`")])
+    try:
+        loaded, values = read_outputs(stack, backend=provider_for(local=local, anchor=stack))
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+    if name is None:
+        if as_json:
+            print(json.dumps(outputs_json(values), indent=2))
+        elif not values:
+            print(f"warning: no outputs: {stack} declares no `outputs:`", file=sys.stderr)
+        else:
+            print("\n".join(output_lines(values)))
+        raise typer.Exit(EXIT_OK)
+    if name not in values:
+        raise fail([Diagnostic("error", "output.not-found", f"the stack has no output {name!r}", str(stack), None, None,
+                               f"declared: {', '.join(sorted(values)) or 'none'}")])
+    value = values[name].value
+    if raw:
+        if value is None or isinstance(value, (list, dict)):
+            why = "has no value (is the stack applied?)" if value is None else f"is a {type(value).__name__}"
+            raise fail([Diagnostic("error", "output.raw", f"output {name!r} {why}: --raw prints only a string, "
+                                   "number or bool", str(stack), None, None, "use --json for lists and maps")])
+        print(value if isinstance(value, str) else shown(value))
+    else:
+        print(json.dumps(value) if as_json else shown(value))
+
+
+def state_rm(
+    address: str = typer.Argument(..., metavar="ADDR"),
+    stack: Path = typer.Argument(..., metavar="STACK"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
+) -> None:
+    """Forget a resource: remove the stack's ownership tags from it, changing nothing else (terraform state rm)."""
+    from infra_cli.apply.engine import forget_resource
+    from infra_cli.commands.backend import provider_for
+
+    try:
+        print(for_this_run(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack))))
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
+
+
 def register(app: typer.Typer) -> None:
     app.command(cls=Command)(show)
+    app.command(cls=Command)(output)
     state_app = typer.Typer(cls=Group, help="Read what a stack owns in Azure (infra's state is the tags it writes).",
                             no_args_is_help=True)
     state_app.command("list", cls=Command)(state_list)
+    state_app.command("rm", cls=Command)(state_rm)
     app.add_typer(state_app, name="state")
 

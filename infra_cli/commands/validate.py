@@ -7,13 +7,15 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Command, print_diagnostics
+from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Command, print_diagnostics, var_file_option, var_option
 from infra_cli.diagnostics import has_errors
 
 
 def validate(
     stacks: List[Path] = typer.Argument(..., help="stack files", metavar="STACK..."),
     as_json: bool = typer.Option(False, "--json", help="print diagnostics as a JSON list"),
+    var: List[str] = var_option(),
+    var_file: List[str] = var_file_option(),
 ) -> None:
     """Check stack files offline: schema, references, InfiniBand eligibility, GPUs, MPI, launchers."""
     from infra_cli.validate.engine import validate_files

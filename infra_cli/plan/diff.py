@@ -180,6 +180,41 @@ def _environment_change(desired: Resource, live: Resource | None, source: Source
                           f"{before.get('version')} stays for jobs that use it)"), None
 
 
+REPLACE_REQUESTED = "replace requested"
+
+
+def force_replace(changes: list[ResourceChange], replace: list[str], source: SourceMap) -> tuple[list[ResourceChange], list[Diagnostic]]:
+    """`--replace ADDR` (Terraform's -replace): that cluster is deleted and created again (`-/+`) even without a
+    change, an environment gets a new version of the same content. One the plan creates anyway stays a create."""
+    out, diagnostics = [], []
+    for c in changes:
+        if c.address not in replace or c.before is None:
+            out.append(c)
+        elif c.type == "cluster" and c.actions in (NO_OP, UPDATE, REPLACE):
+            out.append(replace_change(c))
+        elif c.type == "environment" and c.after and c.after.get("kind") != "curated" and c.actions == NO_OP:
+            pinned = source.values.get(("environments", c.name, "version"))
+            if pinned is not None:
+                diagnostics.append(source.diagnostic(
+                    ("environments", c.name, "version"), "plan.replace-pinned",
+                    f"--replace {c.address}: its version is pinned, and Azure ML environment versions are immutable",
+                    f"bump environments.{c.name}.version instead (or remove it to let infra number versions)"))
+                out.append(c)
+                continue
+            after = {**c.after, "version": c.before.get("next_version") or _next(c.before.get("version"))}
+            out.append(ResourceChange(c.address, c.type, c.name, CREATE, c.before, after, [],
+                                      f"new version {after['version']} ({REPLACE_REQUESTED})"))
+        else:
+            out.append(c)
+    return out, diagnostics
+
+
+def replace_change(c: ResourceChange) -> ResourceChange:
+    reason = c.action_reason if c.actions == REPLACE else ""
+    return ResourceChange(c.address, c.type, c.name, REPLACE, c.before, c.after, c.replace_paths if reason else [],
+                          f"replace_by_request: {REPLACE_REQUESTED}" + (f"; {reason}" if reason else ""))
+
+
 def _next(version: str | None) -> str:
     return str(int(version) + 1) if version and version.isdigit() else "1"
 

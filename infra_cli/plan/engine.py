@@ -10,11 +10,12 @@ from typing import Any
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
-from infra_cli.plan.diff import diff, drift, select_targets
+from infra_cli.plan.diff import diff, drift, force_replace, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider
 from infra_cli.plan.live import LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
+from infra_cli.plan.outputs import OutputValue, output_values
 from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.load import LoadedStack
 from infra_cli.state.records import SmokeInputs, SmokeRecord
@@ -32,6 +33,8 @@ class PlanOutcome:
     # distribution -> what its smoke is judged on now (the desired resources, curated environments as resolved
     # by this plan): what the smoke after apply records its verdicts against
     smoke_inputs: dict[str, SmokeInputs] = field(default_factory=dict)
+    outputs: dict[str, OutputValue] = field(default_factory=dict)  # as they will be: unknown ones are UNKNOWN
+    replace: list[str] = field(default_factory=list)   # --replace ADDR: what apply plans again with, under the lock
 
 
 def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[str]) -> None:
@@ -139,25 +142,43 @@ def smoke_reasons(loaded: LoadedStack, inputs: dict[str, SmokeInputs], changes: 
 
 
 def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveState, *, mode: str,
-                    targets: list[str]) -> tuple[list[ResourceChange], list[Diagnostic]]:
+                    targets: list[str], replace: list[str] = ()) -> tuple[list[ResourceChange], list[Diagnostic]]:
     """The changes (and the diff's diagnostics) that take `live` to `desired`: what plan records, and what apply
-    derives again under the lock to check a plan file against. Pure."""
+    derives again under the lock to check a plan file against. Pure. `replace`: --replace ADDR."""
     result = diff(desired, live, stack=loaded.stack.stack, source=loaded.source,
                   mode="destroy" if mode == "destroy" else "normal")
-    changes = result.changes
+    changes, diagnostics = result.changes, result.diagnostics
+    if replace and mode == "normal":
+        changes, refused = force_replace(changes, list(replace), loaded.source)
+        diagnostics = diagnostics + refused
     if targets:
         changes = select_targets(changes, targets, distribution_dependencies(loaded.stack))
-    return changes, result.diagnostics
+    return changes, diagnostics
+
+
+def check_replace(loaded: LoadedStack, desired: list[Resource], replace: list[str]) -> None:
+    """--replace names a cluster or an environment of the stack."""
+    known = sorted(r.address for r in desired if r.type == "cluster" or
+                   r.type == "environment" and r.attributes.get("kind") != "curated")
+    bad = [a for a in replace if a not in known]
+    if bad:
+        raise DiagnosticError([Diagnostic("error", "plan.unknown-replace", f"--replace {a} is not a cluster or "
+                                          "environment this stack creates (a curated one is only read)",
+                                          str(loaded.path), None, None,
+                                          f"addresses: {', '.join(known) or 'none'}") for a in bad])
 
 
 def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal", targets: list[str] | None = None,
-               warnings: list[Diagnostic] | None = None, check_images: bool = False) -> PlanOutcome:
+               warnings: list[Diagnostic] | None = None, check_images: bool = False,
+               replace: list[str] | None = None) -> PlanOutcome:
     """The plan of a loaded, validated stack against what `provider` reads (built by the command: Azure, or the
     local emulator)."""
     stack = loaded.stack
     desired = desired_resources(loaded)
     targets = targets or []
     check_targets(loaded, desired, targets)
+    replace = replace or []
+    check_replace(loaded, desired, replace)
     normal = mode == "normal"
     curated = {name: env.curated for name, env in stack.environments.items() if env.curated} if normal else {}
     with ThreadPoolExecutor(max_workers=1) as pool:   # reading layers overlaps the live reads
@@ -167,7 +188,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
                          serial_of=stack.stack)
         image_diagnostics = images_f.result() if images_f else []
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
-    changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets)
+    changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets, replace=replace)
     deps = distribution_dependencies(stack)
     diagnostics = list(warnings or []) + found + image_diagnostics + (cpu_transports(loaded) if normal else [])
     if facts is not None:
@@ -185,7 +206,8 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
         workspace=workspace_identity(stack.workspace), state=read.serial,
     )
-    return PlanOutcome(plan, loaded, provider, live, inputs)
+    outputs = output_values(loaded, live, records, resolved, changes=changes, pending=reasons) if normal else {}
+    return PlanOutcome(plan, loaded, provider, live, inputs, outputs, replace)
 
 
 def current_smoke_inputs(loaded: LoadedStack, provider: Provider, distributions: list[str]) -> dict[str, SmokeInputs]:

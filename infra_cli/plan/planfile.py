@@ -31,6 +31,7 @@ from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, Plan
                                   canonical_json, describe_workspace, same_workspace, workspace_identity)
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.variables import Inputs
 from infra_cli.state.serial import StateSerial
 from infra_cli.validate.engine import load_valid_stack
 
@@ -47,6 +48,9 @@ class SavedPlan:
     stack_path: Path
     targets: list[str]
     warnings: list[Diagnostic] = field(default_factory=list)
+    variables: dict = field(default_factory=dict)  # the variable values it was made with (variables.recorded_values)
+    file: str | None = None
+    replace: list[str] = field(default_factory=list)   # --replace ADDR it was made with
 
 
 def plan_key(environ: Mapping[str, str]) -> bytes | None:
@@ -75,14 +79,18 @@ def content_hmac(body: dict, key: bytes) -> str:
     return _HMAC + hmac.new(key, _sealed_content(body), hashlib.sha256).hexdigest()
 
 
-def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str], *, key: bytes | None = None) -> None:
-    """`key`: sign the file with HMAC-SHA256 under it (INFRA_PLAN_KEY); the digest is written either way."""
+def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str], *, key: bytes | None = None,
+                    variables: dict | None = None, replace: list[str] | None = None) -> None:
+    """`key`: sign the file with HMAC-SHA256 under it (INFRA_PLAN_KEY); the digest is written either way.
+    `variables`: the values of the stack's variables (variables.recorded_values: a sensitive one as its digest)."""
     body = json.loads(json.dumps({   # as a reader will see it: the seals cover what is read back
         "kind": KIND,
         **plan.to_json(mask_sensitive=False),
         "stack_path": str(stack_path),
         "targets": targets,
         "desired": [r.to_json() for r in plan.desired],
+        "variables": variables or {},
+        "replace": replace or [],
     }))
     body["digest"] = content_digest(body)
     if key is not None:
@@ -165,7 +173,13 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         _check_shapes(plan)
         if not all(isinstance(v, str) for v in [plan.stack, *plan.smoke_jobs, *saved_targets(data)]):
             raise TypeError("the stack's name, smoke jobs and targets are strings")
-        return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings)
+        recorded = data.get("variables") or {}
+        if not isinstance(recorded, dict) or not all(isinstance(v, dict) for v in recorded.values()):
+            raise TypeError("variables is a mapping of names to {value} or {sensitive, digest}")
+        replace = data.get("replace") or []
+        if not isinstance(replace, list) or not _strings(replace):
+            raise TypeError("replace is a list of addresses")
+        return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings, recorded, str(path), replace)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
 
@@ -252,7 +266,7 @@ def replan_command(saved: SavedPlan, path: Path | str) -> str:
     """The `infra plan` that makes this plan again, now: its stack, mode, targets and file (a view adds --local
     where the run is local)."""
     mode = {PlanMode.DESTROY: " --destroy", PlanMode.REFRESH_ONLY: " --refresh-only"}.get(saved.plan.mode, "")
-    targets = "".join(f" --target {t}" for t in saved.targets)
+    targets = "".join(f" --target {t}" for t in saved.targets) + "".join(f" --replace {a}" for a in saved.replace)
     return f"infra plan {saved.stack_path}{mode}{targets} --out {path}"
 
 
@@ -304,7 +318,8 @@ def binding_note(saved: SavedPlan, path: Path) -> Diagnostic:
 
 def load_planned_stack(saved: SavedPlan) -> LoadedStack:
     """The stack a saved plan came from, as it is now (the rules the plan judged live are not judged again)."""
-    return load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES)[0]
+    inputs = Inputs(recorded=saved.variables, plan_file=saved.file)  # the plan's values, never this run's
+    return load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES, inputs=inputs)[0]
 
 
 def stack_changed_since(saved: SavedPlan, loaded: LoadedStack) -> bool:

@@ -162,7 +162,7 @@ class SmokeRecorder:
             result = PASSED if verdict.passed else INCOMPLETE if verdict.incomplete else FAILED
             why = verdict.findings[0].cause if verdict.incomplete and verdict.findings else verdict.incomplete
             record = SmokeRecord(distribution, result, self.inputs.get(distribution), job_name, at,
-                                 reason=(why or "")[:_REASON_CHARS] or None)
+                                 reason=(why or "")[:_REASON_CHARS] or None, busbw_gbps=verdict.peak_busbw_gbs)
         try:
             StateStore(self.provider).record_smoke(self.stack, record)
         except Exception as exc:  # the verdict stands; only the plan's memory of it is lost

@@ -11,6 +11,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.fields import Model, ValidationError
 from infra_cli.stack.model import Stack, flatten_distribution
 from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text, short_repr
+from infra_cli.stack.variables import Inputs, command_line_inputs
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,11 @@ class LoadedStack:
     @property
     def base_dir(self) -> Path:
         return self.path.parent
+
+    @property
+    def variables(self) -> dict:
+        """name -> variables.Value: the value each declared variable had for this load."""
+        return self.source.variables
 
 
 def _owner_model(loc: tuple) -> type[Model] | None:
@@ -61,7 +67,8 @@ def _model_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnost
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
             got = err.input
-            shown = "" if isinstance(got, (dict, list)) or got is None or _is_secret_path(loc) else f" (got {short_repr(got)})"
+            secret = _is_secret_path(loc) or tuple(loc) in source.interpolated
+            shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {short_repr(got)})"
             out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", _type_hint(kind, loc)))
     return out
 
@@ -116,8 +123,10 @@ def _read_pasted_blocks(data: dict, source: SourceMap) -> dict:
     return {**data, "distributions": out}
 
 
-def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Stack, SourceMap]:
-    data, source = load_yaml(text, file, environ)
+def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None,
+                inputs: Inputs | None = None) -> tuple[Stack, SourceMap]:
+    """`inputs`: the values given for the stack's variables (default: this run's --var / --var-file)."""
+    data, source = load_yaml(text, file, environ, inputs=command_line_inputs() if inputs is None else inputs)
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic("error", "stack.invalid", "a stack file must be a mapping at the top level",
                                           file, 1, 1, "start with `stack: NAME`")])
@@ -128,8 +137,9 @@ def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None) 
         raise DiagnosticError(_model_diagnostics(exc, source)) from None
 
 
-def load_stack(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedStack:
+def load_stack(path: str | Path, environ: Mapping[str, str] | None = None,
+               inputs: Inputs | None = None) -> LoadedStack:
     p = Path(path)
     text = read_stack_text(p)  # a regular file under a size cap (a FIFO would block the read)
-    stack, source = parse_stack(text, str(path), environ)
+    stack, source = parse_stack(text, str(path), environ, inputs)
     return LoadedStack(stack, p.resolve(), source)

@@ -454,6 +454,27 @@ def _empty_section(v: Any) -> Any:
     return {} if v is None else v  # `clusters:` with nothing under it means none
 
 
+class Variable(Model):
+    """An input variable (Terraform's `variable`): `${var.NAME}` anywhere in the stack; its value from `default`,
+    INFRA_VAR_NAME, `--var-file FILE` or `--var NAME=VALUE` (later wins, in that order)."""
+
+    type = Field(OneOf("string", "number", "bool", "list", "map") | None, None,
+                 description="string, number, bool, list or map; a value that is exactly ${var.NAME} keeps it")
+    default = Field(ANY, None, description="the value when none is given")
+    allowed = Field(ListOf(ANY) | None, None, description="the only values accepted")
+    description = Field(Str() | None, None, description="what the variable is for")
+    sensitive = Field(Bool(), False, description="never shown in output, plan files or logs")
+
+
+class Output(Model):
+    """An output value (Terraform's `output`), read live by `infra output STACK [NAME]`."""
+
+    value = Field(ANY, description="an attribute of a resource: ${cluster.NAME.id}, ${environment.NAME.asset_id}, "
+                                   "${smoke.NAME.verdict}, or text around such references")
+    description = Field(Str() | None, None, description="what the value is for")
+    sensitive = Field(Bool(), False, description="shown as (sensitive value) unless asked for by name")
+
+
 class Stack(Model):
     """An infra stack file: Azure ML clusters, environments and distributions, planned and applied together."""
 
@@ -464,3 +485,7 @@ class Stack(Model):
     environments = Field(DictOf(Environment), factory=dict, before=_empty_section, description="environments by name")
     distributions = Field(DictOf(Distribution), factory=dict, before=_empty_section,
                           description="distributed jobs (each gets a smoke test) by name")
+    variables = Field(DictOf(Variable), factory=dict, before=_empty_section,
+                      description="input variables by name, used as ${var.NAME}")
+    outputs = Field(DictOf(Output), factory=dict, before=_empty_section,
+                    description="output values by name (`infra output STACK`)")

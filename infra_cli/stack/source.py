@@ -7,6 +7,8 @@ later stages use to point a diagnostic at the right place.
 
 from __future__ import annotations
 
+import copy
+import difflib
 import os
 import re
 import stat
@@ -16,6 +18,7 @@ from typing import Any, Mapping
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.stack import variables
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error. Azure ML's own
@@ -29,6 +32,8 @@ _MAX_NODES = 100_000
 MAX_STACK_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_EXPANDED_BYTES = 4 << 20
+_WHOLE_VARIABLE = re.compile(r"\$\{var\.([^{}]*)\}")
+_RESOURCE_REFERENCE = re.compile(r"^(?:cluster|environment|smoke)\.")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Path = tuple  # a path into the document: keys (str) and list indices (int)
@@ -51,6 +56,8 @@ class SourceMap:
     keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
     interpolated: set = field(default_factory=set)  # paths whose value came (partly) from ${VAR}
     written: dict = field(default_factory=dict)  # interpolated path -> the text the stack wrote (e.g. "${TOKEN}")
+    variables: dict = field(default_factory=dict)  # name -> variables.Value, the `${var.NAME}` values the load used
+    warnings: list = field(default_factory=list)  # what the load warns of (an undeclared key in a var file)
 
     def position(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of `path`, or of its nearest ancestor that has one."""
@@ -82,10 +89,13 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 
 
 class _Builder:
-    def __init__(self, file: str, text: str, environ: Mapping[str, str]):
+    def __init__(self, file: str, text: str, environ: Mapping[str, str], *, interpolate: bool = True):
         self.source = SourceMap(file)
         self.text = text
         self.environ = environ
+        self.interpolate = interpolate
+        self.variables: dict | None = None  # name -> variables.Value once `variables:` is resolved
+        self.prebuilt: dict = {}  # path -> value built ahead (the `variables:` block)
         self.errors: list[Diagnostic] = []
         self._scalars = yaml.constructor.SafeConstructor()
         self._open: set[int] = set()  # ids of collection nodes being built: an alias back to one is a cycle
@@ -93,6 +103,8 @@ class _Builder:
         self._bytes = 0  # text built so far, counting every alias expansion
 
     def build(self, node: yaml.Node, path: Path) -> Any:
+        if path in self.prebuilt:
+            return self.prebuilt[path]
         self._built += 1
         if self._built > _MAX_NODES:  # aliases can expand a small file exponentially ("billion laughs")
             line, column = _mark(node)
@@ -112,13 +124,38 @@ class _Builder:
             finally:
                 self._open.discard(id(node))
         value = self._scalar(node)
-        if isinstance(value, str) and "$" in value:
-            interpolated = self._interpolate(value, node)
-            if interpolated != value.replace("$$", "$"):
+        if isinstance(value, str) and "$" in value and self.interpolate:
+            whole = _WHOLE_VARIABLE.fullmatch(value)
+            if whole is not None:
+                found = self._variable(whole.group(1), _mark(node))
+                if found is None:
+                    return None
+                if found.sensitive:
+                    self.source.interpolated.add(path)
+                    self.source.written[path] = value
+                return copy.deepcopy(found.value)
+            secret = [False]
+            interpolated = self._interpolate(value, node, secret, outputs=path[:1] == ("outputs",))
+            if secret[0]:
                 self.source.interpolated.add(path)
                 self.source.written[path] = value
             value = interpolated
         return value
+
+    def _variable(self, name: str, at: tuple[int, int]) -> Any:
+        """The resolved `var.NAME`, or None after an error at `at`."""
+        if self.variables is None:
+            self._error_at(at, "stack.interpolation", f"${{var.{name}}} cannot be used here",
+                           "variables are for the stack's other sections, not for `variables:` itself")
+            return None
+        found = self.variables.get(name)
+        if found is None:
+            close = difflib.get_close_matches(name, list(self.variables), n=1, cutoff=0.6)
+            self._error_at(at, "variable.undeclared", f"${{var.{name}}}: no variable {name!r} is declared",
+                           f"did you mean var.{close[0]}?" if close else
+                           f"declare it under `variables:` (`{name}: {{type: string}}`)")
+            return None
+        return found
 
     def _count_bytes(self, node: yaml.ScalarNode) -> None:
         self._bytes += len(node.value) + 1
@@ -171,7 +208,7 @@ class _Builder:
                         f"write a valid {what}, or quote the value to make it text")
             return None
 
-    def _interpolate(self, text: str, node: yaml.Node) -> str:
+    def _interpolate(self, text: str, node: yaml.Node, secret: list, outputs: bool = False) -> str:
         places = self._reference_positions(node)
         seen = 0
 
@@ -184,6 +221,19 @@ class _Builder:
             at = places[seen] if seen < len(places) else _mark(node)
             seen += 1
             name = m.group(1)
+            if name is not None and outputs and _RESOURCE_REFERENCE.match(name):
+                return m.group(0)  # an output's reference to a resource attribute, read live (stack/outputs.py)
+            if name is not None and name.startswith("var."):
+                found = self._variable(name[4:], at)
+                if found is None:
+                    return m.group(0)
+                shown = variables.as_text(found.value)
+                if shown is None:
+                    self._error_at(at, "variable.type", f"${{{name}}} is a {variables.type_name(found.value)}: it "
+                                   "cannot stand inside text", f"write the value as exactly \"${{{name}}}\", alone")
+                    return m.group(0)
+                secret[0] = secret[0] or found.sensitive
+                return shown
             if name is None:
                 self._error_at(at, "stack.interpolation", "`${` has no closing `}`",
                                "write ${NAME}; $$ escapes a dollar sign")
@@ -196,6 +246,7 @@ class _Builder:
                 self._error_at(at, "stack.interpolation", f"environment variable {name} is not set",
                                f"export {name}=... before running, or write $${{{name}}} for a literal")
                 return m.group(0)
+            secret[0] = True
             return self.environ[name]
 
         return _INTERPOLATION.sub(replace, text)
@@ -292,8 +343,11 @@ def _too_deep(file: str, mark: Any) -> DiagnosticError:
         mark.line + 1, mark.column + 1, "a stack nests a few levels: flatten this structure")])
 
 
-def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Any, SourceMap]:
-    """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation."""
+def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *, interpolate: bool = True,
+              inputs: "variables.Inputs | None" = None) -> tuple[Any, SourceMap]:
+    """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation.
+    `interpolate`: replace `${NAME}` (environment) and `${var.NAME}`; `inputs`: the values given for the
+    document's `variables:` (a stack's), resolved before anything else is built."""
     try:
         _check_depth(text, file)
         node = yaml.compose(text, Loader=_Loader)
@@ -311,8 +365,33 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) ->
     if node is None:
         raise DiagnosticError([Diagnostic("error", "stack.empty", "the stack file is empty", file, 1, 1,
                                           "start with `stack: NAME` and a `workspace:` section")])
-    builder = _Builder(file, text, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    builder = _Builder(file, text, environ, interpolate=interpolate)
+    if inputs is not None and interpolate:
+        declared = _top_level(node, "variables")
+        decls = builder.build(declared, ("variables",)) if declared is not None else {}
+        if builder.errors:
+            raise DiagnosticError(builder.errors)
+        resolved = variables.resolve(decls, builder.source, environ, inputs, _read_var_file)
+        if resolved.errors:
+            raise DiagnosticError(resolved.errors)
+        builder.variables = resolved.values
+        builder.source.variables, builder.source.warnings = resolved.values, resolved.warnings
+        builder.prebuilt[("variables",)] = decls
     data = builder.build(node, ())
     if builder.errors:
         raise DiagnosticError(builder.errors)
     return data, builder.source
+
+
+def _read_var_file(path: str) -> tuple[Any, SourceMap]:
+    """A --var-file: YAML or JSON, read as a stack file is (bounded), with no interpolation."""
+    return load_yaml(read_stack_text(path), path, {}, interpolate=False)
+
+
+def _top_level(node: yaml.Node, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                return value_node
+    return None

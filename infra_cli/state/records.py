@@ -49,6 +49,7 @@ class SmokeRecord:
     job: str | None = None
     at: str | None = None
     reason: str | None = None  # why a pending record was written ("cluster changed"), or what an incomplete one lacked
+    busbw_gbps: float | None = None  # the peak all_reduce bus bandwidth the smoke measured (GB/s)
 
 
 # Smoke records are environment versions whose tags say the result and the inputs it was judged on.
@@ -59,7 +60,8 @@ def record_tags(stack: str, record: SmokeRecord) -> dict[str, str]:
     return {TAG_STACK: stack, "infra.smoke.distribution": record.distribution,
             "infra.smoke.result": record.result, "infra.smoke.inputs": record.inputs.encode() if record.inputs else "",
             "infra.smoke.job": record.job or "", "infra.smoke.at": record.at or "",
-            "infra.smoke.reason": record.reason or ""}
+            "infra.smoke.reason": record.reason or "",
+            "infra.smoke.busbw": "" if record.busbw_gbps is None else f"{record.busbw_gbps:.3f}"}
 
 
 def record_from_tags(stack: str, distribution: str, tags: dict[str, str] | None) -> SmokeRecord | None:
@@ -67,4 +69,9 @@ def record_from_tags(stack: str, distribution: str, tags: dict[str, str] | None)
     if tags.get(TAG_STACK) != stack or tags.get("infra.smoke.distribution") != distribution:
         return None  # another stack's or distribution's record under a name that sanitised alike
     result, inputs, job, at, reason = (tags.get(k) for k in _RECORD_TAGS)
-    return SmokeRecord(distribution, result or "", SmokeInputs.decode(inputs), job or None, at or None, reason or None)
+    try:
+        busbw = float(tags["infra.smoke.busbw"]) if tags.get("infra.smoke.busbw") else None
+    except ValueError:   # a tag edited by hand: no figure rather than a wrong one
+        busbw = None
+    return SmokeRecord(distribution, result or "", SmokeInputs.decode(inputs), job or None, at or None, reason or None,
+                       busbw)

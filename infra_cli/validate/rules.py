@@ -33,6 +33,7 @@ from infra_cli.paths import context_files, inside, project_root
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Cluster, Distribution, Environment
+from infra_cli.stack.outputs import check_outputs
 from infra_cli.validate.dockerfile import read_dockerfile
 from infra_cli.validate.job_inputs import input_problem
 from infra_cli.stack.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
@@ -150,6 +151,12 @@ def resource_names(ctx: Context) -> Iterator[Diagnostic]:
             if not r.pattern.fullmatch(name):
                 yield ctx.at(path, r.rule_id, f"{r.what} {name!r} is not a name Azure accepts",
                              f"use {r.rule} ({r.source})", key=is_key)
+
+
+@rule
+def output_references(ctx: Context) -> Iterator[Diagnostic]:
+    """Each output refers to an address the stack declares and an attribute its type has (stack/outputs.py)."""
+    yield from check_outputs(ctx.stack, ctx.loaded.source)
 
 
 @rule

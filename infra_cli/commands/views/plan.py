@@ -53,6 +53,8 @@ def _headline(change: ResourceChange, kind: str) -> str:
         doing = {"Creating": "being created", "Updating": "being updated"}.get(state, f"{state}" if state else "")
         return (f"# {change.address} is still {doing}: apply waits for it" if doing else
                 f"# {change.address} will be updated in-place (Azure reported no settings for it)")
+    if kind == "replace" and (change.action_reason or "").startswith(_REQUESTED):
+        return f"# {change.address} will be replaced, as requested"
     return {
         "create": f"# {change.address} will be created",
         "update": f"# {change.address} will be updated in-place",
@@ -66,6 +68,7 @@ def _headline(change: ResourceChange, kind: str) -> str:
 _TAINTED = "replace_because_tainted: "
 _UNREPORTED = "update_after_create: "  # plan/diff.py: Azure has not reported the cluster's settings yet
 _CANNOT_UPDATE = "replace_because_cannot_update: "
+_REQUESTED = "replace_by_request: "
 _DELETE_WHY = {"no longer in the stack": "because {address} is not in the stack",
                "destroy requested": "because infra destroy (or plan --destroy) was requested"}
 
@@ -74,6 +77,8 @@ def _reason(change: ResourceChange, kind: str) -> str | None:
     reason = change.action_reason or ""
     if kind == "replace" and reason.startswith(_TAINTED):
         return reason[len(_TAINTED):]
+    if kind == "replace" and reason.startswith(_REQUESTED):
+        return reason[len(_REQUESTED):]
     if kind == "replace" and reason.startswith(_CANNOT_UPDATE):
         return None   # each forcing attribute carries "# forces replacement"
     if kind == "update" and reason.startswith(_UNREPORTED):

@@ -1,0 +1,105 @@
+"""Output values: references checked at validate (an unknown address or attribute is an error at its line),
+evaluated from the live state and smoke records, `(known after apply)` for what a plan creates, and
+`infra output` (text, --json, --raw). The CLI on the emulator is in tests/test_variables.py (staging and prod)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from infra_cli.plan.live import LiveState
+from infra_cli.plan.model import Resource
+from infra_cli.plan.outputs import output_values
+from infra_cli.stack.load import LoadedStack, parse_stack
+from infra_cli.stack.outputs import UNKNOWN
+from infra_cli.state.records import SmokeRecord, record_from_tags, record_tags
+from infra_cli.validate.engine import validate_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STACK = textwrap.dedent("""\
+    stack: s
+    workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}
+    clusters:
+      a100: {size: Standard_ND96asr_v4, max_instances: 2}
+    environments:
+      train: {image: "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04", version: "3"}
+    distributions:
+      ddp: {cluster: a100, environment: train, type: pytorch, instance_count: 2, process_count_per_instance: 8}
+    outputs:
+      id: {value: "${cluster.a100.id}"}
+      env: {value: "${environment.train.asset_id}"}
+      busbw: {value: "${smoke.ddp.busbw_gbps}"}
+      text: {value: "${smoke.ddp.verdict} on ${cluster.a100.size}"}
+    """)
+
+
+def loaded(text: str = STACK) -> LoadedStack:
+    stack, source = parse_stack(text, "s.yaml", {})
+    return LoadedStack(stack, Path("s.yaml"), source)
+
+
+def test_unknown_addresses_and_attributes_are_errors_at_their_line():
+    text = STACK + '  a: {value: "${cluster.h100.id}"}\n  b: {value: "${cluster.a100.sizes}"}\n  c: {value: plain}\n'
+    found = {d.rule: d for d in validate_stack(loaded(text)) if d.rule.startswith("output.")}
+    assert found["output.unknown-address"].line == 14 and "declared under clusters: a100" in found["output.unknown-address"].hint
+    assert found["output.unknown-attribute"].line == 15 and "provisioning_state" in found["output.unknown-attribute"].hint
+    assert found["output.no-reference"].line == 16
+    assert not [d for d in validate_stack(loaded()) if d.rule.startswith("output.")]
+
+
+def test_values_come_from_the_live_state_and_the_smoke_record():
+    stack = loaded()
+    cluster = Resource("cluster.a100", "cluster", "a100", {"size": "Standard_ND96asr_v4", "max_instances": 2,
+                                                          "location": "eastus"}, {"infra.stack": "s"})
+    env = Resource("environment.train", "environment", "train", {"version": "3"}, {"infra.stack": "s"})
+    tags = record_tags("s", SmokeRecord("ddp", "passed", None, "job-1", "2026-01-01T00:00:00Z", busbw_gbps=181.5))
+    record = record_from_tags("s", "ddp", tags)
+    values = output_values(stack, LiveState(clusters={"a100": cluster}, environments={"train": env}), {"ddp": record})
+    assert values["id"].value.endswith("/resourceGroups/rg/providers/Microsoft.MachineLearningServices/workspaces/mlw"
+                                       "/computes/a100")
+    assert values["env"].value == "azureml:train:3" and values["busbw"].value == 181.5
+    assert values["text"].value == "passed on Standard_ND96asr_v4"
+    planned = output_values(stack, LiveState(), {}, pending=["smoke.ddp", "cluster.a100"])
+    assert planned["id"].value is UNKNOWN and planned["text"].value is UNKNOWN and planned["env"].value is None
+
+
+def test_output_without_name_refuses_raw(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(STACK)
+    done = subprocess.run([sys.executable, "-m", "infra_cli", "output", str(path), "--raw", "--local"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")})
+    assert done.returncode == 1 and "error[output.raw-needs-name]" in done.stderr
+
+
+@pytest.mark.runs_jobs   # a smoke job on the emulator (tests/conftest.py schedules these first)
+def test_smoke_outputs_after_apply(tmp_path):
+    """apply runs the smoke job; its verdict, busbw, job and time are outputs, read live by `infra output`."""
+    text = (ROOT / "stacks" / "ib-a100.yaml").read_text()
+    text = text.replace("instance_count: 2", "instance_count: 1").replace("process_count_per_instance: 8",
+                                                                          "process_count_per_instance: 2")
+    text += ('outputs:\n  busbw: {value: "${smoke.ddp.busbw_gbps}"}\n  verdict: {value: "${smoke.ddp.verdict}"}\n'
+             '  version: {value: "${environment.acpt-pytorch.version}"}\n')
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "infra_cli", *a], capture_output=True, text=True,
+                                    cwd=ROOT, timeout=600, env=env)
+    plan = run("plan", str(path), "--local")
+    assert "  busbw   = (known after apply)\n  verdict = (known after apply)\n" in plan.stdout, plan.stdout
+    planned = json.loads(run("plan", str(path), "--local", "--json").stdout)["output_changes"]
+    assert planned["busbw"] == {"after": None, "after_unknown": True, "after_sensitive": False}
+    applied = run("apply", str(path), "--local", "--auto-approve")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "\nOutputs:\n\nbusbw   = " in applied.stdout and 'verdict = "passed"' in applied.stdout
+    shown = json.loads(run("output", str(path), "--json", "--local").stdout)
+    assert shown["busbw"]["type"] == "number" and shown["busbw"]["value"] > 0
+    assert shown["verdict"] == {"value": "passed", "type": "string", "sensitive": False}
+    assert shown["version"]["value"].isdigit()
