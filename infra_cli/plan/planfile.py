@@ -26,6 +26,7 @@ from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import FORMAT_VERSION, Plan, Resource, ResourceChange, canonical_json
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.source import MAX_DEPTH
 from infra_cli.validate.engine import load_valid_stack
 
 KIND = "infra-plan"
@@ -122,6 +123,22 @@ def looks_like_plan_file(path: Path) -> bool:
     return head.lstrip().startswith(b"{") or head.startswith(ZIP_MAGIC)
 
 
+# A plan holds the stack's values a few levels down; a stack nests at most stack/source.py's MAX_DEPTH.
+MAX_PLAN_DEPTH = 2 * MAX_DEPTH
+
+
+def _depth_over(data: object, limit: int) -> bool:
+    """Whether JSON data nests deeper than `limit` lists and objects, found without recursion."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
 def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> SavedPlan:
     """Read a plan file and check its seals: its digest always, its HMAC under `key` (INFRA_PLAN_KEY; a file
     without one is refused while a key is set). A signed file read without a key is refused when `strict`
@@ -140,6 +157,8 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:   # RecursionError: nested past the parser's depth
         raise bad(f"cannot read plan file: {exc}") from None
+    if _depth_over(data, MAX_PLAN_DEPTH):   # before anything walks it recursively (the seals' canonical JSON)
+        raise bad(f"not an infra plan file: nested more than {MAX_PLAN_DEPTH} levels deep")
     if isinstance(data, dict) and "kind" not in data and "resource_changes" in data:
         raise bad("not an infra plan file: this is the JSON `infra plan --json` prints, which apply cannot use",
                   "save a plan with `infra plan STACK --out FILE`")

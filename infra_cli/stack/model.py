@@ -38,6 +38,8 @@ def _number_not_bool(v: Any) -> Any:
 
 # A string that says something: "" or "  " is never a usable name, path or reference.
 Text = Str(after=_filled)
+# Free text (a command, a description): the same, with its tabs and line breaks.
+FreeText = Str(after=_filled, free_text=True)
 # A whole number written as one (not true/false).
 Count = Int(before=_number_not_bool)
 # Enumerated values (OneOf) are read in any case; `aliases` maps other spellings Azure uses (REST's LowPriority).
@@ -148,7 +150,7 @@ class Cluster(Model):
     identity = Field(Identity | None, None)
     location = Field(Text | None, None, description="region of the cluster; defaults to the workspace's")
     tags = Field(DictOf(Str()), factory=dict, description="Azure tags (text values)")
-    description = Field(Str() | None, None, description="free text shown in Azure ML studio")
+    description = Field(Str(free_text=True) | None, None, description="free text shown in Azure ML studio")
     infiniband = Field(OneOf("required", "optional") | None, None,
                        description="required: the size must give InfiniBand to NCCL/MPI; optional: allow sockets")
     lifecycle = Field(Lifecycle, factory=Lifecycle)
@@ -197,7 +199,7 @@ class Environment(Model):
     version = Field(Text | None, None, before=_version_text,
                     description="environment version; default: derived from the content")
     tags = Field(DictOf(Str()), factory=dict, description="Azure tags (text values)")
-    description = Field(Str() | None, None, description="free text")
+    description = Field(Str(free_text=True) | None, None, description="free text")
     os_type = Field(OneOf("linux"), "linux", description="only Linux images run distributed GPU training (any case: Linux)")
 
     def _check(self) -> None:
@@ -248,6 +250,21 @@ def _docker_args(v: Any) -> Any:
     raise ValueError("expected text (\"--ipc=host\") or a list of texts, as azure-ai-ml reads docker_args")
 
 
+# Docker reads --shm-size as a byte count in a signed 64-bit integer (RAMInBytes,
+# https://github.com/docker/go-units/blob/master/size.go; units are powers of 1024): more does not parse.
+_SHM_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_INT64_MAX = 2**63 - 1
+
+
+def _shm_size(v: str | None) -> str | None:
+    if v is None:
+        return v
+    digits, unit = v.rstrip("bkmgBKMG").lstrip("0") or "0", v[-1].lower() if v[-1].isalpha() else ""
+    if len(digits) > 19 or int(digits) * _SHM_UNITS[unit] > _INT64_MAX:   # 2**63 has 19 digits
+        raise ValueError("more bytes than Docker's --shm-size reads (a 64-bit count: at most 8589934591g)")
+    return v
+
+
 class JobResources(Model):
     """A command job's `resources:` block, pasted unchanged: instance_count is read into the flat field beside it,
     the other keys (validators/job_schema.yaml `resources`, azure-ai-ml's own) go to the job as written."""
@@ -255,7 +272,7 @@ class JobResources(Model):
     instance_count = Field(Count | None, None, ge=1, le=_INT32_MAX, description="nodes the job runs on (the flat "
                            "instance_count)")
     instance_type = Field(Text | None, None, description="instance type (Kubernetes or serverless compute)")
-    shm_size = Field(Str(pattern=r"^[0-9]+[bkmgBKMG]?$") | None, None,
+    shm_size = Field(Str(pattern=r"^[0-9]+[bkmgBKMG]?$") | None, None, after=_shm_size,
                      description="size of the container's /dev/shm, e.g. 3g (Docker's --shm-size)")
     docker_args = Field(ANY | None, None, after=_docker_args,
                         description="extra arguments to the container's docker run (text or a list of texts)")
@@ -357,7 +374,7 @@ class Distribution(Model):
     framework = Field(Framework | None, None, description="the training framework, for its launch rules")
     environment_variables = Field(DictOf(Str()), factory=dict, before=_env_text, description="set in every process")
     smoke = Field(Smoke, factory=Smoke)
-    command = Field(Text | None, None, description="your own training command, rendered next to the smoke job")
+    command = Field(FreeText | None, None, description="your own training command, rendered next to the smoke job")
     code = Field(Text | None, None, description="directory of your training code, relative to the stack file")
     distribution = Field(
         JobDistribution | None, None, description="a command job's distribution block, pasted as is; the same as the "
@@ -379,7 +396,7 @@ class Distribution(Model):
     properties = Field(DictOf(ANY), factory=dict, description="properties of the training job")
     display_name = Field(Text | None, None, description="the training job's name in Azure ML studio")
     experiment_name = Field(Text | None, None, description="the training job's experiment")
-    description = Field(Str() | None, None, description="the training job's description")
+    description = Field(Str(free_text=True) | None, None, description="the training job's description")
 
     @classmethod
     def _prepare(cls, data: Any) -> Any:

@@ -82,10 +82,10 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 
 
 class _Builder:
-    def __init__(self, file: str, text: str, environ: Mapping[str, str]):
+    def __init__(self, file: str, text: str, environ: Mapping[str, str] | None):
         self.source = SourceMap(file)
         self.text = text
-        self.environ = environ
+        self.environ = environ   # None: `$` is plain text (a file a stack names, not the stack)
         self.errors: list[Diagnostic] = []
         self._scalars = yaml.constructor.SafeConstructor()
         self._open: set[int] = set()  # ids of collection nodes being built: an alias back to one is a cycle
@@ -112,7 +112,7 @@ class _Builder:
             finally:
                 self._open.discard(id(node))
         value = self._scalar(node)
-        if isinstance(value, str) and "$" in value:
+        if isinstance(value, str) and "$" in value and self.environ is not None:
             interpolated = self._interpolate(value, node)
             if interpolated != value.replace("$$", "$"):
                 self.source.interpolated.add(path)
@@ -292,8 +292,11 @@ def _too_deep(file: str, mark: Any) -> DiagnosticError:
         mark.line + 1, mark.column + 1, "a stack nests a few levels: flatten this structure")])
 
 
-def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) -> tuple[Any, SourceMap]:
-    """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation."""
+def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
+              interpolate: bool = True) -> tuple[Any, SourceMap]:
+    """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation.
+    `interpolate=False` reads another YAML file under the same bounds (depth, values, expanded text), its `${`
+    as written: a conda file a stack names."""
     try:
         _check_depth(text, file)
         node = yaml.compose(text, Loader=_Loader)
@@ -311,7 +314,7 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None) ->
     if node is None:
         raise DiagnosticError([Diagnostic("error", "stack.empty", "the stack file is empty", file, 1, 1,
                                           "start with `stack: NAME` and a `workspace:` section")])
-    builder = _Builder(file, text, os.environ if environ is None else environ)
+    builder = _Builder(file, text, None if not interpolate else os.environ if environ is None else environ)
     data = builder.build(node, ())
     if builder.errors:
         raise DiagnosticError(builder.errors)
