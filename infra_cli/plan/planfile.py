@@ -12,6 +12,7 @@ The key itself is never written anywhere.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
@@ -84,11 +85,23 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
         body["hmac"] = content_hmac(body, key)
     data = json.dumps(body, indent=2, sort_keys=True).encode()
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except OSError as exc:   # a full disk (ENOSPC), a file over its size limit (EFBIG): `path` is as it was
+        if exc.errno not in _CANNOT_WRITE:
+            raise
+        tmp.unlink(missing_ok=True)
+        raise DiagnosticError([Diagnostic(
+            "error", "planfile.unwritten", f"cannot write the plan file {path}: {exc.strerror or exc}; nothing was "
+            f"written ({path} is as it was)", str(path), None, None,
+            "free space on its disk (or raise the file size limit, ulimit -f) and run `infra plan` again")]) from None
+
+
+_CANNOT_WRITE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def is_plan_file(path: Path) -> bool:
