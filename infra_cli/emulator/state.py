@@ -294,7 +294,6 @@ class _Transaction:
         finally:
             self._lock.release()
 
-
     def _end(self, *, rollback: bool) -> None:
         """COMMIT (ROLLBACK after an error). A commit SQLite cannot write is rolled back and named: a full disk
         leaves the state as it was before the transaction."""

@@ -649,10 +649,17 @@ def conda_document(path: Path, root: Path) -> tuple[object, list[Diagnostic]]:
     text = _project_text(path, root)
     if not text or not text.strip():
         return None, []
+    data, refused = _conda_yaml(text, str(path))
+    return data, list(refused)
+
+
+@lru_cache(maxsize=8)
+def _conda_yaml(text: str, file: str) -> tuple[object, tuple[Diagnostic, ...]]:
+    """Read once per content: the rules that look at an environment's conda file share the reading (read only)."""
     try:
-        return load_yaml(text, str(path), interpolate=False)[0], []
+        return load_yaml(text, file, interpolate=False)[0], ()
     except DiagnosticError as exc:
-        return None, list(exc.diagnostics)
+        return None, tuple(exc.diagnostics)
 
 
 def _conda_packages(path: Path, root: Path) -> set[str]:
