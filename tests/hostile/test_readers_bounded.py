@@ -153,6 +153,14 @@ def test_validate_reads_a_1_mb_dockerfile_to_a_verdict(tmp_path):
     assert r.returncode in (0, 1) and "stack file(s)" in r.stderr, r.stderr
 
 
+def test_a_requirement_spec_of_blanks_is_refused_in_one_pass(tmp_path):
+    """`requires: ["a<500,000 blanks>!"]`: the spec's regex tried every split of the blanks between two `\\s*`."""
+    stack = stack_with(tmp_path, f"{{image: {BASE}, requires: ['a{' ' * 500_000}!']}}")
+    r = cli("validate", str(stack), timeout=120)
+    assert r.returncode == 1 and "is not a requirement spec" in r.stderr and "(500002 characters)" in r.stderr
+    assert len(r.stderr) < 2000
+
+
 # ---- conda files -----------------------------------------------------------------------------------------
 
 LAUGHS = ("name: x\na0: &a0 [" + ", ".join(["numpy"] * 10) + "]\n"
