@@ -40,6 +40,20 @@ def _number_not_bool(v: Any) -> Any:
 Text = Str(after=_filled)
 # Free text (a command, a description): the same, with its tabs and line breaks.
 FreeText = Str(after=_filled, free_text=True)
+
+
+def _path_text(v: str) -> str:
+    """A path no file system refuses by its length alone (Linux: NAME_MAX 255 bytes a name, PATH_MAX 4096 bytes)."""
+    _filled(v)
+    if len(v.encode("utf-8", "surrogatepass")) >= 4096:
+        raise ValueError("is longer than a path can be (4,095 bytes)")
+    if any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in v.replace("\\", "/").split("/")):
+        raise ValueError("has a name longer than a file name can be (255 bytes)")
+    return v
+
+
+# A file or folder the stack names, relative to the stack file.
+PathText = Str(after=_path_text)
 # A whole number written as one (not true/false).
 Count = Int(before=_number_not_bool)
 # Enumerated values (OneOf) are read in any case; `aliases` maps other spellings Azure uses (REST's LowPriority).
@@ -165,8 +179,8 @@ class Build(Model):
 
     template = Field(Text | None, None, description="a Dockerfile template from templates/docker/, e.g. openmpi-rdma")
     parameters = Field(DictOf(ANY), factory=dict, description="the template's parameters")
-    path = Field(Text | None, None, description="a build context directory, relative to the stack file")
-    dockerfile_path = Field(Text, "Dockerfile", description="the Dockerfile inside the build context")
+    path = Field(PathText | None, None, description="a build context directory, relative to the stack file")
+    dockerfile_path = Field(PathText, "Dockerfile", description="the Dockerfile inside the build context")
 
     def _check(self) -> None:
         if (self.template is None) == (self.path is None):
@@ -193,7 +207,7 @@ class Environment(Model):
     curated = Field(Text | None, None, after=_curated_reference,
                     description="azureml:NAME@latest, azureml:NAME:VERSION or azureml://registries/...")
     image = Field(Text | None, None, description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
-    conda_file = Field(Text | None, None, description="with image: a conda YAML file, relative to the stack file")
+    conda_file = Field(PathText | None, None, description="with image: a conda YAML file, relative to the stack file")
     build = Field(Build | None, None)
     requires = Field(ListOf(Str()), factory=list, description="image requirement specs, e.g. openmpi>=4.1")
     version = Field(Text | None, None, before=_version_text,
@@ -375,7 +389,7 @@ class Distribution(Model):
     environment_variables = Field(DictOf(Str()), factory=dict, before=_env_text, description="set in every process")
     smoke = Field(Smoke, factory=Smoke)
     command = Field(FreeText | None, None, description="your own training command, rendered next to the smoke job")
-    code = Field(Text | None, None, description="directory of your training code, relative to the stack file")
+    code = Field(PathText | None, None, description="directory of your training code, relative to the stack file")
     distribution = Field(
         JobDistribution | None, None, description="a command job's distribution block, pasted as is; the same as the "
         "flat type, process_count_per_instance, worker_count, parameter_server_count (a value given both ways must agree)")

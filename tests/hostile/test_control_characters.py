@@ -128,3 +128,13 @@ def test_the_loader_refuses_before_any_rule_touches_the_path(tmp_path):
     with pytest.raises(DiagnosticError) as caught:
         load_stack(tmp_path / "stack.yaml")
     assert "\\x00" in caught.value.diagnostics[0].message
+
+
+@pytest.mark.parametrize("field", ["conda_file", "build.path", "code"])
+@pytest.mark.parametrize("value, words", [("a" * 300, "255 bytes"), ("/".join(["a" * 200] * 21), "4,095 bytes")])
+def test_a_path_no_file_system_holds_is_a_diagnostic_at_its_line(tmp_path, field, value, words):
+    """It was `error: OSError: File name too long: ...` without the stack's line."""
+    text = stack_text(field, "").replace('"trainx"', f'"{value}"')
+    found = [d for d in diagnostics(tmp_path, text) if d.severity == "error"]
+    assert [(d.rule, d.line) for d in found] == [("stack.invalid", line_of(text, f'"{value[:10]}'))], found
+    assert words in found[0].message
