@@ -194,10 +194,13 @@ class Str(Kind):
     """Text. `free_text`: tabs and line breaks allowed (a command, a description); no other control character
     is, in any text."""
 
-    def __init__(self, *, pattern: str | None = None, before=None, after=None, free_text: bool = False):
+    def __init__(self, *, pattern: str | None = None, before=None, after=None, free_text: bool = False,
+                 grammar_checked: bool = False):
         super().__init__(before=before, after=after)
         self.pattern = pattern
-        self._controls = _CONTROL_IN_FREE_TEXT if free_text else _CONTROL
+        # grammar_checked: a rule holds the value to a grammar that names its control characters itself (an image
+        # reference, an environment variable's name), with a hint about that grammar
+        self._controls = None if grammar_checked else _CONTROL_IN_FREE_TEXT if free_text else _CONTROL
         # pydantic matches with Rust's regex, whose `$` is the end of the text only (Python's \Z): "a\n" fails
         self._regex = re.compile(pattern.replace("$", r"\Z")) if pattern else None
 
@@ -206,7 +209,7 @@ class Str(Kind):
             return _fail(problems, loc, "string_type", value)
         if self._regex is not None and not self._regex.search(value):
             return _fail(problems, loc, "string_pattern_mismatch", value, self.pattern)
-        found = _controls_found(self._controls, value)
+        found = _controls_found(self._controls, value) if self._controls is not None else None
         return _fail(problems, loc, "control_characters", value, found) if found else value
 
     def schema(self, defs):
@@ -409,9 +412,16 @@ class OneOf(Kind):
 
 class _Anything(Kind):
     """Any YAML value (a job's inputs, services, properties as azure-ai-ml reads them); its texts, keys and values
-    at any depth, are free text: no control character but tabs and line breaks."""
+    at any depth, are free text: no control character but tabs and line breaks. `grammar_checked`: a rule holds
+    every value to its own grammar (a Dockerfile template's parameters)."""
+
+    def __init__(self, *, grammar_checked: bool = False):
+        super().__init__()
+        self.grammar_checked = grammar_checked
 
     def read(self, value, loc, problems):
+        if self.grammar_checked:
+            return value
         pending = [(value, loc)]
         while pending:
             item, at = pending.pop()
@@ -431,6 +441,7 @@ class _Anything(Kind):
 
 
 ANY = _Anything()
+GRAMMAR_CHECKED = _Anything(grammar_checked=True)
 
 
 class ListOf(Kind):
@@ -450,9 +461,9 @@ class ListOf(Kind):
 class DictOf(Kind):
     """A mapping with text keys; the key's own problems are at (key, "[key]"), as pydantic reports them."""
 
-    def __init__(self, value: Any, *, before=None):
+    def __init__(self, value: Any, *, before=None, key: "Str | None" = None):
         self.value, self.before = as_kind(value), before
-        self.key = Str()
+        self.key = key or Str()
 
     def read(self, value, loc, problems):
         if not isinstance(value, dict):

@@ -11,7 +11,8 @@ import difflib
 import re
 from typing import Any
 
-from infra_cli.stack.fields import ANY, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf, Str
+from infra_cli.stack.fields import (ANY, GRAMMAR_CHECKED, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf,
+                                    Str)
 from infra_cli.stack.launch import launcher_for as derived_launcher
 
 _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -178,7 +179,7 @@ class Build(Model):
     """An image Azure ML builds: from one of our Dockerfile templates, or from your own build context."""
 
     template = Field(Text | None, None, description="a Dockerfile template from templates/docker/, e.g. openmpi-rdma")
-    parameters = Field(DictOf(ANY), factory=dict, description="the template's parameters")
+    parameters = Field(DictOf(GRAMMAR_CHECKED), factory=dict, description="the template's parameters")
     path = Field(PathText | None, None, description="a build context directory, relative to the stack file")
     dockerfile_path = Field(PathText, "Dockerfile", description="the Dockerfile inside the build context")
 
@@ -206,7 +207,9 @@ class Environment(Model):
 
     curated = Field(Text | None, None, after=_curated_reference,
                     description="azureml:NAME@latest, azureml:NAME:VERSION or azureml://registries/...")
-    image = Field(Text | None, None, description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
+    # held to the OCI reference grammar by validate (environment.image-reference), control characters included
+    image = Field(Str(after=_filled, grammar_checked=True) | None, None,
+                  description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
     conda_file = Field(PathText | None, None, description="with image: a conda YAML file, relative to the stack file")
     build = Field(Build | None, None)
     requires = Field(ListOf(Str()), factory=list, description="image requirement specs, e.g. openmpi>=4.1")
@@ -386,7 +389,8 @@ class Distribution(Model):
                                  "per node does (torchrun, deepspeed, accelerate launch, Lightning). Derived from "
                                  "`command` and `framework` when not given; a declared one must agree")
     framework = Field(Framework | None, None, description="the training framework, for its launch rules")
-    environment_variables = Field(DictOf(Str()), factory=dict, before=_env_text, description="set in every process")
+    environment_variables = Field(DictOf(Str(), key=Str(grammar_checked=True)), factory=dict, before=_env_text,
+                                  description="set in every process")   # names: distribution.environment-variable-name
     smoke = Field(Smoke, factory=Smoke)
     command = Field(FreeText | None, None, description="your own training command, rendered next to the smoke job")
     code = Field(PathText | None, None, description="directory of your training code, relative to the stack file")
