@@ -138,3 +138,10 @@ def test_a_path_no_file_system_holds_is_a_diagnostic_at_its_line(tmp_path, field
     found = [d for d in diagnostics(tmp_path, text) if d.severity == "error"]
     assert [(d.rule, d.line) for d in found] == [("stack.invalid", line_of(text, f'"{value[:10]}'))], found
     assert words in found[0].message
+
+
+def test_a_newline_in_a_jobs_input_name_is_an_error_at_its_line(tmp_path):
+    """An input's value may span lines (it is written as JSON); its name may not."""
+    text = stack_text("display_name", "").replace('display_name: "trainx"', 'inputs:\n      "x\\ncompute: evil": 1')
+    found = [d for d in diagnostics(tmp_path, text) if d.severity == "error"]
+    assert [(d.rule, d.line) for d in found] == [("stack.invalid", line_of(text, '"x\\ncompute'))], found
