@@ -216,13 +216,14 @@ def test_training_job_carries_the_pasted_job_keys_and_loads(tmp_path):
 
 
 def test_pasted_job_values_are_data_in_the_job_file(tmp_path):
-    """A value or key with a newline, a colon or a YAML date stays one value: nothing in inputs/services adds a
-    key to the job document (each is written as JSON)."""
+    """A value with a newline, a key with a colon, or a YAML date stays one value: nothing in inputs/services adds
+    a key to the job document (each is written as JSON). A key with a newline is refused by the loader (no name
+    holds a control character)."""
     (tmp_path / "src").mkdir()
     stack = tmp_path / "stack.yaml"
-    stack.write_text(JOB_STACK.replace("      epochs: 1\n", '      epochs: 1\n      "x\\ncompute: evil": "a\\ncode: /etc"\n'
+    stack.write_text(JOB_STACK.replace("      epochs: 1\n", '      epochs: 1\n      "x compute: evil": "a\\ncode: /etc"\n'
                                        "      day: 2024-01-01\n"), encoding="utf-8")
     render_stack(stack, tmp_path / "out")
     doc = yaml.safe_load((tmp_path / "out" / "jobs" / "train" / "train-job.yml").read_text(encoding="utf-8"))
     assert doc["compute"] == "azureml:gpu" and doc["code"] != "/etc"
-    assert doc["inputs"]["x\ncompute: evil"] == "a\ncode: /etc" and doc["inputs"]["day"] == "2024-01-01"
+    assert doc["inputs"]["x compute: evil"] == "a\ncode: /etc" and doc["inputs"]["day"] == "2024-01-01"

@@ -254,6 +254,37 @@ def test_missing_conda_file(tmp_path):
     assert not ok.of("environment.file-missing")
 
 
+@pytest.mark.parametrize("conda, words", [
+    # aliases that expand past the stack loader's bounds (stack/source.py), in a file of a few KiB
+    ("name: x\na0: &a0 [" + ", ".join(["numpy"] * 10) + "]\n"
+     + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 8))
+     + "dependencies: [*a7]\n", "more than 100000 values"),
+    ("name: x\ns: &s " + "a" * 20000 + "\ndependencies: [" + ", ".join(["*s"] * 300) + "]\n", "MiB of text"),
+    ("name: x\ndependencies: [python=3.10\n", "YAML syntax error"),
+])
+def test_a_conda_file_is_read_within_the_stack_loaders_bounds(tmp_path, conda, words):
+    (tmp_path / "conda.yml").write_text(conda)
+    r = check(tmp_path, "environments:\n  env:\n    image: x/y:1\n    conda_file: conda.yml\n")
+    d = r.one("environment.conda-file", "error", "conda.yml")
+    assert words in d.message and str(tmp_path / "conda.yml") in d.message
+    (tmp_path / "conda.yml").write_text("name: x\ndependencies: [python=3.10, {pip: [torch]}]\nv: ${NOT_SET}\n")
+    assert check(tmp_path, "environments:\n  env:\n    image: x/y:1\n    conda_file: conda.yml\n").diagnostics == []
+
+
+@pytest.mark.parametrize("identity, ok", [
+    ("{type: user_identity}", True), ("{type: UserIdentity}", True), ("{type: managed, client_id: x}", True),
+    ("{type: AMLToken}", True), ("{type: \"managed\\n\"}", False), ("{type: userid}", False), ("{client_id: x}", False),
+])
+def test_a_job_identity_type_azure_ml_reads(tmp_path, identity, ok):
+    body = one_distribution(A100, CURATED_ENV, "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n"
+                            f"identity: {identity}\n")
+    r = check(tmp_path, body)
+    if ok:
+        assert r.of("distribution.identity-type") == []
+    else:
+        r.one("distribution.identity-type", "error", "identity: " if "type" not in identity else "{type: ")
+
+
 def test_missing_build_context(tmp_path):
     r = check(tmp_path, "environments:\n  env:\n    build: {path: no-such-dir}\n")
     r.one("environment.file-missing", "error", "no-such-dir")

@@ -3,6 +3,7 @@ that turns an exception no command handled into one line of text."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -182,6 +183,9 @@ def report_error(exc: BaseException) -> int:
         what = exc.strerror or str(exc) or type(exc).__name__
         where = f": {exc.filename}" if exc.filename else ""
         print(f"error: {type(exc).__name__}: {what}{where}", file=sys.stderr)
+        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            print("  hint: the disk is full or the file is over its size limit (ulimit -f): free space and run the "
+                  "command again", file=sys.stderr)
     else:
         text = (str(exc).strip().splitlines() or [""])[0][:300]
         print(f"error: internal error (a bug in infra): {type(exc).__name__}{': ' + text if text else ''}\n"

@@ -34,6 +34,11 @@ def skus(
             available = sku_availability(build_provider(workspace, local=True), workspace, [s.name for s in rows])
         except DiagnosticError as exc:
             raise fail(exc.diagnostics, as_json)
+    elif location and not catalog.knows_region(location):   # the regions of validators/skus.yaml, offline
+        raise fail([Diagnostic(
+            "error", "skus.unknown-location", f"{location!r} is not an Azure region (validators/skus.yaml `regions:`)",
+            hint="use a region's programmatic name, e.g. eastus, westus3, southcentralus (az account list-locations)")],
+            as_json)
     elif location:
         print_diagnostics([Diagnostic("warning", "skus.location-ignored",
                                       f"--location {location} needs --local to ask for availability; "

@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
+from infra_cli.diagnostics import DiagnosticError
 from infra_cli.emulator import auth, routes
 from infra_cli.emulator.auth import token_path
 from infra_cli.emulator.blobs import BlobError
@@ -271,6 +272,9 @@ class EmulatorServer:
             response = exc.response()
         except BlobError as exc:
             response = exc.response(method)
+        except DiagnosticError as exc:   # its state could not be written (a full disk): said, as a service would
+            response = json_response(500, {"error": {"code": "InternalServerError",
+                                                     "message": "; ".join(d.message for d in exc.diagnostics)}})
         except Exception:  # noqa: BLE001 - a bug in the emulator answers 500 like a service would, and is logged
             log.exception("emulator error on %s %s", method, req.path)
             response = json_response(500, {"error": {"code": "InternalServerError",

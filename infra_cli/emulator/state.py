@@ -53,6 +53,20 @@ def _state_error(message: str, hint: str, rule: str = "local.state-unusable") ->
     return DiagnosticError([Diagnostic("error", rule, message, None, None, None, hint)])
 
 
+def unwritable_state(path: Path, exc: BaseException) -> DiagnosticError:
+    """SQLite could not write (SQLITE_FULL, SQLITE_IOERR: a full disk, a file over its size limit): the
+    transaction was rolled back, so the state is as it was before the change."""
+    return _state_error(f"cannot write the local emulator's state {path}: {exc} (is the disk full, or the file over "
+                        "its size limit?); the change was rolled back, nothing was half-written",
+                        f"free space on the disk that holds {path.parent} (or raise the file size limit, ulimit -f) "
+                        "and run the command again", "local.state-unwritable")
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR") or "disk" in str(exc)
+
+
 def corrupt_state(path: Path, damage: str) -> DiagnosticError:
     return _state_error(f"the local emulator's state {path} is not a readable SQLite database ({damage})",
                         f"move it aside to start over with an empty local cloud: infra emulator reset --dir "
@@ -122,6 +136,8 @@ class Store:
             damage = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             self._db.close()
+            if _cannot_write(exc):
+                raise unwritable_state(path, exc) from None
             if getattr(exc, "sqlite_errorname", "") not in _CORRUPT:   # locked past the timeout, read-only, ...
                 raise _state_error(f"cannot use the local emulator's state {path}: {exc}",
                                    "another infra process may hold it for long; check it is yours and writable") from None
@@ -129,8 +145,9 @@ class Store:
         if damage != "ok":
             self._db.close()
             raise corrupt_state(path, damage)
+        self._path = path
         self._lock = threading.RLock()
-        self._transaction = _Transaction(self._db, self._lock)
+        self._transaction = _Transaction(self._db, self._lock, path)
 
     def close(self) -> None:
         with self._lock:
@@ -151,7 +168,7 @@ class Store:
     def put(self, type_: str, scope: str, name: str, body: dict, version: str = "") -> None:
         now = time.time()
         with self._lock:
-            self._db.execute(
+            self._write(
                 "INSERT INTO resources (type, scope, name, version, body, created, updated) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (type, scope, name, version) "
                 "DO UPDATE SET body=excluded.body, updated=excluded.updated",
@@ -159,7 +176,7 @@ class Store:
 
     def delete(self, type_: str, scope: str, name: str, version: str = "") -> None:
         with self._lock:
-            self._db.execute("DELETE FROM resources WHERE type=? AND scope=? AND name=? AND version=?",
+            self._write("DELETE FROM resources WHERE type=? AND scope=? AND name=? AND version=?",
                              (type_, scope.lower(), name.lower(), version.lower()))
 
     def rows(self, type_: str, scope: str | None = None, name: str | None = None) -> list[Row]:
@@ -177,7 +194,7 @@ class Store:
     # long-running operations
     def add_operation(self, op: Operation) -> None:
         with self._lock:
-            self._db.execute(
+            self._write(
                 "INSERT INTO operations (id, type, scope, name, action, due, fails, status, error, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (op.id, op.type, op.scope.lower(), op.name.lower(), op.action, op.due, int(op.fails), op.status,
@@ -204,7 +221,7 @@ class Store:
 
     def finish_operation(self, op_id: str, status: str, error: dict | None = None) -> None:
         with self._lock:
-            self._db.execute("UPDATE operations SET status=?, error=? WHERE id=?",
+            self._write("UPDATE operations SET status=?, error=? WHERE id=?",
                              (status, json.dumps(error) if error else None, op_id))
 
     # blob metadata (the bytes live in files: see blobs.py)
@@ -218,7 +235,7 @@ class Store:
     def put_blob(self, container: str, name: str, metadata: dict[str, str], content_type: str | None,
                  etag: str) -> None:
         with self._lock:
-            self._db.execute(
+            self._write(
                 "INSERT INTO blobs (container, name, metadata, content_type, etag, modified) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (container, name) DO UPDATE SET metadata=excluded.metadata, "
                 "content_type=excluded.content_type, etag=excluded.etag, modified=excluded.modified",
@@ -226,7 +243,7 @@ class Store:
 
     def delete_blob(self, container: str, name: str) -> None:
         with self._lock:
-            self._db.execute("DELETE FROM blobs WHERE container=? AND name=?", (container, name))
+            self._write("DELETE FROM blobs WHERE container=? AND name=?", (container, name))
 
     def blob_names(self, container: str, prefix: str = "") -> list[str]:
         # substr, not LIKE: blob names are case-sensitive and may hold % or _.
@@ -235,6 +252,15 @@ class Store:
                 "SELECT name FROM blobs WHERE container=? AND substr(name, 1, ?)=? ORDER BY name",
                 (container, len(prefix), prefix)).fetchall()
         return [r[0] for r in found]
+
+    def _write(self, sql: str, args: tuple) -> None:
+        with self._lock:
+            try:
+                self._db.execute(sql, args)
+            except sqlite3.OperationalError as exc:   # one statement: SQLite undid it whole
+                if _cannot_write(exc):
+                    raise unwritable_state(self._path, exc) from None
+                raise
 
     def _one(self, sql: str, args: tuple) -> tuple | None:
         with self._lock:
@@ -245,8 +271,8 @@ class _Transaction:
     """Re-entrant per thread: the outermost `with` begins an immediate transaction and commits it (rolls it
     back if the block raised); nested ones join it."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
-        self._db, self._lock = db, lock
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, path: Path):
+        self._db, self._lock, self._path = db, lock, path
         self._depth = 0
 
     def __enter__(self) -> "_Transaction":
@@ -264,9 +290,27 @@ class _Transaction:
         self._depth -= 1
         try:
             if self._depth == 0:
-                self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+                self._end(rollback=exc_type is not None)
         finally:
             self._lock.release()
+
+    def _end(self, *, rollback: bool) -> None:
+        """COMMIT (ROLLBACK after an error). A commit SQLite cannot write is rolled back and named: a full disk
+        leaves the state as it was before the transaction."""
+        try:
+            if not rollback:
+                self._db.execute("COMMIT")
+                return
+        except sqlite3.OperationalError as exc:
+            if not _cannot_write(exc):
+                raise
+            self._rollback()
+            raise unwritable_state(self._path, exc) from None
+        self._rollback()
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:   # SQLite may have rolled back already (an I/O error inside the transaction)
+            self._db.execute("ROLLBACK")
 
 
 def _operation(row: tuple) -> Operation:

@@ -95,8 +95,19 @@ def live_comparable(attributes: dict) -> dict:
     return {k: v for k, v in attributes.items() if k not in TAG_CARRIED}
 
 
+_CHUNK = 1 << 20   # files are hashed in chunks of this many bytes: memory stays flat for a file of any size
+
+
+def _hash_file(h, path: Path) -> None:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+
+
 def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    _hash_file(h, path)
+    return h.hexdigest()
 
 
 def _tree_sha256(root: Path) -> str:
@@ -105,7 +116,7 @@ def _tree_sha256(root: Path) -> str:
     h = hashlib.sha256()
     for f in sorted(context_files(root).files, key=lambda f: Path(f.relative)):  # the order hashes always had
         h.update(f.relative.encode() + b"\0")
-        h.update(f.source.read_bytes())
+        _hash_file(h, f.source)
     return h.hexdigest()
 
 

@@ -16,6 +16,7 @@ The key itself is never written anywhere.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
@@ -33,6 +34,7 @@ from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.variables import Inputs
 from infra_cli.state.serial import StateSerial
+from infra_cli.stack.source import MAX_DEPTH
 from infra_cli.validate.engine import load_valid_stack
 
 KIND = "infra-plan"
@@ -96,7 +98,18 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
     if key is not None:
         body["hmac"] = content_hmac(body, key)
     data = json.dumps(body, indent=2, sort_keys=True).encode()
-    write_private_file(Path(path), data, 0o600)   # a fresh, randomly named file (O_EXCL|O_NOFOLLOW) renamed over it
+    try:
+        write_private_file(Path(path), data, 0o600)   # a fresh, randomly named file (O_EXCL|O_NOFOLLOW) renamed over it
+    except OSError as exc:   # a full disk (ENOSPC), a file over its size limit (EFBIG): `path` is as it was
+        if exc.errno not in _CANNOT_WRITE:
+            raise
+        raise DiagnosticError([Diagnostic(
+            "error", "planfile.unwritten", f"cannot write the plan file {path}: {exc.strerror or exc}; nothing was "
+            f"written ({path} is as it was)", str(path), None, None,
+            "free space on its disk (or raise the file size limit, ulimit -f) and run `infra plan` again")]) from None
+
+
+_CANNOT_WRITE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def is_plan_file(path: Path) -> bool:
@@ -131,6 +144,22 @@ def looks_like_plan_file(path: Path) -> bool:
     return head.lstrip().startswith(b"{") or head.startswith(ZIP_MAGIC)
 
 
+# A plan holds the stack's values a few levels down; a stack nests at most stack/source.py's MAX_DEPTH.
+MAX_PLAN_DEPTH = 2 * MAX_DEPTH
+
+
+def _depth_over(data: object, limit: int) -> bool:
+    """Whether JSON data nests deeper than `limit` lists and objects, found without recursion."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
 def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> SavedPlan:
     """Read a plan file and check its seals: its digest always, its HMAC under `key` (INFRA_PLAN_KEY; a file
     without one is refused while a key is set). A signed file read without a key is refused when `strict`
@@ -149,6 +178,8 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:   # RecursionError: nested past the parser's depth
         raise bad(f"cannot read plan file: {exc}") from None
+    if _depth_over(data, MAX_PLAN_DEPTH):   # before anything walks it recursively (the seals' canonical JSON)
+        raise bad(f"not an infra plan file: nested more than {MAX_PLAN_DEPTH} levels deep")
     if isinstance(data, dict) and "kind" not in data and "resource_changes" in data:
         raise bad("not an infra plan file: this is the JSON `infra plan --json` prints, which apply cannot use",
                   "save a plan with `infra plan STACK --out FILE`")

@@ -46,7 +46,20 @@ MESSAGES = {
     "greater_than_equal": "Input should be greater than or equal to {}",
     "greater_than": "Input should be greater than {}",
     "value_error": "Value error, {}",
+    # not pydantic's: text Azure ML refuses
+    "control_characters": "Text should hold no control characters, found {}",
 }
+# Unicode's control characters (categories Cc, Zl, Zp, as knowledge/grammars.py's control_characters: C0, DEL, C1
+# such as U+0085, U+2028 and U+2029): no name, path, tag or variable of a stack holds one. Free text (a command,
+# a description) keeps its tabs and line breaks.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_IN_FREE_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _controls_found(pattern: re.Pattern, text: str) -> str | None:
+    """The control characters of `text` that `pattern` refuses, as escapes (`\\x00, \\u2028`), or None."""
+    found = dict.fromkeys(pattern.findall(text)) if pattern.search(text) else None
+    return ", ".join(repr(c)[1:-1] for c in found) if found else None
 
 
 class Problem(NamedTuple):
@@ -178,9 +191,16 @@ class _Wrapped(Kind):
 
 
 class Str(Kind):
-    def __init__(self, *, pattern: str | None = None, before=None, after=None):
+    """Text. `free_text`: tabs and line breaks allowed (a command, a description); no other control character
+    is, in any text."""
+
+    def __init__(self, *, pattern: str | None = None, before=None, after=None, free_text: bool = False,
+                 grammar_checked: bool = False):
         super().__init__(before=before, after=after)
         self.pattern = pattern
+        # grammar_checked: a rule holds the value to a grammar that names its control characters itself (an image
+        # reference, an environment variable's name), with a hint about that grammar
+        self._controls = None if grammar_checked else _CONTROL_IN_FREE_TEXT if free_text else _CONTROL
         # pydantic matches with Rust's regex, whose `$` is the end of the text only (Python's \Z): "a\n" fails
         self._regex = re.compile(pattern.replace("$", r"\Z")) if pattern else None
 
@@ -189,7 +209,8 @@ class Str(Kind):
             return _fail(problems, loc, "string_type", value)
         if self._regex is not None and not self._regex.search(value):
             return _fail(problems, loc, "string_pattern_mismatch", value, self.pattern)
-        return value
+        found = _controls_found(self._controls, value) if self._controls is not None else None
+        return _fail(problems, loc, "control_characters", value, found) if found else value
 
     def schema(self, defs):
         return {"pattern": self.pattern, "type": "string"} if self.pattern else {"type": "string"}
@@ -390,7 +411,29 @@ class OneOf(Kind):
 
 
 class _Anything(Kind):
+    """Any YAML value (a job's inputs, services, properties as azure-ai-ml reads them); its texts, keys and values
+    at any depth, are free text: no control character but tabs and line breaks. `grammar_checked`: a rule holds
+    every value to its own grammar (a Dockerfile template's parameters)."""
+
+    def __init__(self, *, grammar_checked: bool = False):
+        super().__init__()
+        self.grammar_checked = grammar_checked
+
     def read(self, value, loc, problems):
+        if self.grammar_checked:
+            return value
+        pending = [(value, loc)]
+        while pending:
+            item, at = pending.pop()
+            if isinstance(item, str):
+                found = _controls_found(_CONTROL_IN_FREE_TEXT, item)
+                if found:
+                    return _fail(problems, at, "control_characters", item, found)
+            elif isinstance(item, dict):
+                pending.extend((x, at + (k,)) for k, x in item.items())
+                pending.extend((k, at + (k, "[key]")) for k in item if isinstance(k, str))
+            elif isinstance(item, list):
+                pending.extend((x, at + (i,)) for i, x in enumerate(item))
         return value
 
     def schema(self, defs):
@@ -398,6 +441,7 @@ class _Anything(Kind):
 
 
 ANY = _Anything()
+GRAMMAR_CHECKED = _Anything(grammar_checked=True)
 
 
 class ListOf(Kind):
@@ -417,9 +461,9 @@ class ListOf(Kind):
 class DictOf(Kind):
     """A mapping with text keys; the key's own problems are at (key, "[key]"), as pydantic reports them."""
 
-    def __init__(self, value: Any, *, before=None):
+    def __init__(self, value: Any, *, before=None, key: "Str | None" = None):
         self.value, self.before = as_kind(value), before
-        self.key = Str()
+        self.key = key or Str()
 
     def read(self, value, loc, problems):
         if not isinstance(value, dict):

@@ -89,6 +89,9 @@ def _type_hint(kind: str, loc: tuple) -> str:
         return "this must be a mapping of key: value lines"
     if kind == "list_type":
         return "this must be a list (- item lines or [a, b])"
+    if kind == "control_characters":
+        return ("remove them: names, paths, tags and variables are one line of plain text (a command or a "
+                "description keeps its line breaks and tabs); Azure ML refuses NUL, ESC, U+0085, U+2028 and the like")
     if kind.startswith("string"):
         return "write text (quote it if YAML reads it as something else)"
     return "fix the value here (see `infra schema`)"

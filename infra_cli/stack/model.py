@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from infra_cli.stack.fields import ANY, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf, Str
+from infra_cli.stack.fields import (ANY, GRAMMAR_CHECKED, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf,
+                                    Str)
 from infra_cli.stack.launch import launcher_for as derived_launcher
 
 _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -40,6 +41,22 @@ def _number_not_bool(v: Any) -> Any:
 
 # A string that says something: "" or "  " is never a usable name, path or reference.
 Text = Str(after=_filled)
+# Free text (a command, a description): the same, with its tabs and line breaks.
+FreeText = Str(after=_filled, free_text=True)
+
+
+def _path_text(v: str) -> str:
+    """A path no file system refuses by its length alone (Linux: NAME_MAX 255 bytes a name, PATH_MAX 4096 bytes)."""
+    _filled(v)
+    if len(v.encode("utf-8", "surrogatepass")) >= 4096:
+        raise ValueError("is longer than a path can be (4,095 bytes)")
+    if any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in v.replace("\\", "/").split("/")):
+        raise ValueError("has a name longer than a file name can be (255 bytes)")
+    return v
+
+
+# A file or folder the stack names, relative to the stack file.
+PathText = Str(after=_path_text)
 # A whole number written as one (not true/false).
 Count = Int(before=_number_not_bool)
 # Enumerated values (OneOf) are read in any case; `aliases` maps other spellings Azure uses (REST's LowPriority).
@@ -150,7 +167,7 @@ class Cluster(Model):
     identity = Field(Identity | None, None)
     location = Field(Text | None, None, description="region of the cluster; defaults to the workspace's")
     tags = Field(DictOf(Str()), factory=dict, description="Azure tags (text values)")
-    description = Field(Str() | None, None, description="free text shown in Azure ML studio")
+    description = Field(Str(free_text=True) | None, None, description="free text shown in Azure ML studio")
     infiniband = Field(OneOf("required", "optional") | None, None,
                        description="required: the size must give InfiniBand to NCCL/MPI (an error otherwise); "
                        "optional (as unset): TCP sockets allowed, a warning for GPU jobs across nodes")
@@ -165,9 +182,9 @@ class Build(Model):
     """An image Azure ML builds: from one of our Dockerfile templates, or from your own build context."""
 
     template = Field(Text | None, None, description="a Dockerfile template from templates/docker/, e.g. openmpi-rdma")
-    parameters = Field(DictOf(ANY), factory=dict, description="the template's parameters")
-    path = Field(Text | None, None, description="a build context directory, relative to the stack file")
-    dockerfile_path = Field(Text, "Dockerfile", description="the Dockerfile inside the build context")
+    parameters = Field(DictOf(GRAMMAR_CHECKED), factory=dict, description="the template's parameters")
+    path = Field(PathText | None, None, description="a build context directory, relative to the stack file")
+    dockerfile_path = Field(PathText, "Dockerfile", description="the Dockerfile inside the build context")
 
     def _check(self) -> None:
         if (self.template is None) == (self.path is None):
@@ -199,7 +216,9 @@ def _conda_file(v: Any) -> Any:
                              "mapping)") from None
         return v
     if v is None or isinstance(v, str):
-        return v if v is None else _filled(v)
+        if v is not None and any(ord(c) < 32 or ord(c) == 127 for c in v):   # ANY lets a line break through
+            raise ValueError("a path holds no control character (line break, tab, NUL)")
+        return v if v is None else _path_text(v)
     raise ValueError("expected the path of a conda YAML file (conda_file: conda.yml) or the conda YAML inline "
                      "(conda_file: {dependencies: [python=3.10, {pip: [torch]}]})")
 
@@ -218,7 +237,9 @@ class Environment(Model):
 
     curated = Field(Text | None, None, after=_curated_reference,
                     description="azureml:NAME@latest, azureml:NAME:VERSION or azureml://registries/...")
-    image = Field(Text | None, None, description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
+    # held to the OCI reference grammar by validate (environment.image-reference), control characters included
+    image = Field(Str(after=_filled, grammar_checked=True) | None, None,
+                  description="a container image reference, e.g. myacr.azurecr.io/train:1.0")
     conda_file = Field(ANY | None, None, after=_conda_file,
                        description="with image: a conda YAML file, relative to the stack file, or its YAML inline "
                                    "(a mapping, as in Azure ML's environment YAML)")
@@ -227,7 +248,7 @@ class Environment(Model):
     version = Field(Text | None, None, before=_version_text,
                     description="environment version; default: derived from the content")
     tags = Field(DictOf(Str()), factory=dict, description="Azure tags (text values)")
-    description = Field(Str() | None, None, description="free text")
+    description = Field(Str(free_text=True) | None, None, description="free text")
     os_type = Field(OneOf("linux"), "linux", description="only Linux images run distributed GPU training (any case: Linux)")
 
     def _check(self) -> None:
@@ -290,6 +311,21 @@ def _docker_args(v: Any) -> Any:
     raise ValueError("expected text (\"--ipc=host\") or a list of texts, as azure-ai-ml reads docker_args")
 
 
+# Docker reads --shm-size as a byte count in a signed 64-bit integer (RAMInBytes,
+# https://github.com/docker/go-units/blob/master/size.go; units are powers of 1024): more does not parse.
+_SHM_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_INT64_MAX = 2**63 - 1
+
+
+def _shm_size(v: str | None) -> str | None:
+    if v is None:
+        return v
+    digits, unit = v.rstrip("bkmgBKMG").lstrip("0") or "0", v[-1].lower() if v[-1].isalpha() else ""
+    if len(digits) > 19 or int(digits) * _SHM_UNITS[unit] > _INT64_MAX:   # 2**63 has 19 digits
+        raise ValueError("more bytes than Docker's --shm-size reads (a 64-bit count: at most 8589934591g)")
+    return v
+
+
 class JobResources(Model):
     """A command job's `resources:` block, pasted unchanged: instance_count is read into the flat field beside it,
     the other keys (validators/job_schema.yaml `resources`, azure-ai-ml's own) go to the job as written."""
@@ -297,7 +333,7 @@ class JobResources(Model):
     instance_count = Field(Count | None, None, ge=1, le=_INT32_MAX, description="nodes the job runs on (the flat "
                            "instance_count)")
     instance_type = Field(Text | None, None, description="instance type (Kubernetes or serverless compute)")
-    shm_size = Field(Str(pattern=r"^[0-9]+[bkmgBKMG]?$") | None, None,
+    shm_size = Field(Str(pattern=r"^[0-9]+[bkmgBKMG]?$") | None, None, after=_shm_size,
                      description="size of the container's /dev/shm, e.g. 3g (Docker's --shm-size)")
     docker_args = Field(ANY | None, None, after=_docker_args,
                         description="extra arguments to the container's docker run (text or a list of texts)")
@@ -397,10 +433,11 @@ class Distribution(Model):
                                  "per node does (torchrun, deepspeed, accelerate launch, Lightning). Derived from "
                                  "`command` and `framework` when not given; a declared one must agree")
     framework = Field(Framework | None, None, description="the training framework, for its launch rules")
-    environment_variables = Field(DictOf(Str()), factory=dict, before=_env_text, description="set in every process")
+    environment_variables = Field(DictOf(Str(), key=Str(grammar_checked=True)), factory=dict, before=_env_text,
+                                  description="set in every process")   # names: distribution.environment-variable-name
     smoke = Field(Smoke, factory=Smoke)
-    command = Field(Text | None, None, description="your own training command, rendered next to the smoke job")
-    code = Field(Text | None, None, description="directory of your training code, relative to the stack file")
+    command = Field(FreeText | None, None, description="your own training command, rendered next to the smoke job")
+    code = Field(PathText | None, None, description="directory of your training code, relative to the stack file")
     distribution = Field(
         JobDistribution | None, None, description="a command job's distribution block, pasted as is; the same as the "
         "flat type, process_count_per_instance, worker_count, parameter_server_count (a value given both ways must agree)")
@@ -421,7 +458,7 @@ class Distribution(Model):
     properties = Field(DictOf(ANY), factory=dict, description="properties of the training job")
     display_name = Field(Text | None, None, description="the training job's name in Azure ML studio")
     experiment_name = Field(Text | None, None, description="the training job's experiment")
-    description = Field(Str() | None, None, description="the training job's description")
+    description = Field(Str(free_text=True) | None, None, description="the training job's description")
 
     @classmethod
     def _prepare(cls, data: Any) -> Any:

@@ -89,11 +89,11 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 
 
 class _Builder:
-    def __init__(self, file: str, text: str, environ: Mapping[str, str], *, interpolate: bool = True):
+    def __init__(self, file: str, text: str, environ: Mapping[str, str] | None, *, interpolate: bool = True):
         self.source = SourceMap(file)
         self.text = text
-        self.environ = environ
-        self.interpolate = interpolate
+        self.environ = environ   # None: `$` is plain text (a file a stack names, not the stack)
+        self.interpolate = interpolate and environ is not None
         self.variables: dict | None = None  # name -> variables.Value once `variables:` is resolved
         self.prebuilt: dict = {}  # path -> value built ahead (the `variables:` block)
         self.errors: list[Diagnostic] = []
@@ -347,7 +347,8 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
               inputs: "variables.Inputs | None" = None) -> tuple[Any, SourceMap]:
     """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation.
     `interpolate`: replace `${NAME}` (environment) and `${var.NAME}`; `inputs`: the values given for the
-    document's `variables:` (a stack's), resolved before anything else is built."""
+    document's `variables:` (a stack's), resolved before anything else is built. `interpolate=False` reads another
+    YAML file under the same bounds (depth, values, expanded text), its `${` as written: a conda file a stack names."""
     try:
         _check_depth(text, file)
         node = yaml.compose(text, Loader=_Loader)
@@ -366,7 +367,7 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
         raise DiagnosticError([Diagnostic("error", "stack.empty", "the stack file is empty", file, 1, 1,
                                           "start with `stack: NAME` and a `workspace:` section")])
     environ = os.environ if environ is None else environ
-    builder = _Builder(file, text, environ, interpolate=interpolate)
+    builder = _Builder(file, text, environ if interpolate else None, interpolate=interpolate)
     if inputs is not None and interpolate:
         declared = _top_level(node, "variables")
         decls = builder.build(declared, ("variables",)) if declared is not None else {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass
 
 _ARG_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-+]([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -25,9 +24,16 @@ class DockerfileFacts:
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) per instruction: comments dropped, `\\` line continuations joined."""
+    """(INSTRUCTION, arguments) per instruction: comments dropped, `\\` line continuations joined. One pass:
+    the pieces of a continued instruction are joined once, at its end."""
     out: list[tuple[str, str]] = []
-    pending = ""
+    pending: list[str] = []
+
+    def add(whole: str) -> None:
+        if whole:
+            word, _, rest = whole.partition(" ")
+            out.append((word.upper(), rest.strip()))
+
     for line in text.splitlines():
         stripped = line.strip()
         if not pending and (not stripped or stripped.startswith("#")):
@@ -35,16 +41,13 @@ def _instructions(text: str) -> list[tuple[str, str]]:
         if pending and stripped.startswith("#"):
             continue   # a comment line inside a continued instruction is dropped, as Docker does
         if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
+            pending.append(stripped[:-1])
             continue
-        whole = (pending + stripped).strip()
-        pending = ""
-        if whole:
-            word, _, rest = whole.partition(" ")
-            out.append((word.upper(), rest.strip()))
-    if pending.strip():
-        word, _, rest = pending.strip().partition(" ")
-        out.append((word.upper(), rest.strip()))
+        pending.append(stripped)
+        add(" ".join(pending).strip())
+        pending = []
+    if pending:
+        add(" ".join(pending).strip())
     return out
 
 
@@ -55,38 +58,79 @@ def _resolve(value: str, args: dict[str, str]) -> str:
     return _ARG_REF.sub(one, value)
 
 
+# A shell word as shlex.split (POSIX mode) reads one: unquoted text, a backslash escape, a 'single' or "double"
+# quoted part, glued together; between blanks. One regex match per word keeps the reading
+# linear in the text (each piece is matched once; the alternatives never overlap, so nothing backtracks).
+_SHELL_WORD = re.compile(r"""(?:[^ \t\r\n'"\\]+|\\[\s\S]|'[^']*'|"(?:[^"\\]|\\[\s\S])*")+""")
+_SHELL_PIECE = re.compile(r"([^'\"\\]+)|\\([\s\S])|'([^']*)'|\"((?:[^\"\\]|\\[\s\S])*)\"")
+_QUOTING = re.compile(r"['\"\\]")
+_DOUBLE_QUOTED_ESCAPE = re.compile(r'\\([\\"])')   # inside "...", shlex drops a backslash before " or \ only
+_LEADING_FLAGS = re.compile(r"(?:--[^ ]* +)*")
+
+
+def _unquote(piece: re.Match) -> str:
+    plain, escaped, single, double = piece.groups()
+    if plain is not None or single is not None:
+        return plain if plain is not None else single
+    return escaped if escaped is not None else _DOUBLE_QUOTED_ESCAPE.sub(r"\1", double)
+
+
+def shell_words(text: str) -> list[str]:
+    """`text` split into words as shlex.split(text) splits it (POSIX mode, no comments), in time linear in its
+    length; ValueError for an unclosed quote or a trailing backslash, as shlex raises."""
+    words: list[str] = []
+    last = 0
+    for m in _SHELL_WORD.finditer(text):
+        if text[last:m.start()].strip(" \t\r\n"):   # a quote or backslash no word could take
+            break
+        token = m.group()
+        words.append(_SHELL_PIECE.sub(_unquote, token) if _QUOTING.search(token) else token)
+        last = m.end()
+    else:
+        if not text[last:].strip(" \t\r\n"):
+            return words
+    rest = text[last:].lstrip(" \t\r\n")
+    raise ValueError("No closing quotation" if rest[:1] in ("'", '"') else "No escaped character")
+
+
 def _words(arguments: str) -> list[str]:
     """The words of an instruction's arguments: its exec (JSON array) form, else as a shell splits them."""
-    text = arguments.strip()
-    flags = []
-    while text.startswith("--") and " " in text:      # COPY --chown=x ["a", "b"]: flags before the array
-        flag, text = text.split(" ", 1)
-        flags.append(flag)
-        text = text.lstrip()
+    flags_text = _LEADING_FLAGS.match(arguments.strip()).group()   # COPY --chown=x ["a", "b"]: flags before the array
+    text = arguments.strip()[len(flags_text):].lstrip()
     if text.startswith("["):
         try:
             array = json.loads(text)
         except ValueError:
             array = None
         if isinstance(array, list) and all(isinstance(w, str) for w in array):
-            return flags + array
+            return flags_text.split() + array
     try:
-        return shlex.split(arguments)
+        return shell_words(arguments)
     except ValueError:
         return arguments.split()
 
 
+_SHELL_SEPARATORS = frozenset(("&&", ";", "||", "|"))
+
+
 def _pip_specs(command: str) -> list[str]:
-    """Requirement specs of `pip install A B` (also `python -m pip`, several per RUN), options dropped."""
+    """Requirement specs of `pip install A B` (also `python -m pip`, several per RUN), options dropped. One pass
+    over the words: the specs of an install run up to the next separator or the next `pip install`."""
     out: list[str] = []
     words = _words(command)
-    for i, w in enumerate(words):
-        if w.rsplit("/", 1)[-1] in ("pip", "pip3") and i + 1 < len(words) and words[i + 1] == "install":
-            for arg in words[i + 2:]:
-                if arg in ("&&", ";", "||", "|"):
-                    break
-                if not arg.startswith("-") and not arg.startswith((".", "/", "git+", "http")):
-                    out.append(arg)
+    installing = False
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if i + 1 < len(words) and words[i + 1] == "install" and w.rsplit("/", 1)[-1] in ("pip", "pip3"):
+            installing = True
+            i += 2
+            continue
+        if w in _SHELL_SEPARATORS:
+            installing = False
+        elif installing and not w.startswith("-") and not w.startswith((".", "/", "git+", "http")):
+            out.append(w)
+        i += 1
     return out
 
 

@@ -15,7 +15,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.docker_templates import (
@@ -32,6 +31,7 @@ from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.paths import context_files, inside, project_root
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.source import load_yaml, short_repr
 from infra_cli.stack.model import Cluster, Distribution, Environment
 from infra_cli.stack.outputs import check_outputs
 from infra_cli.validate.dockerfile import read_dockerfile
@@ -399,8 +399,30 @@ def _outside_project(ctx: Context, path: tuple, what: str, relative: str) -> Dia
                   "the stack, else the stack's directory); copy them in instead of linking out")
 
 
+# What Azure ML takes in one snapshot of a job's source directory: 300 MB and 2,000 files
+# (https://learn.microsoft.com/azure/machine-learning/how-to-save-write-experiment-files?view=azureml-api-1#storage-limits-of-experiment-snapshots).
+# A build context or code directory past either is uploaded whole before each build or job: a warning.
+UPLOAD_WARN_BYTES = 300 * 1000 * 1000
+UPLOAD_WARN_FILES = 2000
+_UPLOAD_LIMITS_SOURCE = ("https://learn.microsoft.com/azure/machine-learning/how-to-save-write-experiment-files"
+                         "?view=azureml-api-1#storage-limits-of-experiment-snapshots")
+
+
 def _skipped_entries(ctx: Context, path: tuple, what: str, directory: Path) -> Iterator[Diagnostic]:
     listing = context_files(directory)
+    size = 0
+    for f in listing.files:   # sizes from the file system (a sparse file counts as what would be uploaded)
+        try:
+            size += f.source.stat().st_size
+        except OSError:
+            pass
+    if size > UPLOAD_WARN_BYTES or len(listing.files) > UPLOAD_WARN_FILES:
+        yield ctx.warning(path, "paths.context-large",
+                          f"{what} {directory} holds {len(listing.files)} files, {size / 1e6:,.0f} MB: more than the "
+                          f"{UPLOAD_WARN_BYTES // 1000 ** 2} MB or {UPLOAD_WARN_FILES:,} files Azure ML takes in a "
+                          f"snapshot ({_UPLOAD_LIMITS_SOURCE}), uploaded whole before every build or job",
+                          "keep data and checkpoints out of it (list them in its .amlignore) and read them from a "
+                          "datastore instead")
     if listing.skipped:
         more = len(listing.skipped) - 5
         shown = "; ".join(listing.skipped[:5]) + (f"; and {more} more" if more > 0 else "")
@@ -430,6 +452,11 @@ def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Dia
             yield ctx.at(where, "environment.file-missing",
                          f"conda file {env.conda_path!r} does not exist (looked in {base})",
                          "conda_file is relative to the stack file, or write the conda YAML inline under it")
+        else:
+            for d in conda_document(base / env.conda_path, project_root(ctx.loaded.path))[1][:1]:
+                place = ":".join(str(p) for p in (d.file, d.line, d.column) if p is not None)
+                yield ctx.at(where, "environment.conda-file", f"conda file {env.conda_path!r} is refused: "
+                             f"{d.message} (at {place})", d.hint or "fix the conda file")
     if env.build and env.build.path:
         where = ("environments", name, "build", "path")
         context = base / env.build.path
@@ -564,6 +591,24 @@ def distribution_job_services(ctx: Context, name: str, dist: Distribution) -> It
                          f"{job_schema().azure_ai_ml} does not read (it refuses the job: \"Unknown field\")",
                          (f"did you mean {close[0]!r}? " if close else "")
                          + f"a service takes {', '.join(k for k in known if not k.startswith('$'))}", key=True)
+
+
+# A command job's identity types as azure-ai-ml reads them, in snake or camel case (its job schema,
+# https://github.com/Azure/azure-sdk-for-python/blob/main/sdk/ml/azure-ai-ml/azure/ai/ml/_schema/job/identity.py).
+JOB_IDENTITY_TYPES = ("user_identity", "managed", "managed_identity", "aml_token")
+
+
+@rule_for_each("distributions")
+def distribution_identity(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    if dist.identity is None:
+        return
+    kind = dist.identity.get("type")
+    known = {t.replace("_", "") for t in JOB_IDENTITY_TYPES}   # UserIdentity, AMLToken, Managed read too
+    if not (isinstance(kind, str) and kind.replace("_", "").lower() in known):
+        where = ("distributions", name, "identity") + (("type",) if "type" in dist.identity else ())
+        yield ctx.at(where, "distribution.identity-type",
+                     f"distribution {name!r} has identity type {short_repr(kind)}, which Azure ML does not read "
+                     "(it refuses the job)", "write identity: {type: user_identity} (or managed, managed_identity, aml_token)")
 
 
 @rule_for_each("distributions")
@@ -719,13 +764,29 @@ def _project_text(path: Path, root: Path) -> str | None:
         return None
 
 
+def conda_document(path: Path, root: Path) -> tuple[object, list[Diagnostic]]:
+    """A conda file read as the stack itself is (stack/source.py): nesting, values and the text its aliases
+    expand to bounded, so a small file of YAML aliases cannot keep validate walking for minutes; `${` is text.
+    Returns (the document, or None; the loader's diagnostics when it refused the file)."""
+    text = _project_text(path, root)
+    if not text or not text.strip():
+        return None, []
+    data, refused = _conda_yaml(text, str(path))
+    return data, list(refused)
+
+
+@lru_cache(maxsize=8)
+def _conda_yaml(text: str, file: str) -> tuple[object, tuple[Diagnostic, ...]]:
+    """Read once per content: the rules that look at an environment's conda file share the reading (read only)."""
+    try:
+        return load_yaml(text, file, interpolate=False)[0], ()
+    except DiagnosticError as exc:
+        return None, tuple(exc.diagnostics)
+
+
 def _conda_packages(path: Path, root: Path) -> set[str]:
     """Package names a conda file installs (conda and pip sections); nothing if it cannot be read."""
-    text = _project_text(path, root)
-    try:
-        data = yaml.safe_load(text) if text else None
-    except (yaml.YAMLError, RecursionError):  # malformed, or nested past the parser's recursion
-        return set()
+    data, _ = conda_document(path, root)
     return _conda_document_packages(data)
 
 
@@ -737,7 +798,8 @@ def _conda_document_packages(data: Any) -> set[str]:
         if isinstance(dep, str):
             out.add(_pip_name(dep.split("::")[-1]))
         elif isinstance(dep, dict):
-            out.update(_pip_name(p) for p in dep.get("pip") or [] if isinstance(p, str))
+            pip = dep.get("pip")
+            out.update(_pip_name(p) for p in (pip if isinstance(pip, list) else []) if isinstance(p, str))
     return out
 
 
