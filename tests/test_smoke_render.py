@@ -11,6 +11,7 @@ import pytest
 import yaml
 from azure.ai.ml import load_job
 
+from infra_cli.diagnostics import DiagnosticError
 from infra_cli.smoke.job_templates import render_distribution_jobs
 from infra_cli.azure.jobs import sdk_command_job
 from infra_cli.smoke.job_templates import smoke_jobs
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted((ROOT / "stacks").glob("*.yaml"))
 
 HOSTILE = "ddp'; touch /tmp/PWNED_$USER; echo '$(id)`id`\"\nkey: injected"
+HOSTILE_ONE_LINE = HOSTILE.replace("\n", " ")
 
 
 def _stack_text(dist_name: str, env_value: str, extra: str = "") -> str:
@@ -106,13 +108,17 @@ def test_tensorflow_distribution_renders_tf_smoke(tmp_path):
 def test_hostile_names_and_values_cannot_inject_shell_or_yaml(tmp_path):
     stack_file = tmp_path / "hostile.yaml"
     stack_file.write_text(_stack_text(HOSTILE, "x\"\n  injected: true # '$(id)'"))
+    with pytest.raises(DiagnosticError, match="control characters"):   # the loader refuses a newline in a name
+        load_stack(stack_file)
+    # what a name and a variable may hold reaches the job file as data: quotes, `$(...)`, `#`, `: `
+    stack_file.write_text(_stack_text(HOSTILE_ONE_LINE, "x\" injected: true # '$(id)'"))
     loaded = load_stack(stack_file)
     written = render_distribution_jobs(loaded, tmp_path / "out")
     job_path = next(p for p in written if p.suffix == ".yml")
     assert job_path.parent.parent == tmp_path / "out" / "jobs"  # the name cannot climb out of the folder
     doc = yaml.safe_load(job_path.read_text())
     assert set(doc["environment_variables"]) >= {"WEIRD", "NCCL_DEBUG"} and "injected" not in doc
-    assert doc["environment_variables"]["WEIRD"] == "x\"\n  injected: true # '$(id)'"
+    assert doc["environment_variables"]["WEIRD"] == "x\" injected: true # '$(id)'"
     assert load_job(job_path).command == doc["command"]
     # Run the command's arguments through a real shell: the hostile name must arrive as one literal argument.
     probe = "import json, sys; print(json.dumps(sys.argv[1:]))"
@@ -121,7 +127,7 @@ def test_hostile_names_and_values_cannot_inject_shell_or_yaml(tmp_path):
     import json
 
     argv = json.loads(out)
-    assert argv[argv.index("--label") + 1] == HOSTILE
+    assert argv[argv.index("--label") + 1] == HOSTILE_ONE_LINE
     assert not list(Path("/tmp").glob("PWNED_*"))
 
 

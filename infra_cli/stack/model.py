@@ -150,7 +150,9 @@ class Cluster(Model):
                  "must equal this cluster's key, which is always the name infra creates in Azure")
     type = Field(OneOf("amlcompute"), "amlcompute",
                  description="only amlcompute clusters are managed (any case: AmlCompute)")
-    size = Field(Text, AML_DEFAULT_SIZE, description="VM size, e.g. Standard_ND96asr_v4 (see `infra skus "
+    # checked against the catalog by validate (cluster.size-unknown), control characters included
+    size = Field(Str(after=_filled, grammar_checked=True), AML_DEFAULT_SIZE,
+                 description="VM size, e.g. Standard_ND96asr_v4 (see `infra skus "
                  f"--infiniband`); default {AML_DEFAULT_SIZE}, Azure ML's default for a compute YAML without size")
     tier = Field(OneOf("dedicated", "low_priority", aliases={"lowpriority": "low_priority"}), "dedicated",
                  description="VM priority, any case (Dedicated, low_priority, LowPriority); changing it "

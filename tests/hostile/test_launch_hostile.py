@@ -84,7 +84,8 @@ def test_script_outside_code_is_never_read(tmp_path):
 
 
 def test_a_hostile_conda_file_is_no_evidence_and_no_crash(tmp_path):
-    """A conda file nested past the YAML parser's recursion, or not YAML at all, names no package."""
+    """A conda file nested past the YAML parser's recursion, or not YAML at all, names no package, and is refused
+    at the stack's conda_file (environment.conda-file: read under the stack loader's bounds)."""
     (tmp_path / "deep.yml").write_text("dependencies: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
     (tmp_path / "bin.yml").write_bytes(b"\x00\xff" * 1000)
     stack = tmp_path / "stack.yaml"
@@ -98,7 +99,8 @@ def test_a_hostile_conda_file_is_no_evidence_and_no_crash(tmp_path):
     run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr, run.stderr
-    assert [d["rule"] for d in json.loads(run.stdout)] == ["distribution.packages-missing"] * 2
+    assert sorted(d["rule"] for d in json.loads(run.stdout)) == ["distribution.packages-missing"] * 2 + [
+        "environment.conda-file"] * 2
 
 
 @pytest.mark.parametrize("command, flag, value", [
