@@ -218,8 +218,10 @@ def _conda_file(v: Any) -> Any:
                              "mapping)") from None
         return v
     if v is None or isinstance(v, str):
-        if v is not None and any(ord(c) < 32 or ord(c) == 127 for c in v):   # ANY lets a line break through
-            raise ValueError("a path holds no control character (line break, tab, NUL)")
+        controls = sorted({c for c in v or "" if ord(c) < 32 or ord(c) == 127})   # ANY lets a line break through
+        if controls:
+            raise ValueError(f"Text should hold no control characters, found {', '.join(map(repr, controls))} "
+                             "(a path holds none)")
         return v if v is None else _path_text(v)
     raise ValueError("expected the path of a conda YAML file (conda_file: conda.yml) or the conda YAML inline "
                      "(conda_file: {dependencies: [python=3.10, {pip: [torch]}]})")
