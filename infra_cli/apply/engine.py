@@ -78,7 +78,8 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
                   emit: Callable[[Event], None] = lambda e: None, operation: str = "apply",
                   stop: threading.Event | None = None) -> ApplyResult:
-    """Lock, check the live state still matches the plan, execute, unlock.
+    """Lock, check the live state still matches the plan, execute, unlock; after a
+    complete destroy, archive the stack's lock and smoke records (StateStore.retire).
 
     A saved plan (outcome.live is None) must find the live state it was made against, and the actions derived
     again from it must be the plan's. A plan made moments ago by this command is planned again under the lock
@@ -86,7 +87,8 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     the same changes, and is stale otherwise. Every delete and replace is then checked against the live state
     (_refuse_unsafe_destroys) before anything is written."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
-    with StateStore(provider).lock(plan.stack, operation):
+    store = StateStore(provider)
+    with store.lock(plan.stack, operation) as lock:
         live = refresh(provider, plan.desired)
         if live.fingerprint() != plan.live_fingerprint:
             again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
@@ -102,7 +104,12 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
                 raise DiagnosticError([d for d in found if d.severity == "error"])
         _refuse_unsafe_destroys(plan, live, str(loaded.path))
         mark_smokes_pending(plan, loaded, provider)
-        return execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
+        result = execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
+    if plan.mode == PlanMode.DESTROY and result.ok:
+        # nothing of the stack is left: infra's own records of it go too (after the lock's release, whose
+        # "free" version is archived with the others), so nothing in the workspace carries the stack's tag
+        result.retired = store.retire(plan.stack, lock)
+    return result
 
 
 def _differences(recorded: list[ResourceChange], derived: list[ResourceChange], *, values: bool) -> list[str]:

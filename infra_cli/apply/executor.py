@@ -58,6 +58,7 @@ class ApplyResult:
     failures: list[Failure] = field(default_factory=list)
     not_started: list[str] = field(default_factory=list)
     interrupted: bool = False
+    retired: list[str] = field(default_factory=list)   # infra's records archived after a destroy (StateStore.retire)
 
     @property
     def ok(self) -> bool:

@@ -53,6 +53,9 @@ def _confirm(question: str, auto_approve: bool) -> bool:
 def _summary(result, verb: str = "Apply") -> int:
     status = "complete" if result.ok else ("interrupted" if result.interrupted else "failed")
     print(f"\n{verb} {status}! Resources: {result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
+    if result.retired:
+        print(f"infra's own records of the stack (its lock and smoke records: {', '.join(result.retired)}) archived; "
+              "nothing in the workspace carries the stack's tag.")
     for f in result.failures:
         print(f"  failed: {f.address}: {f.code}: {f.message}", file=sys.stderr)
     for address in result.not_started:
