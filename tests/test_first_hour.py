@@ -235,6 +235,8 @@ distributions:
     state = tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if k not in ("AZUREML_CURRENT_CLOUD", "INFRA_EMULATOR_URL")}
     env["INFRA_LOCAL_DIR"] = str(state)
+    # this checkout's infra, not another one installed (the command runs in tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen([sys.executable, "-m", "infra_cli", "apply", str(stack), "--local", "--auto-approve"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     # Should no "Still Running" line ever come (the old code), the gate opens after a while so that the job ends
@@ -253,6 +255,8 @@ distributions:
     assert proc.wait(timeout=300) == 130, out
     job = next(line.split("submitted job ", 1)[1].split()[0] for line in seen if "submitted job" in line)
     assert f"smoke.ddp: interrupted, job {job} canceled\n" in out
+    assert ("Interrupted (Ctrl-C): the smoke job(s) not yet judged were canceled (smoke.ddp). Their smokes stay "
+            f"pending (`infra plan {stack} --local` shows them)") in out, out
     assert "Traceback" not in out and "Proceeding with" not in out
     still = [line for line in seen if "Still Running" in line]
     assert still and still[0].startswith("smoke.ddp: Still Running... [") and "s elapsed]" in still[0]

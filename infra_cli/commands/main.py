@@ -44,8 +44,10 @@ def main() -> None:
     try:
         app(prog_name="infra")   # "infra" in usage and completion, also under python -m infra_cli
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        from infra_cli.commands.output import EXIT_INTERRUPTED, interrupted_message
+
+        print(interrupted_message(), file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def run() -> None:

@@ -18,6 +18,7 @@ from infra_cli.commands import params
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+EXIT_INTERRUPTED = 130   # Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)
 DEBUG_VARIABLE = "INFRA_DEBUG"  # =1: print the traceback of an error as well
 _COLOURS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 
@@ -27,6 +28,30 @@ class _Run:
     command's arguments): whether it was --local, so every command a message names is one the user can copy."""
 
     local = False
+    # what a Ctrl-C now would leave, as the command last said it (interrupt_leaves); main() prints it
+    interrupt_leaves = "nothing was changed"
+
+
+def interrupt_leaves(state: str) -> None:
+    """Say what a Ctrl-C from now on would leave (Terraform says what it stopped and what state it left)."""
+    _Run.interrupt_leaves = state
+
+
+def interrupted_message() -> str:
+    """The line a Ctrl-C that no command caught ends with: what was stopped and what it left."""
+    return f"Interrupted (Ctrl-C): infra stopped; {for_this_run(_Run.interrupt_leaves)}."
+
+
+def smoke_interrupted(exc: Any, stack: str) -> int:
+    """Ctrl-C during smoke jobs (smoke/run.py SmokeInterrupted): what was stopped and what it left; the exit."""
+    if not exc.submitted:
+        stopped = "no smoke job had been submitted"
+    else:
+        stopped = f"the smoke job(s) not yet judged were canceled ({', '.join('smoke.' + d for d in exc.stopped)})"
+    print(for_this_run(f"Interrupted (Ctrl-C): {stopped}. Their smokes stay pending (`infra plan {stack}` shows "
+                       "them); the stack's clusters and environments were not changed by the smoke."),
+          file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 class Command(TyperCommand):
@@ -192,4 +217,5 @@ class Progress:
         elif self.rows.get(event.address, ("", "", 0.0))[1] != event.text:  # one line per change of state
             self.rows[event.address] = (event.phase, event.text, event.elapsed_s)
             tail = f" [{event.elapsed_s:.1f}s]" if event.phase in ("done", "failed") else ""
-            print(f"{event.address}: {event.text}{tail}", flush=True)
+            # an event of the whole run (Ctrl-C) has no address: its text alone
+            print(f"{event.address}: {event.text}{tail}" if event.address else event.text, flush=True)

@@ -15,7 +15,7 @@ from typer._completion_shared import _get_shell_name, get_completion_script, ins
 
 from infra_cli import __version__
 from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
-from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Group, report_error
+from infra_cli.commands.output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Group, interrupted_message, report_error
 
 
 _SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
@@ -60,6 +60,14 @@ class _ReportingGroup(Group):
             if not arg.startswith("-"):   # the command: what follows is its own
                 break
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        """Ctrl-C that no command caught: what was stopped and what it left (typer would exit 130 silently)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            print(interrupted_message(), file=sys.stderr)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     def main(self, *args, **kwargs):
         try:

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream
+from infra_cli.commands.output import (Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream,
+                                      smoke_interrupted)
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -34,7 +35,7 @@ def smoke(
         from infra_cli.commands.backend import build_provider
         from infra_cli.plan.engine import current_smoke_inputs, smoke_preflight
         from infra_cli.commands.views.smoke_progress import smoke_progress
-        from infra_cli.smoke.run import run_smoke
+        from infra_cli.smoke.run import SmokeInterrupted, run_smoke
 
         provider = build_provider(loaded.stack.workspace, local=local)
         chosen = list(distribution or loaded.stack.distributions)
@@ -44,6 +45,8 @@ def smoke(
         inputs = current_smoke_inputs(loaded, provider, chosen)
         verdicts = run_smoke(loaded, provider, inputs, list(distribution or []) or None,
                              emit=smoke_progress(stream))
+    except SmokeInterrupted as exc:
+        raise typer.Exit(smoke_interrupted(exc, str(stack)))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics, as_json)
     # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper

@@ -38,9 +38,15 @@ STEP_MARKER = "infra-smoke step: "   # what the smoke script prints as each rank
 
 
 class SmokeInterrupted(KeyboardInterrupt):
-    """Ctrl-C while smoke jobs ran: the jobs still running were canceled and each was said in one line."""
+    """Ctrl-C while smoke jobs ran: the jobs still running were canceled and each was said in one line.
+    `stopped`: the distributions whose smoke was not judged (each recorded pending); `submitted`: how many jobs
+    had been submitted when Ctrl-C came."""
 
     reported = True
+
+    def __init__(self, stopped: list[str] | None = None, submitted: int = 0):
+        super().__init__()
+        self.stopped, self.submitted = list(stopped or []), submitted
 
 
 @dataclass
@@ -202,8 +208,9 @@ def run_smoke(loaded_stack: LoadedStack, provider: Provider, inputs: dict[str, S
         try:
             return _run_jobs(loaded_stack, ml, jobs, recorder, submitted, judged, emit, poll_s, still_every_s)
         except KeyboardInterrupt:
-            cancel_interrupted(ml, recorder, [(j.name, n) for j, n in submitted if j.name not in judged], emit)
-            raise SmokeInterrupted() from None
+            unjudged = [(j.name, n) for j, n in submitted if j.name not in judged]
+            cancel_interrupted(ml, recorder, unjudged, emit)
+            raise SmokeInterrupted([j.name for j in jobs if j.name not in judged], len(submitted)) from None
 
 
 def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder: SmokeRecorder,
