@@ -493,6 +493,9 @@ def test_cli_apply_saved_plan_file_and_refuse_it_when_stale(tmp_path):
     write_stack(tmp_path, big.replace("max_instances: 2", "max_instances: 4"))
     r = _cli("apply", str(planfile), "--local", "--no-smoke", env_dir=state)
     assert r.returncode == 1 and "apply.stale-plan" in r.stderr and "Traceback" not in r.stderr
+    # the hint is a command to copy: the stack and the plan file named, --local as this run was
+    assert (f"hint: run `infra plan {path.resolve()} --out {planfile} --local` again and apply the new file "
+            f"(`infra apply {planfile} --local`)") in r.stderr, r.stderr
     r = _cli("plan", str(path), "--local", "--json", env_dir=state)
     after = [c for c in json.loads(r.stdout)["resource_changes"] if c["address"] == "cluster.gpu"][0]
     assert after["change"]["before"]["max_instances"] == 2

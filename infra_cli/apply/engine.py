@@ -23,10 +23,11 @@ from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, ex
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, Plan, PlanMode, PlanOutcome, Resource,
+from infra_cli.plan.api import (ClusterSecrets, LiveState, Plan, PlanMode, PlanOutcome, Resource,
                                 ResourceChange, canonical_json, changed_smokes, content_hash, distribution_dependencies,
                                 is_other_compute, live_comparable, load_for_plan, load_planned_stack, plan_stack,
-                                planned_changes, read_cluster, read_plan_file, refresh, stack_changed_since)
+                                planned_changes, read_cluster, read_plan_file, refresh, replan_hint,
+                                stack_changed_since)
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.store import StateStore
@@ -40,9 +41,8 @@ class StalePlan(DiagnosticError):
     pass
 
 
-def _stale(message: str, file: str) -> StalePlan:
-    return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None,
-                                 "run `infra plan` again and apply the new plan")])
+def _stale(message: str, file: str, hint: str) -> StalePlan:
+    return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None, hint)])
 
 
 @dataclass
@@ -59,15 +59,16 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     for now. Reads only: nothing is locked or written."""
     saved = read_plan_file(path, key=key)
     loaded = load_planned_stack(saved)
+    hint = replan_hint(str(saved.stack_path), str(path))
     if stack_changed_since(saved, loaded):
-        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path))
+        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), hint)
     provider = backend(loaded.stack.workspace)
     derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets)
     derived = derived_outcome.plan
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
-                     str(path))
-    _refuse_mismatch(saved.plan.changes, derived.changes, str(path), values=True)
+                     str(path), hint)
+    _refuse_mismatch(saved.plan.changes, derived.changes, str(path), hint, values=True)
     errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
@@ -87,6 +88,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     the same changes, and is stale otherwise. Every delete and replace is then checked against the live state
     (_refuse_unsafe_destroys) before anything is written."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
+    hint = replan_hint(loaded.source.file, outcome.file if isinstance(outcome, SavedOutcome) else None)
     store = StateStore(provider)
     with store.lock(plan.stack, operation) as lock:
         live = refresh(provider, plan.desired)
@@ -94,15 +96,16 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             again = plan_stack(loaded, provider, mode=plan.mode) if outcome.live is not None else None
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
-                             "changed)", str(loaded.path))
+                             "changed)", str(loaded.path), hint)
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
                 loaded, plan.desired, live, mode=plan.mode, targets=outcome.targets)
-            _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, values=False)
+            _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, hint,
+                             values=False)
             if any(d.severity == "error" for d in found):
                 raise DiagnosticError([d for d in found if d.severity == "error"])
-        _refuse_unsafe_destroys(plan, live, str(loaded.path))
+        _refuse_unsafe_destroys(plan, live, str(loaded.path), hint)
         mark_smokes_pending(plan, loaded, provider)
         result = execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
     if plan.mode == PlanMode.DESTROY and result.ok:
@@ -133,7 +136,7 @@ def _differences(recorded: list[ResourceChange], derived: list[ResourceChange], 
     return out
 
 
-def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChange], file: str, *,
+def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChange], file: str, hint: str, *,
                      values: bool) -> None:
     lines = _differences(recorded, derived, values=values)
     if lines:
@@ -141,10 +144,10 @@ def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChang
             "error", "apply.plan-mismatch",
             "the plan file's actions are not what the stack and the live state call for (the file was changed "
             "after infra plan wrote it, or was not written by it), so nothing was changed: " + "; ".join(lines),
-            file, None, None, REPLAN_HINT)])
+            file, None, None, hint)])
 
 
-def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str) -> None:
+def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str, hint: str) -> None:
     """Every delete and replace, whatever the plan says: the cluster exists, carries this stack's ownership tag,
     and neither the stack (plan.desired) nor its live tag (the last apply) sets lifecycle.prevent_destroy."""
     protected_in_stack = {r.name for r in plan.desired if r.type == "cluster" and r.attributes.get("prevent_destroy")}
@@ -156,10 +159,10 @@ def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str) -> None:
         current = live.clusters.get(change.name) if change.type == "cluster" else None
         if change.type != "cluster":
             problems.append(Diagnostic("error", "apply.not-destroyable", f"{change.address}: the plan would {verb} "
-                                       f"a {change.type}; infra never deletes one", file, None, None, REPLAN_HINT))
+                                       f"a {change.type}; infra never deletes one", file, None, None, hint))
         elif current is None:
             problems.append(Diagnostic("error", "apply.stale-plan", f"{change.address}: the plan would {verb} "
-                                       f"cluster {change.name!r}, which does not exist", file, None, None, REPLAN_HINT))
+                                       f"cluster {change.name!r}, which does not exist", file, None, None, hint))
         elif is_other_compute(current) or current.owner_stack != plan.stack:
             owner = "no" if current.owner_stack is None else f"stack {current.owner_stack!r}'s"
             problems.append(Diagnostic(

@@ -11,7 +11,8 @@ from infra_cli.plan.live import LiveState, read_cluster, refresh
 from infra_cli.plan.model import (CREATE, DELETE, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
                                   canonical_json, content_hash)
 from infra_cli.plan.normalise import is_other_compute
-from infra_cli.plan.planfile import REPLAN_HINT, load_planned_stack, read_plan_file, stack_changed_since
+from infra_cli.plan.planfile import (REPLAN_HINT, load_planned_stack, read_plan_file, replan_hint,
+                                    stack_changed_since)
 from infra_cli.plan.smoke_pending import changed_smokes
 
 __all__ = [
@@ -20,7 +21,7 @@ __all__ = [
     "content_hash",
     # deriving a plan again under the lock, and a saved plan with its seals checked
     "PlanOutcome", "load_for_plan", "plan_stack", "planned_changes",
-    "REPLAN_HINT", "load_planned_stack", "read_plan_file", "stack_changed_since",
+    "REPLAN_HINT", "replan_hint", "load_planned_stack", "read_plan_file", "stack_changed_since",
     # the desired state, the live reads and the judgements apply repeats as plan makes them
     "ClusterSecrets", "cluster_secrets", "distribution_dependencies", "live_comparable",
     "LiveState", "read_cluster", "refresh", "provisioning_problem", "is_other_compute",
