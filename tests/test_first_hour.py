@@ -143,6 +143,12 @@ def test_hints_after_a_local_run_name_commands_with_local(tmp_path, emulator, cl
         enable_node_public_ip=True)).result()   # same name, no ownership tag: plan.unmanaged-resource
     r = _local_cli("plan", str(path), "--local", emulator=emulator, state=state)
     assert r.returncode == 1 and "plan.unmanaged-resource" in r.stderr
+    # stdout redirected: the errors and the line that sums them up are on one stream (stderr); stdout shows the
+    # changes for context but no "Plan:" count of what apply would do, since apply refuses it
+    assert "Not applicable until the error is fixed: 2 to add, 0 to change, 0 to destroy." in r.stdout, r.stdout
+    assert "(above)" not in r.stdout and "\nPlan: " not in r.stdout and "smoke job to run" not in r.stdout, r.stdout
+    assert r.stderr.rstrip().endswith("The plan has 1 error: apply refuses it until it is fixed.") or \
+        "The plan has 1 error: apply refuses it until it is fixed. The changes it would make" in r.stderr, r.stderr
     assert f"`infra import cluster.gpu gpu {path} --local`" in r.stderr, r.stderr
     r = _local_cli("plan", str(path), "--local", "--json", emulator=emulator, state=state)
     (hint,) = [d["hint"] for d in json.loads(r.stdout)["diagnostics"] if d["rule"] == "plan.unmanaged-resource"]

@@ -17,6 +17,8 @@ from test_registry_environments import WORKSPACE
 from infra_cli.plan.smoke_pending import LAST_FAILED, NEVER_RAN, pending_smokes
 from infra_cli.state.records import FAILED, PASSED, PENDING, SmokeInputs, SmokeRecord
 
+ROOT = Path(__file__).resolve().parent.parent
+
 pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
 
 NOW = SmokeInputs("c1", "e1", "d1")
@@ -127,7 +129,9 @@ def infra(*args: str, state: Path) -> subprocess.CompletedProcess:
     """The CLI run from a directory of the test's own (`workdir`), so nothing a user's run left in the
     repository (./.infra after the quick start) is read, and whatever the CLI writes locally can be seen."""
     env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
-    env.update(INFRA_LOCAL_DIR=str(state), INFRA_EMULATOR_PROVISIONING_DELAY_S="0.1")
+    env.update(INFRA_LOCAL_DIR=str(state), INFRA_EMULATOR_PROVISIONING_DELAY_S="0.1",
+               # this checkout's infra, not another one installed (the command runs outside the checkout)
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
     cwd = workdir(state)
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,

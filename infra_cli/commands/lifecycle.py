@@ -21,8 +21,13 @@ if TYPE_CHECKING:
     from infra_cli.plan.engine import PlanOutcome
 
 
-def _print_plan_diagnostics(plan) -> None:
+def _print_plan_diagnostics(plan, *, summary: bool = True) -> None:
+    from infra_cli.commands.views.plan import error_summary
+
     print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+    summary = summary and error_summary(plan)
+    if summary:   # beside the errors, on their stream
+        print(summary, file=sys.stderr)
 
 
 def _confirm(question: str, auto_approve: bool) -> bool:
@@ -203,7 +208,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
             approved = True
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal")
-            _print_plan_diagnostics(outcome.plan)
+            _print_plan_diagnostics(outcome.plan, summary=False)   # "Apply refused" below says it
             if outcome.plan.has_errors():  # nothing will happen: the errors say why, a plan would only distract
                 print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",
                       file=sys.stderr)
