@@ -143,7 +143,7 @@ def plan(
 
 def apply(
     source: Path = typer.Argument(..., metavar="STACK|PLANFILE"),
-    auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="apply without asking"),
+    auto_approve: bool = typer.Option(False, "--auto-approve", help="apply without asking"),
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
@@ -154,9 +154,9 @@ def apply(
 
 def destroy(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="destroy without asking"),
+    auto_approve: bool = typer.Option(False, "--auto-approve", help="destroy without asking"),
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
-    local: bool = typer.Option(False, "--local"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
 ) -> None:
     """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
     _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True)
@@ -166,7 +166,7 @@ def import_(
     address: str = typer.Argument(..., metavar="ADDR"),
     azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
     stack: Path = typer.Argument(..., metavar="STACK"),
-    local: bool = typer.Option(False, "--local"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
 ) -> None:
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
@@ -180,7 +180,7 @@ def import_(
 
 def force_unlock(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    local: bool = typer.Option(False, "--local"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
 ) -> None:
     """Clear a stale stack lock (left by a killed apply)."""
     from infra_cli.apply.engine import force_unlock_stack

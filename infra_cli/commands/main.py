@@ -43,11 +43,9 @@ def main() -> None:
         completion_init()
     try:
         app(prog_name="infra")   # "infra" in usage and completion, also under python -m infra_cli
-    except KeyboardInterrupt:
-        from infra_cli.commands.output import EXIT_INTERRUPTED, interrupted_message
-
-        print(interrupted_message(), file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:   # before or after a command ran (one that ran says what it left: root.py)
+        print("Interrupted (Ctrl-C): infra stopped; nothing was changed.", file=sys.stderr)
+        sys.exit(130)
 
 
 def run() -> None:

@@ -95,7 +95,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
-    version: bool = typer.Option(False, "--version", "-version", callback=_print_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="print the version and exit"),
     install_completion: Optional[str] = typer.Option(
         None, "--install-completion", metavar="[SHELL]", callback=_completion, is_eager=True, expose_value=False,
