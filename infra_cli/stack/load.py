@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,6 @@ _ENTRY_SECTIONS = ("clusters", "environments", "distributions")
 
 def _without_refused(data: dict, errors: list, removed: dict[str, set[str]]) -> dict | None:
     """`data` without what the schema refused (SchemaErrors says what); None where the rest cannot be judged."""
-    import copy
-
     data = copy.deepcopy(data)
     for err in errors:
         loc = tuple(err.loc)
