@@ -5,7 +5,7 @@ installs them (`.[frameworks]`, `.[tf]`): a folder on PYTHONPATH whose packages 
 error the quick start's Python raises brings that environment back for the CLI and the job processes it starts
 (the emulator's jobs inherit its environment). Each stack is applied, then destroyed (the prevent_destroy one
 kept), and `state list` must be empty after each destroy: a stack's environment is released (archived, its
-ownership dropped), so the next stack may take the name (mpi-deepspeed and mpi-per-node both name openmpi-rdma).
+ownership dropped), so another stack may take the name.
 A smoke whose framework is missing is one INCOMPLETE line naming the package and the extra, never PASSED.
 
 End to end and slow (a smoke job per stack): the one test of the whole walk, run once, and each smoke job in it
