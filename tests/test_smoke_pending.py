@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -156,6 +157,14 @@ def test_failed_smoke_is_pending_until_apply_reruns_it_and_it_passes(tmp_path):
     r = infra("apply", str(path), "--local", "--auto-approve", state=state)
     assert r.returncode == 1, r.stdout + r.stderr  # the smoke failed
     assert "smoke.ddp: FAILED" in r.stdout and "# smoke.ddp will run (cluster changed)" in r.stdout
+    # where its logs are: a folder kept after the run, each rank's std_log in it
+    (logs_line,) = [line for line in r.stdout.splitlines() if line.startswith("  logs:   ")]
+    kept = Path(logs_line.split()[1])
+    try:
+        assert list(kept.rglob("user_logs/std_log*.txt")), sorted(kept.rglob("*"))
+        assert "'s user_logs/ and outputs/, downloaded" in logs_line
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
 
     r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
     assert r.returncode == 2, r.stdout + r.stderr

@@ -45,6 +45,8 @@ class SmokeVerdict:
     # Not PASSED, not FAILED: nothing that ran failed, but the framework could not be imported where the job ran,
     # so what it was meant to prove is unproven (the script's own words; the smoke stays pending)
     incomplete: str | None = None
+    # where the job's logs and outputs were kept for a smoke that did not pass (smoke/run.py keep_logs)
+    logs_dir: str | None = field(default=None, compare=False)
 
     @property
     def failures(self) -> list[Judgement]:
@@ -67,6 +69,7 @@ class SmokeVerdict:
             "job_name": self.job_name,
             "judgements": [j.to_json() for j in self.judgements],
             "findings": [f.to_json() for f in self.findings],
+            "logs_dir": self.logs_dir,
         }
 
 
@@ -201,7 +204,7 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
     ended = [] if job_status is None else [Judgement(
         "job", "pass" if job_status == "Completed" else "fail", f"job {job_name or ''} ended {job_status}".replace("  ", " "))]
     if result is None:
-        missing = Judgement("result", "fail", "the job wrote no smoke result (see the job's logs)")
+        missing = Judgement("result", "fail", "the job wrote no smoke result (its logs say why: `logs:` below)")
         return SmokeVerdict(distribution_name, False, (*ended, missing), UNKNOWN, job_name=job_name)
     lines = [line for text in nccl_logs for line in text.splitlines()]
     report = classify_transport(lines, rules or transport_rules().plain) if lines else (result.get("nccl") or {})

@@ -10,6 +10,7 @@ with --local).
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -67,6 +68,17 @@ def _read_tail(path: Path) -> str:
         size = fh.seek(0, 2)
         fh.seek(max(0, size - _LOG_TAIL_BYTES))
         return fh.read().decode("utf-8", errors="replace")
+
+
+def keep_logs(downloaded: Path, job_name: str) -> str | None:
+    """A copy of a job's downloaded logs and outputs that outlives the run (a new private folder in the system's
+    temporary directory), so a smoke that did not pass names where its logs are, on Azure and on --local alike;
+    None when nothing was downloaded."""
+    if not downloaded.is_dir():
+        return None
+    kept = Path(tempfile.mkdtemp(prefix=f"infra-smoke-logs-{safe_name(job_name)}-"))
+    shutil.copytree(downloaded, kept, dirs_exist_ok=True, symlinks=True)
+    return str(kept)
 
 
 def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
@@ -238,6 +250,8 @@ def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder
                 verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete})[:1]))
             elif not verdict.passed:
                 verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
+            if not verdict.passed:
+                verdict = replace(verdict, logs_dir=keep_logs(work / "download" / name, name))
             emit(Judged(verdict))
             recorder.record(job.name, verdict, name)
             judged.add(job.name)
