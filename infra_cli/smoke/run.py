@@ -245,11 +245,14 @@ def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder
                 emit(NoResult(job.name, outputs.why_no_result))
             verdict = judge(outputs.result, job.sku, job.name, dist, outputs.nccl_logs, job_name=name,
                             job_status=status)
+            # on the local emulator the job ran with infra's own Python, not the environment's image: its fix differs
+            emulated = bool(((outputs.result or {}).get("node") or {}).get("emulated"))
             if verdict.incomplete:
                 # what the job could not import, read by the same signatures: one line, not one per rank
-                verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete})[:1]))
+                verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete},
+                                                                   emulated=emulated)[:1]))
             elif not verdict.passed:
-                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
+                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs, emulated=emulated)))
             if not verdict.passed:
                 verdict = replace(verdict, logs_dir=keep_logs(work / "download" / name, name))
             emit(Judged(verdict))
