@@ -147,6 +147,8 @@ def _transport_judgement(report: dict[str, Any], result: dict[str, Any], sku: Sk
                          distribution: Distribution) -> Judgement:
     transport = report.get("transport", UNKNOWN)
     multi_node = distribution.instance_count > 1
+    if result.get("missing") and not report:   # the smoke stopped once the framework was found missing
+        return Judgement("transport", "skipped", f"not measured: {result['missing']}")
     if result.get("backend") != "nccl":
         return Judgement("transport", "skipped",
                          f"ran with {result.get('backend', 'no')} backend on {result.get('device', 'an unknown device')}: "
@@ -174,7 +176,8 @@ def _bandwidth_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
     bw = result.get("bandwidth") or {}
     peak = bw.get("peak_busbw_gbs")
     if peak is None:
-        return Judgement("busbw", "skipped", "the result has no bandwidth sweep"), None
+        why = f"not measured: {result['missing']}" if result.get("missing") else "the result has no bandwidth sweep"
+        return Judgement("busbw", "skipped", why), None
     measured = f"peak all_reduce busbw {peak:.3f} GB/s at {bw.get('peak_bytes')} bytes"
     if result.get("device") != "cuda":
         return Judgement("busbw", "skipped", f"{measured} on {result.get('device')}: GPU figures do not apply"), None
