@@ -76,7 +76,7 @@ def test_example_stacks_validate_clean_in_text_and_json():
     assert r.returncode == 0, r.stderr
     assert f"{len(EXAMPLES)} stack file(s) valid: 0 error(s), 0 warning(s)" in r.stderr
     r = run_cli("validate", "--json", *map(str, EXAMPLES))
-    assert r.returncode == 0 and json.loads(r.stdout) == []
+    assert r.returncode == 0 and json.loads(r.stdout)["diagnostics"] == []
 
 
 def test_warnings_alone_exit_0(tmp_path):
@@ -85,7 +85,7 @@ def test_warnings_alone_exit_0(tmp_path):
                                                                              "process_count_per_instance: 4"))
     r = run_cli("validate", "--json", str(stack))
     assert r.returncode == 0, r.stderr
-    (d,) = json.loads(r.stdout)
+    (d,) = json.loads(r.stdout)["diagnostics"]
     assert d == {"severity": "warning", "rule": "distribution.gpus-underused", "message": d["message"],
                  "file": str(stack), "line": 31, "column": 33, "hint": d["hint"]}
 

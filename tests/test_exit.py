@@ -29,7 +29,7 @@ def test_an_error_exit_code_is_kept(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("stack: x\nworkspace: 3\n")
     done = _infra("validate", "--json", str(bad))
-    assert done.returncode == 1 and json.loads(done.stdout)[0]["severity"] == "error"
+    assert done.returncode == 1 and json.loads(done.stdout)["diagnostics"][0]["severity"] == "error"
     assert _infra("no-such-command").returncode == 1          # usage errors exit 1 (Terraform's code)
 
 

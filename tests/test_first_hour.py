@@ -143,6 +143,12 @@ def test_hints_after_a_local_run_name_commands_with_local(tmp_path, emulator, cl
         enable_node_public_ip=True)).result()   # same name, no ownership tag: plan.unmanaged-resource
     r = _local_cli("plan", str(path), "--local", emulator=emulator, state=state)
     assert r.returncode == 1 and "plan.unmanaged-resource" in r.stderr
+    # stdout redirected: the errors and the line that sums them up are on one stream (stderr); stdout shows the
+    # changes for context but no "Plan:" count of what apply would do, since apply refuses it
+    assert "Not applicable until the error is fixed: 2 to add, 0 to change, 0 to destroy." in r.stdout, r.stdout
+    assert "(above)" not in r.stdout and "\nPlan: " not in r.stdout and "smoke job to run" not in r.stdout, r.stdout
+    assert r.stderr.rstrip().endswith("The plan has 1 error: apply refuses it until it is fixed.") or \
+        "The plan has 1 error: apply refuses it until it is fixed. The changes it would make" in r.stderr, r.stderr
     assert f"`infra import cluster.gpu gpu {path} --local`" in r.stderr, r.stderr
     r = _local_cli("plan", str(path), "--local", "--json", emulator=emulator, state=state)
     (hint,) = [d["hint"] for d in json.loads(r.stdout)["diagnostics"] if d["rule"] == "plan.unmanaged-resource"]
@@ -235,6 +241,8 @@ distributions:
     state = tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if k not in ("AZUREML_CURRENT_CLOUD", "INFRA_EMULATOR_URL")}
     env["INFRA_LOCAL_DIR"] = str(state)
+    # this checkout's infra, not another one installed (the command runs in tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen([sys.executable, "-m", "infra_cli", "apply", str(stack), "--local", "--auto-approve"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     # Should no "Still Running" line ever come (the old code), the gate opens after a while so that the job ends
@@ -253,6 +261,8 @@ distributions:
     assert proc.wait(timeout=300) == 130, out
     job = next(line.split("submitted job ", 1)[1].split()[0] for line in seen if "submitted job" in line)
     assert f"smoke.ddp: interrupted, job {job} canceled\n" in out
+    assert ("Interrupted (Ctrl-C): the smoke job(s) not yet judged were canceled (smoke.ddp). Their smokes stay "
+            f"pending (`infra plan {stack} --local` shows them)") in out, out
     assert "Traceback" not in out and "Proceeding with" not in out
     still = [line for line in seen if "Still Running" in line]
     assert still and still[0].startswith("smoke.ddp: Still Running... [") and "s elapsed]" in still[0]

@@ -22,10 +22,10 @@ NODE = re.compile(r'^\s*"([^"]+)" \[shape = (\w+)', re.M)
 def test_every_smoke_job_points_at_its_cluster_and_environment():
     dot = stack_graph(load_stack(ROOT / "stacks" / "mpi-deepspeed.yaml").stack)
     assert dot.startswith('digraph "mpi-deepspeed" {') and dot.rstrip().endswith("}")
-    assert dict(NODE.findall(dot)) == {"cluster.a100-80": "box3d", "environment.openmpi-rdma": "folder",
+    assert dict(NODE.findall(dot)) == {"cluster.a100-80-deepspeed": "box3d", "environment.openmpi-deepspeed": "folder",
                                        "smoke.deepspeed": "ellipse"}
-    assert sorted(EDGE.findall(dot)) == [("smoke.deepspeed", "cluster.a100-80"),
-                                         ("smoke.deepspeed", "environment.openmpi-rdma")]
+    assert sorted(EDGE.findall(dot)) == [("smoke.deepspeed", "cluster.a100-80-deepspeed"),
+                                         ("smoke.deepspeed", "environment.openmpi-deepspeed")]
     assert "Standard_ND96amsr_A100_v4" in dot and "mpi/deepspeed" in dot
 
 

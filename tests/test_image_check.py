@@ -316,3 +316,27 @@ def test_mofed_hpcx_nccl_versions_and_net_plugin_library_path(tmp_path):
     assert plugin["on_library_path"] is True
     ref = build_oci(tmp_path / "l", "gpu-nolib", layers, env={"PATH": "/usr/bin"})
     assert "not on LD_LIBRARY_PATH" in cli(ref, "--require", "nccl").stdout
+
+
+@pytest.mark.parametrize("text, host, repository, reference", [
+    ("ubuntu:22.04", "registry-1.docker.io", "library/ubuntu", "22.04"),
+    ("docker.io/library/ubuntu:22.04", "registry-1.docker.io", "library/ubuntu", "22.04"),
+    ("docker.io/ubuntu:22.04", "registry-1.docker.io", "library/ubuntu", "22.04"),
+    ("index.docker.io/ubuntu", "registry-1.docker.io", "library/ubuntu", "latest"),
+    ("docker://docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.04", "registry-1.docker.io", "nvidia/cuda",
+     "12.4.1-devel-ubuntu22.04"),
+    ("nvcr.io/nvidia/pytorch:24.05-py3", "nvcr.io", "nvidia/pytorch", "24.05-py3"),
+    ("localhost:5000/ubuntu", "localhost:5000", "ubuntu", "latest"),
+])
+def test_docker_hub_names_are_normalised_as_docker_does(text, host, repository, reference):
+    """Docker reads docker.io and index.docker.io as Docker Hub, pulled from registry-1.docker.io, and an official
+    image's short name as library/NAME (distribution/reference normalize.go). No network: the parsed reference
+    and the base URL the registry reader would contact."""
+    from infra_cli.image.reference import parse_reference
+    from infra_cli.image.registry import RegistryStore
+
+    ref = parse_reference(text)
+    assert (ref.host, ref.repository, ref.reference) == (host, repository, reference)
+    store = RegistryStore(ref)
+    store._scheme = "https"   # the scheme is probed on first use (a loopback registry may be plain http)
+    assert store._base() == f"https://{host}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -439,10 +440,38 @@ def test_cli_sigint_stops_apply_nonzero(tmp_path):
             proc.send_signal(signal.SIGINT)
             break
     out = "".join(seen) + proc.stdout.read()
-    assert proc.wait(timeout=120) != 0
+    assert proc.wait(timeout=120) == 130, out   # Ctrl-C's exit, whatever it stopped
     assert "not started" in out and "Traceback" not in out
+    # what was stopped and what it left, in words; no line of the run without an address ("-: ...")
+    assert "\nInterrupted (Ctrl-C): starting nothing new; waiting for the " in out and "\n-:" not in out, out
+    # every change is accounted for: added (it had started and finished) or not started
+    added = int(re.search(r"Apply interrupted! Resources: (\d+) added", out).group(1))
+    not_started = int(re.search(r"Interrupted \(Ctrl-C\): (\d+) change\(s\) not started \(listed below\); the "
+                                r"changes already running were finished and the stack's lock released\. "
+                                rf"`infra plan {re.escape(str(path))} --local` shows what remains\.", out).group(1))
+    assert added + not_started == 7 and out.count("  not started: ") == not_started, out
     r = _cli("plan", str(path), "--local", "--detailed-exitcode", env_dir=state)
     assert r.returncode == 2  # what is left shows in the next plan
+
+
+def test_cli_sigint_before_anything_was_submitted_says_so(tmp_path):
+    """Ctrl-C while `infra smoke` still reads Azure (each request slowed): typer exited 130 without a word; now
+    one line says what stopped and what it left."""
+    path = write_stack(tmp_path)
+    env = {**_child_env(tmp_path / "state"), "INFRA_EMULATOR_LATENCY": "30"}
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "infra_cli", "smoke", str(path), "--local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # past the imports (their timing lines end once the command runs), then inside the first slow request
+    for line in proc.stderr:
+        if "infra_cli.commands.smoke" in line:
+            break
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    err = "\n".join(line for line in err.splitlines() if not line.startswith("import time:"))
+    assert proc.returncode == 130, out + err
+    assert err.strip().endswith("Interrupted (Ctrl-C): infra stopped; nothing was changed."), err
+    assert "Traceback" not in err
 
 
 def test_cli_apply_saved_plan_file_and_refuse_it_when_stale(tmp_path):
@@ -464,6 +493,9 @@ def test_cli_apply_saved_plan_file_and_refuse_it_when_stale(tmp_path):
     write_stack(tmp_path, big.replace("max_instances: 2", "max_instances: 4"))
     r = _cli("apply", str(planfile), "--local", "--no-smoke", env_dir=state)
     assert r.returncode == 1 and "apply.stale-plan" in r.stderr and "Traceback" not in r.stderr
+    # the hint is a command to copy: the stack and the plan file named, --local as this run was
+    assert (f"hint: run `infra plan {path.resolve()} --out {planfile} --local` again and apply the new file "
+            f"(`infra apply {planfile} --local`)") in r.stderr, r.stderr
     r = _cli("plan", str(path), "--local", "--json", env_dir=state)
     after = [c for c in json.loads(r.stdout)["resource_changes"] if c["address"] == "cluster.gpu"][0]
     assert after["change"]["before"]["max_instances"] == 2

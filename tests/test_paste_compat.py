@@ -64,7 +64,7 @@ def test_public_compute_example_pastes_into_a_cluster(tmp_path, example):
     r = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(path)], capture_output=True,
                        text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
-    found = json.loads(r.stdout)
+    found = json.loads(r.stdout)["diagnostics"]
     assert sorted(d["rule"] for d in found) == sorted(VERDICTS[example])
     assert all(d["severity"] == "warning" and d["line"] and d["hint"] for d in found)
     cluster = load_stack(path).stack.clusters[name]

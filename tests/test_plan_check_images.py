@@ -36,3 +36,17 @@ def test_check_images_reports_met_unmet_and_unreadable(tmp_path, clients, images
     assert any("test/mpich" in d["message"] for d in unmet) and unmet[0]["line"] is not None
     assert any("nothing-here" in d["message"] for d in by_rule[("plan.image-unreadable", "error")])
     assert outcome.plan.has_errors()
+
+
+def test_a_build_environment_is_said_not_checked(tmp_path, clients):
+    """A `build:` environment has no image until Azure ML builds it: --check-images said nothing of it; now one
+    info line at its `build:` says it was not checked, and how to check the built image."""
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.split("environments:")[0] + "environments:\n"
+                    "  built: {build: {template: openmpi-rdma}, requires: [openmpi>=4.1, ibverbs]}\n")
+    outcome = plan_stack(load_stack(path), AzureProvider(clients), check_images=True)
+    (said,) = [d for d in outcome.plan.diagnostics if d["rule"].startswith("plan.image")]
+    assert (said["rule"], said["severity"], said["line"]) == ("plan.image-not-checked", "info", 7), said
+    assert "requires (openmpi>=4.1, ibverbs) not checked against an image" in said["message"]
+    assert "template openmpi-rdma" in said["message"] and "`infra image check IMAGE --require SPEC`" in said["hint"]
+    assert not outcome.plan.has_errors()

@@ -216,9 +216,10 @@ def test_emulator_refuses_a_job_environment_the_registry_does_not_have(environme
         check_job_environment(environment_id)
 
 
-def test_infra_smoke_prints_azures_refusal_without_escape_codes(tmp_path):
-    """`infra smoke` on a registry environment before `apply`: the SDK's refusal (no such compute) is one clean
-    line with its code; nothing of the terminal formatting azure-ai-ml adds."""
+def test_infra_smoke_before_apply_says_to_apply_without_escape_codes(tmp_path):
+    """`infra smoke` on a registry environment before `apply`: no job is submitted (Azure would refuse it: no
+    such compute); one clean diagnostic says what is missing and to apply first; nothing of the terminal
+    formatting azure-ai-ml adds."""
     import os
     import subprocess
     import sys
@@ -230,7 +231,9 @@ def test_infra_smoke_prints_azures_refusal_without_escape_codes(tmp_path):
     r = subprocess.run([sys.executable, "-m", "infra_cli", "smoke", str(path), "--local"], capture_output=True,
                        text=True, env=env, timeout=300, cwd=Path(__file__).resolve().parent.parent)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert f"error: Azure refused: UserError: Compute 'gpu' does not exist in workspace '{TEST_WORKSPACE}'." in r.stderr
+    assert f"error[smoke.not-applied]: smoke.ddp: cluster 'gpu' does not exist in workspace '{TEST_WORKSPACE}'" \
+        in r.stderr, r.stderr
+    assert f"hint: run `infra apply {path} --local` first" in r.stderr
     assert "\x1b" not in r.stderr + r.stdout and "Traceback" not in r.stderr
 
 

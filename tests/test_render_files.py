@@ -136,7 +136,7 @@ def test_template_environment(tmp_path):
 
     stack = ROOT / "stacks" / "mpi-deepspeed.yaml"
     written, warnings = render_stack(stack, tmp_path)
-    env_file = tmp_path / "environments" / "openmpi-rdma.yml"
+    env_file = tmp_path / "environments" / "openmpi-deepspeed.yml"
     assert env_file in written
     e = load_environment(env_file)
     dockerfile = env_file.parent / e.build.path / "Dockerfile"

@@ -5,7 +5,7 @@ installs them (`.[frameworks]`, `.[tf]`): a folder on PYTHONPATH whose packages 
 error the quick start's Python raises brings that environment back for the CLI and the job processes it starts
 (the emulator's jobs inherit its environment). Each stack is applied, then destroyed (the prevent_destroy one
 kept), and `state list` must be empty after each destroy: a stack's environment is released (archived, its
-ownership dropped), so the next stack may take the name (mpi-deepspeed and mpi-per-node both name openmpi-rdma).
+ownership dropped), so another stack may take the name.
 A smoke whose framework is missing is one INCOMPLETE line naming the package and the extra, never PASSED.
 
 End to end and slow (a smoke job per stack): the one test of the whole walk, run once, and each smoke job in it
@@ -130,3 +130,63 @@ def _smoke_with_report(env: dict[str, str], rel: str, report: Path) -> None:
     (saved,) = json.loads((report / "smoke.json").read_text())
     assert saved["passed"] and len(saved["sweep"]) >= 2 and all(row["busbw_gbs"] >= 0 for row in saved["sweep"])
     assert "█" not in out  # the bar chart is for a terminal, not a pipe
+
+
+def test_every_shipped_stack_applies_side_by_side_then_destroy_leaves_nothing_tagged(tmp_path, emulator):
+    """All shipped stacks up at once in one local Azure (their cluster and environment names differ: no
+    plan.owned-by-other-stack), then all destroyed: no compute left, and no active environment version in the
+    workspace carries a stack's tag; infra's own records (the lock, the smoke records) are archived too.
+    ib-h100 is applied from a copy without prevent_destroy, so it can be destroyed as well."""
+    import shutil
+
+    from azure.ai.ml.constants import ListViewType
+
+    from infra_cli.commands.backend import build_clients
+    from infra_cli.conventions import TAG_STACK
+    from infra_cli.stack.model import Workspace
+
+    copy = tmp_path / "stacks"
+    shutil.copytree(ROOT / "stacks", copy)
+    h100 = copy / "ib-h100.yaml"
+    h100.write_text(h100.read_text().replace("prevent_destroy: true", "prevent_destroy: false"))
+    stacks = sorted(copy.glob("*.yaml"))
+    names = {yaml.safe_load(s.read_text())["stack"] for s in stacks}
+    assert len(stacks) == len(STACKS) == 6
+    env = {k: v for k, v in os.environ.items() if k not in ("AZUREML_CURRENT_CLOUD",)}
+    env.update(INFRA_EMULATOR_URL=emulator.url, INFRA_LOCAL_DIR=str(tmp_path / "local"))
+
+    def infra(*args: str) -> subprocess.CompletedProcess:
+        r = subprocess.run([sys.executable, "-m", "infra_cli", *args, "--local"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+        return r
+
+    for stack in stacks:
+        r = infra("apply", str(stack), "--auto-approve", "--no-smoke")
+        assert r.returncode == 0, f"{stack.name}:\n{r.stdout}{r.stderr}"
+    for stack in stacks:   # every one still up, with its own resources, after all the others were applied
+        r = infra("state", "list", str(stack))
+        assert r.returncode == 0 and "cluster." in r.stdout, f"{stack.name}: {r.stdout}{r.stderr}"
+        plan = json.loads(infra("plan", str(stack), "--json").stdout)
+        assert [c["address"] for c in plan["resource_changes"] if c["change"]["actions"] != ["no-op"]] == [], plan
+        assert not plan["diagnostics"], plan["diagnostics"]
+    for stack in stacks:
+        r = infra("destroy", str(stack), "--auto-approve")
+        assert r.returncode == 0, f"{stack.name}:\n{r.stdout}{r.stderr}"
+        assert "lock and smoke records" in r.stdout and "nothing in the workspace carries" in r.stdout, r.stdout
+
+    ws = yaml.safe_load(stacks[0].read_text())["workspace"]
+    ml = build_clients(Workspace(**ws), local=True, emulator=emulator).ml
+    assert [c.name for c in ml.compute.list()] == []
+    tagged, archived = [], set()
+    for container in ml.environments.list(list_view_type=ListViewType.ALL):
+        tagged += [f"{container.name}:{v.version}" for v in ml.environments.list(name=container.name)
+                   if (v.tags or {}).get(TAG_STACK) in names]
+        if list(ml.environments.list(name=container.name, list_view_type=ListViewType.ARCHIVED_ONLY)):
+            archived.add(container.name)
+    assert tagged == [], tagged
+    assert {f"infra-lock-{n}" for n in names} <= archived, archived
+    assert "infra-smoke-mpi-deepspeed.deepspeed" in archived, archived
+    # applied again after the destroy: the lock and records start past their archived versions
+    r = infra("apply", str(copy / "tf-multiworker.yaml"), "--auto-approve", "--no-smoke")
+    assert r.returncode == 0, r.stdout + r.stderr

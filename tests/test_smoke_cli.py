@@ -87,3 +87,23 @@ def test_a_failed_smoke_says_why_from_the_logs(tmp_path):
     assert finding["signature"] == "gloo-interface-missing" and len(finding["logs"]) == 4
     assert "Unable to find address for: nosuchnic0" in finding["lines"][0]
     assert_clean_stderr(r.stderr)
+
+
+def test_smoke_before_apply_says_to_apply_first_and_json_stays_json(tmp_path):
+    """`infra smoke` before any apply: nothing is submitted; each missing cluster and custom environment is an
+    error at the distribution's line whose hint is the apply to run (with --local, as this run was); with
+    --json the same diagnostics as JSON on stdout, no text."""
+    state = tmp_path / "state"
+    rel = "stacks/mpi-deepspeed.yaml"
+    r = infra("smoke", rel, "--local", state=state)
+    assert r.returncode == 1 and r.stdout == "", r.stdout
+    assert f"{rel}:24:14: error[smoke.not-applied]: smoke.deepspeed: cluster 'a100-80-deepspeed' does not exist" \
+        in r.stderr, r.stderr
+    assert "error[smoke.not-applied]: smoke.deepspeed: environment 'openmpi-deepspeed' does not exist" in r.stderr
+    assert f"hint: run `infra apply {rel} --local` first" in r.stderr and "Azure refused" not in r.stderr
+    assert_clean_stderr(r.stderr)
+    r = infra("smoke", rel, "--local", "--json", state=state)
+    assert r.returncode == 1 and r.stderr == "", r.stderr
+    diagnostics = json.loads(r.stdout)
+    assert [d["rule"] for d in diagnostics] == ["smoke.not-applied"] * 2
+    assert all(d["hint"].startswith(f"run `infra apply {rel} --local` first") for d in diagnostics)

@@ -130,8 +130,8 @@ def test_mpi_per_node_launch_as_a_normal_user(tmp_path):
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("switching to a normal user needs root and setpriv")
     stack = yaml.safe_load((ROOT / "stacks" / "mpi-per-node.yaml").read_text())
-    stack["clusters"]["a100"]["size"] = TWO_GPU_SIZE
-    stack["clusters"]["a100"]["infiniband"] = "optional"     # no InfiniBand on the 2-GPU size: sockets accepted
+    stack["clusters"]["a100-per-node"]["size"] = TWO_GPU_SIZE
+    stack["clusters"]["a100-per-node"]["infiniband"] = "optional"     # no InfiniBand on the 2-GPU size: sockets accepted
     # The user's own directory, outside pytest's (which only root may enter).
     home = Path(tempfile.mkdtemp(prefix="infra-normal-user-"))
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from test_registry_environments import WORKSPACE
 
 from infra_cli.plan.smoke_pending import LAST_FAILED, NEVER_RAN, pending_smokes
 from infra_cli.state.records import FAILED, PASSED, PENDING, SmokeInputs, SmokeRecord
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
 
@@ -127,7 +130,9 @@ def infra(*args: str, state: Path) -> subprocess.CompletedProcess:
     """The CLI run from a directory of the test's own (`workdir`), so nothing a user's run left in the
     repository (./.infra after the quick start) is read, and whatever the CLI writes locally can be seen."""
     env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
-    env.update(INFRA_LOCAL_DIR=str(state), INFRA_EMULATOR_PROVISIONING_DELAY_S="0.1")
+    env.update(INFRA_LOCAL_DIR=str(state), INFRA_EMULATOR_PROVISIONING_DELAY_S="0.1",
+               # this checkout's infra, not another one installed (the command runs outside the checkout)
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
     cwd = workdir(state)
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,
@@ -152,6 +157,14 @@ def test_failed_smoke_is_pending_until_apply_reruns_it_and_it_passes(tmp_path):
     r = infra("apply", str(path), "--local", "--auto-approve", state=state)
     assert r.returncode == 1, r.stdout + r.stderr  # the smoke failed
     assert "smoke.ddp: FAILED" in r.stdout and "# smoke.ddp will run (cluster changed)" in r.stdout
+    # where its logs are: a folder kept after the run, each rank's std_log in it
+    (logs_line,) = [line for line in r.stdout.splitlines() if line.startswith("  logs:   ")]
+    kept = Path(logs_line.split()[1])
+    try:
+        assert list(kept.rglob("user_logs/std_log*.txt")), sorted(kept.rglob("*"))
+        assert "'s user_logs/ and outputs/, downloaded" in logs_line
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
 
     r = infra("plan", str(path), "--local", "--detailed-exitcode", state=state)
     assert r.returncode == 2, r.stdout + r.stderr

@@ -101,3 +101,19 @@ def test_report_renders_in_a_real_headless_browser(tmp_path):
                    capture_output=True, text=True, timeout=120)
     assert shot.exists() and shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_failed_smokes_logs_are_named_on_the_page_and_in_the_progress_lines():
+    """"see the job's logs" said nowhere where they were: the folder they were kept in is on the page and in
+    the lines printed after the verdict."""
+    from dataclasses import replace
+
+    from infra_cli.commands.views.smoke_progress import event_lines
+    from infra_cli.smoke.events import Judged
+
+    failed = replace(_verdict(passed=False), job_name="job-1", logs_dir="/tmp/infra-smoke-logs-job-1-x<y")
+    page = html_report([failed], "demo")
+    assert "Logs: <code>/tmp/infra-smoke-logs-job-1-x&lt;y</code> (job job-1" in page and "user_logs/" in page
+    lines = event_lines(Judged(failed))
+    assert lines[-1].startswith("  logs:   /tmp/infra-smoke-logs-job-1-x<y (job job-1's user_logs/ and outputs/")
+    assert "Logs:" not in html_report([_verdict()], "demo")   # a passed smoke keeps no logs

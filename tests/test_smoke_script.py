@@ -307,3 +307,26 @@ def test_a_framework_that_sees_another_world_fails_with_both_numbers(scripts, tm
     verdict = judge(result, load_catalog().get("Standard_NC80adis_H100_v5"), "t", d)
     [framework] = [j for j in verdict.failures if j.name == "framework"]
     assert framework.detail == "transformers sees world size 2 but the stack describes 1 nodes x 3 processes = 3"
+
+
+def test_a_missing_framework_ends_the_smoke_before_the_ddp_steps_and_the_sweep(scripts, tmp_path):
+    """DeepSpeed not importable where the job ran: the smoke said so only after the DDP steps and the sweep (119 s
+    at 2 x 8 ranks on the emulator); now the world is checked and the smoke ends, INCOMPLETE, with nothing
+    measured that could not make it pass."""
+    shim = tmp_path / "without"
+    (shim / "deepspeed").mkdir(parents=True)
+    (shim / "deepspeed" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'deepspeed'\", name='deepspeed')\n")
+    env = clean_env(PYTHONPATH=os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH", "")) if p))
+    out = tmp_path / "out"
+    r = torchrun(scripts, 2, *smoke_args(out, 1, 2), "--framework", "deepspeed", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = result_of(out)
+    assert "deepspeed is not importable here" in result["missing"] and result["passed"] is False
+    assert "ddp" not in result and "bandwidth" not in result and result["world"]["world_size"] == 2
+    assert not failed_checks(result) and "DDP replicas and the sweep not run" in r.stdout + r.stderr
+    d = Distribution(cluster="c", environment="e", type="pytorch", framework="deepspeed", instance_count=1,
+                     process_count_per_instance=2)
+    verdict = judge(result, None, "ds", d)   # a size outside the catalog: only what the job itself found
+    assert verdict.incomplete and not verdict.failures, [j for j in verdict.judgements if j.outcome == "fail"]
+    assert {j.name: j.detail for j in verdict.judgements}["busbw"].startswith("not measured: deepspeed is not")

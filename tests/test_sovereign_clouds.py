@@ -109,7 +109,7 @@ def test_a_misspelt_cloud_is_a_diagnostic_with_did_you_mean(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "infra_cli", "validate", str(stack), "--json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    found = [d for d in json.loads(proc.stdout) if d["rule"] == "stack.invalid"]
+    found = [d for d in json.loads(proc.stdout)["diagnostics"] if d["rule"] == "stack.invalid"]
     assert found and "did you mean 'AzureUSGovernment'?" in found[0]["message"], proc.stdout
     assert found[0]["line"] == 6
 

@@ -384,7 +384,7 @@ def test_each_bad_stack_alone_exits_1(name):
 def test_bad_stacks_as_json():
     r = run_cli("validate", "--json", str(BAD / "unknown_key.yaml"), "/no/such.yaml")
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    out = json.loads(r.stdout)
+    out = json.loads(r.stdout)["diagnostics"]
     assert [d["rule"] for d in out] == ["stack.unknown-key", "stack.not-found"]
     assert all(list(d) == ["severity", "rule", "message", "file", "line", "column", "hint"] for d in out)
     assert (out[0]["line"], out[0]["column"], out[0]["hint"]) == (6, 5, "did you mean 'max_instances'?")

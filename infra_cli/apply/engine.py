@@ -27,11 +27,12 @@ from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, ex
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_secrets, ssh_credentials_hash, Plan, PlanMode, PlanOutcome, Resource,
-                                ResourceChange, canonical_json, changed_smokes, content_hash,
-                                distribution_dependencies, is_other_compute, live_comparable, load_for_plan,
-                                load_planned_stack, other_workspace, plan_stack, planned_changes, read_cluster,
-                                read_environment, read_plan_file, refresh, replan_command, stack_changed_since)
+from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_secrets, ssh_credentials_hash, Plan,
+                                PlanMode, PlanOutcome, Resource, ResourceChange, canonical_json, changed_smokes,
+                                content_hash, distribution_dependencies, is_other_compute, live_comparable,
+                                load_for_plan, load_planned_stack, other_workspace, plan_stack, planned_changes,
+                                read_cluster, read_environment, read_plan_file, refresh, replan_command, replan_hint,
+                                stack_changed_since)
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
@@ -46,14 +47,17 @@ class StalePlan(DiagnosticError):
     pass
 
 
-def _stale(message: str, file: str, replan: str | None = None) -> StalePlan:
-    """`replan`: the exact `infra plan` that makes a saved plan again (replan_command)."""
-    hint = f"run `{replan}` again, and apply the new file" if replan else \
-        "run `infra plan` again and apply the new plan"
+def _stale(message: str, file: str, hint: str) -> StalePlan:
     return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None, hint)])
 
 
-def _stale_state(planned: StateSerial, now: StateSerial, stack: str, file: str, replan: str) -> StalePlan:
+def _saved_plan_hint(replan: str, file: str) -> str:
+    """What to do with a saved plan that no longer applies: the exact `infra plan` that makes it again
+    (replan_command), then apply that file."""
+    return f"run `{replan}` again and apply the new file (`infra apply {file}`)"
+
+
+def _stale_state(planned: StateSerial, now: StateSerial, stack: str, file: str, hint: str) -> StalePlan:
     """Terraform's "Saved plan is stale": the stack's state was written (its serial bumped, or another lineage
     started) after the plan was made."""
     if now.lineage is not None and now.lineage == planned.lineage:
@@ -65,7 +69,7 @@ def _stale_state(planned: StateSerial, now: StateSerial, stack: str, file: str, 
                  "plan read")
     return _stale(f"Saved plan is stale: the given plan file can no longer be applied because the state of stack "
                   f"{stack!r} was changed by another operation after the plan was created (the plan was made "
-                  f"against {planned.describe()}; {moved}); nothing was changed", file, replan)
+                  f"against {planned.describe()}; {moved}); nothing was changed", file, hint)
 
 
 @dataclass
@@ -88,17 +92,18 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     if elsewhere is not None:   # before anything is read: the plan is no request for this workspace at all
         raise DiagnosticError([elsewhere])
     replan = replan_command(saved, path)
+    hint = _saved_plan_hint(replan, str(path))
     if stack_changed_since(saved, loaded):
-        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), replan)
+        raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), hint)
     provider = backend(loaded.stack.workspace)
     derived_outcome = plan_stack(loaded, provider, mode=saved.plan.mode, targets=saved.targets, replace=saved.replace)
     derived = derived_outcome.plan
     if derived.state != saved.plan.state:
-        raise _stale_state(saved.plan.state, derived.state, saved.plan.stack, str(path), replan)
+        raise _stale_state(saved.plan.state, derived.state, saved.plan.stack, str(path), hint)
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
-                     str(path), replan)
-    _refuse_mismatch(saved.plan.changes, derived.changes, str(path), values=True)
+                     str(path), hint)
+    _refuse_mismatch(saved.plan.changes, derived.changes, str(path), hint, values=True)
     errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
@@ -109,7 +114,8 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
 def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELISM,
                   emit: Callable[[Event], None] = lambda e: None, operation: str = "apply",
                   stop: threading.Event | None = None) -> ApplyResult:
-    """Lock, check the live state still matches the plan, execute, unlock.
+    """Lock, check the live state still matches the plan, execute, unlock; after a
+    complete destroy, archive the stack's lock and smoke records (StateStore.retire).
 
     A saved plan (outcome.live is None) must find the live state it was made against, and the actions derived
     again from it must be the plan's. A plan made moments ago by this command is planned again under the lock
@@ -119,31 +125,39 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     checked against the live state (_refuse_unsafe_destroys) before anything is written, and the next serial is
     registered before the first write."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
+    saved = isinstance(outcome, SavedOutcome)
+    hint = _saved_plan_hint(outcome.replan, outcome.file) if saved and outcome.replan else \
+        replan_hint(loaded.source.file)
     store = StateStore(provider)
-    with store.lock(plan.stack, operation):
+    with store.lock(plan.stack, operation) as lock:
         live = refresh(provider, plan.desired)
         serial = store.serial(plan.stack)
         if isinstance(outcome, SavedOutcome) and serial != plan.state:
-            raise _stale_state(plan.state, serial, plan.stack, outcome.file, outcome.replan)
+            raise _stale_state(plan.state, serial, plan.stack, outcome.file, hint)
         if live.fingerprint() != plan.live_fingerprint or serial != plan.state:
             again = (plan_stack(loaded, provider, mode=plan.mode, replace=outcome.replace)
                      if outcome.live is not None else None)
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
                 saved = isinstance(outcome, SavedOutcome)
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
-                             "changed)", outcome.file if saved else str(loaded.path), outcome.replan if saved else None)
+                             "changed)", outcome.file if saved else str(loaded.path), hint)
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
                 loaded, plan.desired, live, mode=plan.mode, targets=outcome.targets, replace=outcome.replace)
-            _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, values=False)
+            _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, hint, values=False)
             if any(d.severity == "error" for d in found):
                 raise DiagnosticError([d for d in found if d.severity == "error"])
-        _refuse_unsafe_destroys(plan, live, str(loaded.path))
+        _refuse_unsafe_destroys(plan, live, str(loaded.path), hint)
         if plan.changes:   # every plan made before this write is stale from here on
             store.bump_serial(plan.stack, serial, operation)
         mark_smokes_pending(plan, loaded, provider)
-        return execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
+        result = execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
+    if plan.mode == PlanMode.DESTROY and result.ok:
+        # nothing of the stack is left: infra's own records of it go too (after the lock's release, whose
+        # "free" version is archived with the others), so nothing in the workspace carries the stack's tag
+        result.retired = store.retire(plan.stack, lock)
+    return result
 
 
 def _differences(recorded: list[ResourceChange], derived: list[ResourceChange], *, values: bool) -> list[str]:
@@ -167,7 +181,7 @@ def _differences(recorded: list[ResourceChange], derived: list[ResourceChange], 
     return out
 
 
-def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChange], file: str, *,
+def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChange], file: str, hint: str, *,
                      values: bool) -> None:
     lines = _differences(recorded, derived, values=values)
     if lines:
@@ -175,10 +189,10 @@ def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChang
             "error", "apply.plan-mismatch",
             "the plan file's actions are not what the stack and the live state call for (the file was changed "
             "after infra plan wrote it, or was not written by it), so nothing was changed: " + "; ".join(lines),
-            file, None, None, REPLAN_HINT)])
+            file, None, None, hint)])
 
 
-def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str) -> None:
+def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str, hint: str) -> None:
     """Every delete and replace, whatever the plan says: the cluster exists, carries this stack's ownership tag,
     and neither the stack (plan.desired) nor its live tag (the last apply) sets lifecycle.prevent_destroy."""
     protected_in_stack = {r.name for r in plan.desired if r.type == "cluster" and r.attributes.get("prevent_destroy")}
@@ -190,10 +204,10 @@ def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str) -> None:
         current = live.clusters.get(change.name) if change.type == "cluster" else None
         if change.type != "cluster":
             problems.append(Diagnostic("error", "apply.not-destroyable", f"{change.address}: the plan would {verb} "
-                                       f"a {change.type}; infra never deletes one", file, None, None, REPLAN_HINT))
+                                       f"a {change.type}; infra never deletes one", file, None, None, hint))
         elif current is None:
             problems.append(Diagnostic("error", "apply.stale-plan", f"{change.address}: the plan would {verb} "
-                                       f"cluster {change.name!r}, which does not exist", file, None, None, REPLAN_HINT))
+                                       f"cluster {change.name!r}, which does not exist", file, None, None, hint))
         elif is_other_compute(current) or current.owner_stack != plan.stack:
             owner = "no" if current.owner_stack is None else f"stack {current.owner_stack!r}'s"
             problems.append(Diagnostic(

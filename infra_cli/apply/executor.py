@@ -58,6 +58,7 @@ class ApplyResult:
     failures: list[Failure] = field(default_factory=list)
     not_started: list[str] = field(default_factory=list)
     interrupted: bool = False
+    retired: list[str] = field(default_factory=list)   # infra's records archived after a destroy (StateStore.retire)
 
     @property
     def ok(self) -> bool:
@@ -217,10 +218,11 @@ def execute(plan: Plan, loaded: LoadedStack, provider: Provider, *, parallelism:
         try:
             while pending or running:
                 while pending and len(running) < parallelism and not stop.is_set():
-                    change = pending.pop(0)
+                    change = pending[0]   # taken from pending once running: a Ctrl-C before leaves it not started
                     emit(Event(change.address, "start", _verb(change)))
                     fut = pool.submit(applier.run_change, change, desired.get(change.address))
                     running[fut] = (change, time.monotonic())
+                    pending.pop(0)
                 if stop.is_set() and not running:
                     break
                 done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
@@ -229,7 +231,8 @@ def execute(plan: Plan, loaded: LoadedStack, provider: Provider, *, parallelism:
         except KeyboardInterrupt:
             stop.set()
             result.interrupted = True
-            emit(Event("-", "progress", "interrupted: starting nothing new, waiting for running changes"))
+            emit(Event("", "progress", f"Interrupted (Ctrl-C): starting nothing new; waiting for the {len(running)} "
+                       "change(s) already running to finish (Ctrl-C again stops waiting: Azure goes on with them)"))
             for fut in list(running):
                 try:
                     fut.result()

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
+from infra_cli.azure.lock_store import archive_versions, highest_archived_version
 from infra_cli.azure.protocol import Written
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
@@ -530,7 +531,7 @@ class AzureProvider:
             except Exception as exc:
                 if not is_not_found(exc):
                     raise
-                version = 1
+                version = (highest_archived_version(self.clients.ml, name) or 0) + 1   # a destroyed stack's
             try:
                 envs.create_or_update(Environment(
                     name=name, version=str(version), image=f"{SMOKE_RECORD_IMAGE}-{uuid.uuid4().hex[:12]}", tags=tags,
@@ -587,13 +588,24 @@ class AzureProvider:
         name them): each active version tagged with `stack` loses infra's ownership tags and is archived
         (`az ml environment archive --version`), so no stack owns it and lists no longer show it. Returns the
         versions released; versions of other owners stay as they are."""
-        return self._release_environment(name, stack, archive=True)
+        return archive_versions(self.clients.ml, name, keep=lambda tags: tags.get(TAG_STACK) != stack,
+                                drop_tags=OWNERSHIP_TAGS)
+
+    def retire_records(self, stack: str, lock: str, lock_released: int | None) -> list[str]:
+        """After a destroy: infra's own records of the stack archived as its environments are, their ownership
+        tags dropped: every smoke record (`infra-smoke-STACK.*`, distributions no longer in the stack included)
+        and the lock's versions up to the one its release registered (`lock_released`: a version registered
+        after it is another apply's, left alone). Returns the names of the environments archived."""
+        prefix = smoke_record_name(stack, "").lower()
+        names = [n for n, _ in self.listed_environments() if n.startswith(prefix)]
+        retired = [n for n in names if self.archive_environment(n, stack)]
+        if lock_released is not None and archive_versions(self.clients.ml, lock, up_to=lock_released,
+                                                          drop_tags=OWNERSHIP_TAGS):
+            retired.append(lock)
+        return retired
 
     def forget_environment(self, name: str, stack: str) -> list[str]:
         """`infra state rm`: each version tagged with `stack` loses infra's ownership tags, and nothing else."""
-        return self._release_environment(name, stack, archive=False)
-
-    def _release_environment(self, name: str, stack: str, *, archive: bool) -> list[str]:
         envs = self.clients.ml.environments
         released = []
         for listed in envs.list(name=name):
@@ -602,8 +614,6 @@ class AzureProvider:
             version = envs.get(name, version=listed.version)
             version.tags = {k: v for k, v in (version.tags or {}).items() if k not in OWNERSHIP_TAGS}
             envs.create_or_update(version)   # the same content: only its tags change
-            if archive:
-                envs.archive(name, version=listed.version)
             released.append(str(listed.version))
         return released
 

@@ -74,27 +74,42 @@ def reset(
         print(f"no emulator state in {state_dir}: nothing to move")
 
 
+PYTHON_SCRIPT_HEADER = "Python SDKs: this script runs as it is (saved to a file, or pasted into python3):"
+
+
 def connection_help(url: str, cert: Path, token: Path, state_dir: Path) -> str:
+    """What `infra emulator serve` prints: how to reach it, and a Python script that does so with the SDKs
+    (tests/test_emulator_serve_banner.py runs it against a served emulator)."""
     return f"""infra local Azure emulator: {url}  (state: {state_dir})
 Only the bearer token in {token} (mode 0600) is accepted, on every endpoint; TLS uses a self-signed
 certificate clients must trust: {cert}
 `infra ... --local` uses this emulator with: export INFRA_EMULATOR_URL={url} INFRA_LOCAL_DIR={state_dir}
 
-Python SDKs:
-  export REQUESTS_CA_BUNDLE={cert}
-  MLClient(credential, SUBSCRIPTION_ID, RESOURCE_GROUP, WORKSPACE, cloud="InfraLocal",
-           cloud_metadata={{"resource_manager": "{url}", "azure_portal": "{url}",
-                           "active_directory": "{url}", "aml_resource_id": "{url}",
-                           "storage_endpoint": "core.windows.net", "registry_discovery_endpoint": "{url}"}},
-           connection_verify="{cert}")
-  ComputeManagementClient(credential, SUBSCRIPTION_ID, base_url="{url}", connection_verify="{cert}")
-  credential: an object whose get_token() returns AccessToken(open("{token}").read().strip(), expiry), e.g.
+{PYTHON_SCRIPT_HEADER}
+    import os, time
+    os.environ["REQUESTS_CA_BUNDLE"] = "{cert}"   # azure-ai-ml's blob clients (uploads) read it
+    import requests
+    from azure.ai.ml import MLClient
+    from azure.core.credentials import AccessToken
+    from azure.mgmt.compute import ComputeManagementClient
     class EmulatorCredential:
         def get_token(self, *scopes, **kwargs):
-            from azure.core.credentials import AccessToken
             return AccessToken(open("{token}").read().strip(), int(time.time()) + 3600)
-  Workspaces: PUT {url}subscriptions/SUB/resourceGroups/RG/providers/Microsoft.MachineLearningServices/workspaces/WS?api-version=2024-10-01-preview
-  with body {{"location": "eastus"}}; `infra ... --local` creates the stack's workspace itself.
+    credential = EmulatorCredential()
+    SUBSCRIPTION_ID, RESOURCE_GROUP, WORKSPACE = "00000000-0000-0000-0000-000000000000", "rg-demo", "mlw-demo"
+    # the workspace (`infra ... --local` creates its stack's workspace itself)
+    requests.put(f"{url}subscriptions/{{SUBSCRIPTION_ID}}/resourceGroups/{{RESOURCE_GROUP}}/providers/"
+                 f"Microsoft.MachineLearningServices/workspaces/{{WORKSPACE}}", params={{"api-version": "2024-10-01-preview"}},
+                 json={{"location": "eastus"}}, headers={{"Authorization": "Bearer " + credential.get_token().token}},
+                 verify="{cert}", timeout=60).raise_for_status()
+    ml = MLClient(credential, SUBSCRIPTION_ID, RESOURCE_GROUP, WORKSPACE, cloud="InfraLocal",
+                  cloud_metadata={{"resource_manager": "{url}", "azure_portal": "{url}",
+                                  "active_directory": "{url}", "aml_resource_id": "{url}",
+                                  "storage_endpoint": "core.windows.net", "registry_discovery_endpoint": "{url}"}},
+                  connection_verify="{cert}")
+    compute = ComputeManagementClient(credential, SUBSCRIPTION_ID, base_url="{url}", connection_verify="{cert}")
+    print(ml.workspaces.get(WORKSPACE).name, [c.name for c in ml.compute.list()],
+          len(list(compute.resource_skus.list(filter="location eq 'eastus'"))), "sizes in eastus")
 
 The az CLI presents Azure AD tokens, which the emulator refuses: use the SDKs as above, or `infra --local`.
 

@@ -12,17 +12,23 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Command, Progress, fail,
-                                      for_this_run, for_this_run_diagnostic, local_flag, print_diagnostics,
-                                      progress_stream, var_file_option, var_option)
+from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Command, Progress,
+                                      fail, for_this_run, for_this_run_diagnostic, interrupt_leaves, local_flag,
+                                      print_diagnostics, progress_stream, smoke_interrupted, var_file_option,
+                                      var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 if TYPE_CHECKING:
     from infra_cli.plan.engine import PlanOutcome
 
 
-def _print_plan_diagnostics(plan) -> None:
+def _print_plan_diagnostics(plan, *, summary: bool = True) -> None:
+    from infra_cli.commands.views.plan import error_summary
+
     print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+    summary = summary and error_summary(plan)
+    if summary:   # beside the errors, on their stream
+        print(summary, file=sys.stderr)
 
 
 def _confirm(question: str, auto_approve: bool) -> bool:
@@ -50,23 +56,34 @@ def _confirm(question: str, auto_approve: bool) -> bool:
     return answer.strip() == "yes"
 
 
-def _summary(result, verb: str = "Apply") -> int:
+def _summary(result, verb: str = "Apply", stack: str = "STACK") -> int:
     status = "complete" if result.ok else ("interrupted" if result.interrupted else "failed")
     print(f"\n{verb} {status}! Resources: {result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
+    if result.interrupted:
+        stopped = (f"{len(result.not_started)} change(s) not started (listed below)" if result.not_started
+                   else "every change had started")
+        print(for_this_run(f"Interrupted (Ctrl-C): {stopped}; the changes already running were finished and the "
+                           f"stack's lock released. `infra plan {stack}` shows what remains."), file=sys.stderr)
+    if result.retired:
+        print(f"infra's own records of the stack (its lock and smoke records: {', '.join(result.retired)}) archived; "
+              "nothing in the workspace carries the stack's tag.")
     for f in result.failures:
         print(f"  failed: {f.address}: {f.code}: {f.message}", file=sys.stderr)
     for address in result.not_started:
         print(f"  not started: {address}", file=sys.stderr)
-    return EXIT_OK if result.ok else EXIT_ERROR
+    return EXIT_OK if result.ok else EXIT_INTERRUPTED if result.interrupted else EXIT_ERROR
 
 
-def _run_smoke(outcome, jobs: list[str]) -> int:
+def _run_smoke(outcome, jobs: list[str], stack: str) -> int:
     from infra_cli.commands.views.smoke_progress import smoke_progress
-    from infra_cli.smoke.run import run_smoke
+    from infra_cli.smoke.run import SmokeInterrupted, run_smoke
 
     names = [j.split(".", 1)[1] for j in jobs]
-    verdicts = run_smoke(outcome.loaded, outcome.provider, outcome.smoke_inputs, names,
-                         emit=smoke_progress(progress_stream(sys.stdout)))
+    try:
+        verdicts = run_smoke(outcome.loaded, outcome.provider, outcome.smoke_inputs, names,
+                             emit=smoke_progress(progress_stream(sys.stdout)))
+    except SmokeInterrupted as exc:
+        return smoke_interrupted(exc, stack)
     # An incomplete smoke (its framework is not installed where the job ran) leaves apply's work done: its one
     # line says what to install, and the smoke stays pending; `infra smoke` exits 1 for it.
     return EXIT_OK if all(v.passed or v.incomplete for v in verdicts) else EXIT_ERROR
@@ -138,7 +155,7 @@ def plan(
 
 def apply(
     source: Path = typer.Argument(..., metavar="STACK|PLANFILE"),
-    auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="apply without asking"),
+    auto_approve: bool = typer.Option(False, "--auto-approve", help="apply without asking"),
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
     replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
@@ -153,9 +170,9 @@ def apply(
 
 def destroy(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    auto_approve: bool = typer.Option(False, "--auto-approve", "-auto-approve", help="destroy without asking"),
+    auto_approve: bool = typer.Option(False, "--auto-approve", help="destroy without asking"),
     parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
-    local: bool = typer.Option(False, "--local"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -167,7 +184,7 @@ def import_(
     address: str = typer.Argument(..., metavar="ADDR"),
     azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
     stack: Path = typer.Argument(..., metavar="STACK"),
-    local: bool = typer.Option(False, "--local"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -183,7 +200,7 @@ def import_(
 
 def force_unlock(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    local: bool = typer.Option(False, "--local"),
+    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -209,6 +226,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
     from infra_cli.commands.views.outputs import apply_outputs, plan_outputs
     from infra_cli.plan.outputs import live_outputs
 
+    interrupt_leaves("nothing was changed (it was reading the stack and Azure)")
     try:
         if not destroy and is_plan_file(source):
             if replace:
@@ -225,7 +243,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
             approved = True
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal", replace=list(replace))
-            _print_plan_diagnostics(outcome.plan)
+            _print_plan_diagnostics(outcome.plan, summary=False)   # "Apply refused" below says it
             if outcome.plan.has_errors():  # nothing will happen: the errors say why, a plan would only distract
                 print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",
                       file=sys.stderr)
@@ -243,7 +261,10 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
             print("Destroy cancelled." if destroy else "Apply cancelled.")
             raise typer.Exit(EXIT_ERROR)
         result = None
+        stack = outcome.loaded.source.file if not is_plan_file(source) else str(outcome.loaded.path)
         if outcome.plan.changes:  # only pending smoke jobs: nothing to lock or change, just run them
+            interrupt_leaves(f"the changes it had started go on in Azure, the rest were not started; "
+                             f"`infra plan {stack}` shows what remains")
             with Progress() as progress:
                 result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
                                        operation="destroy" if destroy else "apply")
@@ -255,9 +276,9 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
         raise typer.Exit(EXIT_ERROR)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
-    code = _summary(result, "Destroy" if destroy else "Apply") if result is not None else EXIT_OK
+    code = _summary(result, "Destroy" if destroy else "Apply", stack) if result is not None else EXIT_OK
     if code == EXIT_OK and not no_smoke and outcome.plan.smoke_jobs:
-        code = _run_smoke(outcome, outcome.plan.smoke_jobs)
+        code = _run_smoke(outcome, outcome.plan.smoke_jobs, stack)
     if code == EXIT_OK and not destroy and outcome.loaded.stack.outputs:   # as Terraform's, read live
         print(apply_outputs(live_outputs(outcome.loaded, outcome.provider)), end="")
     raise typer.Exit(code)

@@ -43,8 +43,8 @@ def main() -> None:
         completion_init()
     try:
         app(prog_name="infra")   # "infra" in usage and completion, also under python -m infra_cli
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt:   # before or after a command ran (one that ran says what it left: root.py)
+        print("Interrupted (Ctrl-C): infra stopped; nothing was changed.", file=sys.stderr)
         sys.exit(130)
 
 

@@ -3,6 +3,7 @@ that turns an exception no command handled into one line of text."""
 
 from __future__ import annotations
 
+import difflib
 import errno
 import json
 import os
@@ -19,6 +20,7 @@ from infra_cli.commands import params
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+EXIT_INTERRUPTED = 130   # Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)
 DEBUG_VARIABLE = "INFRA_DEBUG"  # =1: print the traceback of an error as well
 _COLOURS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 
@@ -28,6 +30,96 @@ class _Run:
     command's arguments): whether it was --local, so every command a message names is one the user can copy."""
 
     local = False
+    # what a Ctrl-C now would leave, as the command last said it (interrupt_leaves); main() prints it
+    interrupt_leaves = "nothing was changed"
+
+
+def interrupt_leaves(state: str) -> None:
+    """Say what a Ctrl-C from now on would leave (Terraform says what it stopped and what state it left)."""
+    _Run.interrupt_leaves = state
+
+
+def interrupted_message() -> str:
+    """The line a Ctrl-C that no command caught ends with: what was stopped and what it left."""
+    return f"Interrupted (Ctrl-C): infra stopped; {for_this_run(_Run.interrupt_leaves)}."
+
+
+def smoke_interrupted(exc: Any, stack: str) -> int:
+    """Ctrl-C during smoke jobs (smoke/run.py SmokeInterrupted): what was stopped and what it left; the exit."""
+    if not exc.submitted:
+        stopped = "no smoke job had been submitted"
+    else:
+        stopped = f"the smoke job(s) not yet judged were canceled ({', '.join('smoke.' + d for d in exc.stopped)})"
+    print(for_this_run(f"Interrupted (Ctrl-C): {stopped}. Their smokes stay pending (`infra plan {stack}` shows "
+                       "them); the stack's clusters and environments were not changed by the smoke."),
+          file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def terraform_spellings(options: list[Any], args: list[str], *, group: bool) -> list[str]:
+    """`args` with Terraform's single-dash spelling of every long option written as click reads it: `-out=p.plan`
+    -> `--out=p.plan`, `-json` -> `--json`, `-parallelism 4` -> `--parallelism 4` (Terraform's flag package
+    takes one dash or two alike: https://pkg.go.dev/flag). Only the long names of this command's own options are
+    rewritten; a value an option takes is never read as an option (`--target -x`), nor anything after `--`; a
+    group stops at its first argument, the subcommand, whose own options are its to read."""
+    longs: dict[str, Any] = {}
+    shorts: dict[str, Any] = {}
+    for option in options:
+        for name in [*getattr(option, "opts", ()), *getattr(option, "secondary_opts", ())]:
+            (longs if name.startswith("--") else shorts)[name] = option
+    out: list[str] = []
+    takes_value = False
+    for i, arg in enumerate(args):
+        if takes_value:
+            out.append(arg)
+            takes_value = False
+            continue
+        if arg == "--" or (group and not arg.startswith("-")):
+            return out + args[i:]
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2 and "-" + arg.split("=", 1)[0] in longs:
+            arg = "-" + arg
+        name = arg.split("=", 1)[0]
+        option = longs.get(name) if arg.startswith("--") else shorts.get(arg[:2]) if len(arg) >= 2 else None
+        if option is not None and "=" not in arg and not (option.is_flag or option.count) and \
+                (arg.startswith("--") or len(arg) == 2):
+            takes_value = True   # the next word is its value (a short option's may be joined: -rnccl)
+        out.append(arg)
+    return out
+
+
+def close_options(typed: str, options: list[Any]) -> list[str]:
+    """The long options `typed` (an unknown option) may have meant: a misspelling of one (difflib's ratio of
+    the bare names at least 0.75) or the start of one (3 letters or more). Click's own suggestion compares
+    with the dashes included, so `--bogus` was offered `--out`."""
+    bare = typed.lstrip("-").split("=", 1)[0]
+    names = [n for o in options for n in (*getattr(o, "opts", ()), *getattr(o, "secondary_opts", ()))
+             if n.startswith("--")]
+    out = [n for n in names if len(bare) >= 3 and n[2:].startswith(bare)]
+    out += [n for n in difflib.get_close_matches(bare, [n[2:] for n in names], n=3, cutoff=0.75)
+            for n in ["--" + n] if n not in out]
+    return out
+
+
+# click's UsageError, as typer carries its own copy of click (found through the public BadParameter)
+_USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+def _parse(command: Any, parse: Any, ctx: Any, args: list[str], *, group: bool) -> list[str]:
+    """What Command and Group read their options with: plain values without pydantic (params.py says why),
+    Terraform's single-dash spellings (terraform_spellings), and only close suggestions for an unknown one."""
+    options = command.get_params(ctx)
+    params.install(options)
+    try:
+        return parse(ctx, terraform_spellings(options, list(args), group=group))
+    except _USAGE_ERROR as exc:
+        if type(exc).__name__ == "NoSuchOption":
+            # `-bogus` is read by click as the short option -b: name the word as it was typed
+            typed = next((a.split("=", 1)[0] for a in args if len(exc.option_name) == 2 and
+                          a.startswith(exc.option_name) and len(a) > 2 and not a.startswith("--")), None)
+            if typed:
+                exc.option_name, exc.message = typed, f"No such option: {typed}"
+            exc.possibilities = close_options(exc.option_name, options)
+        raise
 
 
 class Command(TyperCommand):
@@ -70,8 +162,7 @@ class Command(TyperCommand):
         return [_plain_usage(piece) for piece in super().collect_usage_pieces(ctx)]
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
-        params.install(self.get_params(ctx))   # plain values are read without pydantic (params.py says why)
-        return super().parse_args(ctx, args)
+        return _parse(self, super().parse_args, ctx, args, group=False)
 
 
 _VARIABLE_KINDS = {"var": "var", "var_file": "var-file"}
@@ -93,8 +184,7 @@ class Group(TyperGroup):
     """A group of commands (the root, `image`, `state`, `emulator`): its options are read as a Command's."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
-        params.install(self.get_params(ctx))
-        return super().parse_args(ctx, args)
+        return _parse(self, super().parse_args, ctx, args, group=True)
 
 
 def _plain_usage(piece: str) -> str:
@@ -239,4 +329,5 @@ class Progress:
         elif self.rows.get(event.address, ("", "", 0.0))[1] != event.text:  # one line per change of state
             self.rows[event.address] = (event.phase, event.text, event.elapsed_s)
             tail = f" [{event.elapsed_s:.1f}s]" if event.phase in ("done", "failed") else ""
-            print(f"{event.address}: {event.text}{tail}", flush=True)
+            # an event of the whole run (Ctrl-C) has no address: its text alone
+            print(f"{event.address}: {event.text}{tail}" if event.address else event.text, flush=True)

@@ -16,7 +16,7 @@ from typer._completion_shared import _get_shell_name, get_completion_script, ins
 
 from infra_cli import __version__
 from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
-from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Group, report_error
+from infra_cli.commands.output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Group, interrupted_message, report_error
 
 
 _SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
@@ -62,6 +62,14 @@ class _ReportingGroup(Group):
                 break
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx):
+        """Ctrl-C that no command caught: what was stopped and what it left (typer would exit 130 silently)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            print(interrupted_message(), file=sys.stderr)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
     def main(self, *args, **kwargs):
         try:
             return super().main(*args, **kwargs)
@@ -105,7 +113,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
-    version: bool = typer.Option(False, "--version", "-version", callback=_print_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="print the version and exit"),
     install_completion: Optional[str] = typer.Option(
         None, "--install-completion", metavar="[SHELL]", callback=_completion, is_eager=True, expose_value=False,

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x6fe1309b
+SOURCES_CRC = 0xf575a0c4
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
@@ -21,7 +21,7 @@ Usage: infra [OPTIONS] COMMAND [ARGS]...
   Machine Learning.
 
 Options:
-  -version, --version           print the version and exit
+  --version                     print the version and exit
   --install-completion [SHELL]  install completion for SHELL (bash, zsh, fish,
                                 powershell, pwsh; default: the current shell)
   --show-completion [SHELL]     print the completion script for SHELL, to copy

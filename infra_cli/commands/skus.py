@@ -12,7 +12,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 def skus(
     location: Optional[str] = typer.Option(None, "--location", metavar="REGION", help="region (live availability needs --local or Azure)"),
     infiniband: bool = typer.Option(False, "--infiniband", help="only sizes whose InfiniBand NCCL/MPI can use"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="print the sizes as JSON"),
     local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
 ) -> None:
     """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""

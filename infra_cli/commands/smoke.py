@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream, var_file_option, var_option
+from infra_cli.commands.output import (Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream,
+                                      smoke_interrupted, var_file_option, var_option)
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -28,22 +29,28 @@ def smoke(
     try:
         loaded, warnings = load_valid_stack(stack)
     except DiagnosticError as exc:
-        raise fail(exc.diagnostics)
+        raise fail(exc.diagnostics, as_json)
     print_diagnostics(warnings)
     # Progress goes to stderr when stdout carries JSON.
     stream = progress_stream(sys.stderr if as_json else sys.stdout)
     try:
         from infra_cli.commands.backend import build_provider
-        from infra_cli.plan.engine import current_smoke_inputs
+        from infra_cli.plan.engine import current_smoke_inputs, smoke_preflight
         from infra_cli.commands.views.smoke_progress import smoke_progress
-        from infra_cli.smoke.run import run_smoke
+        from infra_cli.smoke.run import SmokeInterrupted, run_smoke
 
         provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
-        inputs = current_smoke_inputs(loaded, provider, list(distribution or loaded.stack.distributions))
+        chosen = list(distribution or loaded.stack.distributions)
+        missing = smoke_preflight(loaded, provider, chosen)
+        if missing:   # nothing to run on: say what to apply, before any job is submitted
+            raise DiagnosticError(missing)
+        inputs = current_smoke_inputs(loaded, provider, chosen)
         verdicts = run_smoke(loaded, provider, inputs, list(distribution or []) or None,
                              emit=smoke_progress(stream))
+    except SmokeInterrupted as exc:
+        raise typer.Exit(smoke_interrupted(exc, str(stack)))
     except DiagnosticError as exc:
-        raise fail(exc.diagnostics)
+        raise fail(exc.diagnostics, as_json)
     # anything else (an SDK refusal, a local OS error, a bug) is reported by the CLI's one wrapper
     if as_json:
         print(json.dumps([v.to_json() for v in verdicts], indent=2))

@@ -11,9 +11,15 @@ from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Command, print_diagno
 from infra_cli.diagnostics import has_errors
 
 
+# `infra validate --json`'s shape: {format_version, valid, error_count, warning_count, diagnostics: [{severity, rule,
+# message, file, line, column, hint}]}; the minor version grows with an added key, the major with a changed one
+VALIDATE_FORMAT_VERSION = "1.0"
+
+
 def validate(
     stacks: List[Path] = typer.Argument(..., help="stack files", metavar="STACK..."),
-    as_json: bool = typer.Option(False, "--json", help="print diagnostics as a JSON list"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON: {format_version, valid, "
+                                 "error_count, warning_count, diagnostics}"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -21,12 +27,13 @@ def validate(
     from infra_cli.validate.engine import validate_files
 
     diagnostics = validate_files(stacks)
-    if as_json:
-        print(json.dumps([d.to_json() for d in diagnostics], indent=2))
+    errors = sum(d.severity == "error" for d in diagnostics)
+    warnings = sum(d.severity == "warning" for d in diagnostics)
+    if as_json:   # the shape of `terraform validate -json`, versioned as plan's JSON is
+        print(json.dumps({"format_version": VALIDATE_FORMAT_VERSION, "valid": not errors, "error_count": errors,
+                          "warning_count": warnings, "diagnostics": [d.to_json() for d in diagnostics]}, indent=2))
     else:
         print_diagnostics(diagnostics)
-        errors = sum(d.severity == "error" for d in diagnostics)
-        warnings = sum(d.severity == "warning" for d in diagnostics)
         verdict = "invalid" if errors else "valid"
         print(f"{len(stacks)} stack file(s) {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
     raise typer.Exit(EXIT_ERROR if has_errors(diagnostics) else EXIT_OK)

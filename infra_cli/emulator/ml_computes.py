@@ -187,6 +187,7 @@ def delete_compute(service: EmulatedService, req: Request, scope: Scope, name: s
         op = _running_delete(service, scope, name) if existing["properties"].get("provisioningState") == "Deleting" \
             else None
         if op is None:
+            _cancel_running(service, scope, name)
             # a failed delete leaves the cluster as it was: Failed stays Failed, anything else is Succeeded
             kept = existing if existing["properties"].get("provisioningState") in ("Failed", "Canceled") \
                 else _state(existing, "Succeeded")
@@ -195,6 +196,18 @@ def delete_compute(service: EmulatedService, req: Request, scope: Scope, name: s
     headers = _async_headers(service, req, op, existing["location"])
     headers["Location"] = headers["Azure-AsyncOperation"]
     return Response(202, b"", headers)
+
+
+def _cancel_running(service: EmulatedService, scope: Scope, name: str) -> None:
+    """A delete cancels the create or update still running on the compute, as Azure does: that operation ends
+    Canceled (its poller fails) and never writes the compute again, so a create whose caller was killed cannot
+    bring back a cluster deleted after it (https://learn.microsoft.com/azure/azure-resource-manager/management/
+    async-operations: Canceled is a terminal status of an operation)."""
+    for op in service.store.operations(status="InProgress"):
+        if (op.type, op.scope, op.name) == (TYPE, scope.key.lower(), name.lower()) and op.action in ("create", "update"):
+            service.store.finish_operation(op.id, "Canceled", {
+                "code": "Canceled", "message": f"The {op.action} operation on '{name}' was canceled: the compute was "
+                                               "deleted before it completed."})
 
 
 def _running_delete(service: EmulatedService, scope: Scope, name: str):

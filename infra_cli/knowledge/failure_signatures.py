@@ -10,7 +10,7 @@ from infra_cli.knowledge.reader import at, load, mapping, sequence
 
 FILE = "failure_signatures.yaml"
 HINT = ("fix validators/failure_signatures.yaml: each signature needs id, pattern (a regular expression), "
-        "cause, fix and source; {1}, {2}... in cause and fix are the pattern's groups")
+        "cause, fix and source (fix_emulated optional); {1}, {2}... in cause and fixes are the pattern's groups")
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class Signature:
     cause: str              # with {0} (the match), {1}, {2}... (its groups)
     fix: str | None
     source: str
+    # the fix where the job ran on the local emulator (with infra's own Python, not the environment's image);
+    # None: `fix` holds there too
+    fix_emulated: str | None = None
 
 
 def _signatures(data: Any) -> tuple[Signature, ...]:
@@ -28,7 +31,8 @@ def _signatures(data: Any) -> tuple[Signature, ...]:
         with at("signatures", i):
             row = mapping(row, "a signature")
             regex = re.compile(row["pattern"])
-            sig = Signature(str(row["id"]), regex, str(row["cause"]), row.get("fix"), str(row["source"]))
+            sig = Signature(str(row["id"]), regex, str(row["cause"]), row.get("fix"), str(row["source"]),
+                            row.get("fix_emulated"))
             if sig.id in seen:
                 raise ValueError(f"id {sig.id!r} is used twice")
             seen.add(sig.id)
@@ -37,6 +41,8 @@ def _signatures(data: Any) -> tuple[Signature, ...]:
                 sig.cause.format(*groups)
             with at("fix"):
                 (sig.fix or "").format(*groups)
+            with at("fix_emulated"):
+                (sig.fix_emulated or "").format(*groups)
             out.append(sig)
     return tuple(out)
 

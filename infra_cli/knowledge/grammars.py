@@ -29,6 +29,10 @@ TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
 DIGEST = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}", re.ASCII)
 NAME_MAX = 255      # reference.go NameTotalLengthMax
 DOCKER_HUB = "registry-1.docker.io"
+# The names Docker reads as Docker Hub: `docker.io/ubuntu` and `index.docker.io/ubuntu` are `ubuntu`, pulled from
+# registry-1.docker.io as library/ubuntu (https://github.com/distribution/reference/blob/main/normalize.go:
+# legacyDefaultDomain, defaultDomain, officialRepoPrefix; Docker's daemon pulls docker.io from registry-1.docker.io)
+DOCKER_HUB_NAMES = ("docker.io", "index.docker.io")
 
 
 def control_characters(text: str) -> list[str]:
@@ -90,6 +94,8 @@ def split_image_name(text: str) -> ImageName:
         bad_host = host_problem(host)
         if bad_host:
             raise ValueError(bad_host)
+        if host.lower() in DOCKER_HUB_NAMES:   # Docker's own normalisation (distribution/reference normalize.go)
+            host, repository = DOCKER_HUB, repository if "/" in repository else f"library/{repository}"
     else:
         host, repository = DOCKER_HUB, name if "/" in name else f"library/{name}"
     if not REPOSITORY.fullmatch(repository):

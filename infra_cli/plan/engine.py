@@ -220,6 +220,38 @@ def current_smoke_inputs(loaded: LoadedStack, provider: Provider, distributions:
     return smoke_inputs(loaded, desired_resources(loaded), resolved.get)
 
 
+def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list[str]) -> list[Diagnostic]:
+    """Before `infra smoke` submits anything: each chosen distribution's cluster, and its environment (a custom
+    one, its pinned version if it pins one: curated ones are resolved by current_smoke_inputs), must exist, or the job would be refused
+    at submit time with no word of why. One error per missing resource, at the distribution's line, with the
+    command that creates it (`infra apply STACK`)."""
+    dists, envs = loaded.stack.distributions, loaded.stack.environments
+    chosen = [d for d in distributions if d in dists]
+    desired = {r.address: r for r in desired_resources(loaded)}
+    clusters = sorted({dists[d].cluster for d in chosen})
+    wanted = {n: desired[f"environment.{n}"].attributes.get("version")
+              for n in sorted({dists[d].environment for d in chosen})
+              if n in envs and not envs[n].curated and f"environment.{n}" in desired}
+    with ThreadPoolExecutor(max_workers=max(1, len(clusters))) as pool:
+        live_clusters = dict(zip(clusters, pool.map(provider.read_compute, clusters)))
+    live_envs = provider.read_environments(wanted) if wanted else {}
+    hint = (f"run `infra apply {loaded.source.file}` first: a smoke job runs on the cluster and environment apply "
+            f"creates (`infra plan {loaded.source.file}` shows what it would create)")
+    where = f"workspace {loaded.stack.workspace.name!r}"
+    out = []
+    for d in chosen:
+        cluster, env = dists[d].cluster, dists[d].environment
+        if live_clusters.get(cluster) is None:
+            out.append(loaded.source.diagnostic(("distributions", d, "cluster"), "smoke.not-applied",
+                                                f"smoke.{d}: cluster {cluster!r} does not exist in {where}", hint))
+        if env in wanted and (live_envs.get(env) or {}).get("version") is None:
+            version = f" version {wanted[env]}" if wanted[env] else ""
+            out.append(loaded.source.diagnostic(
+                ("distributions", d, "environment"), "smoke.not-applied",
+                f"smoke.{d}: environment {env!r}{version} does not exist in {where}", hint))
+    return out
+
+
 def load_for_plan(stack_path: Path) -> tuple[LoadedStack, list[Diagnostic]]:
     """The stack, validated, and its warnings; the rules the plan judges against the live state are left to
     its preflight."""

@@ -1,7 +1,8 @@
 """`infra plan --check-images`: prove each custom image meets its environment's `requires:` before apply.
 
 Reads the images' layers (image's check_image, no Docker daemon), concurrently; an unmet requirement or an
-unreadable image is an error at the environment's `image:` line.
+unreadable image is an error at the environment's `image:` line. A `build:` environment has no image yet: an info
+line says it was not checked.
 """
 
 from __future__ import annotations
@@ -37,9 +38,23 @@ def _check_one(loaded: LoadedStack, name: str) -> list[Diagnostic]:
     return out
 
 
+def _not_checked(loaded: LoadedStack, name: str) -> Diagnostic:
+    """A `build:` environment has no image to read until Azure ML builds it: said, never passed over in silence."""
+    env = loaded.stack.environments[name]
+    what = f"template {env.build.template}" if env.build.template else "its Dockerfile"
+    return loaded.source.diagnostic(
+        ("environments", name, "build"), "plan.image-not-checked",
+        f"environment {name!r}: requires ({', '.join(env.requires)}) not checked against an image: a build: "
+        f"environment has no image until Azure ML builds it (validate judged what {what} installs)",
+        "after apply, check the image Azure ML built (its name is in the environment's build log) with "
+        "`infra image check IMAGE --require SPEC`", "info")
+
+
 def image_requirement_diagnostics(loaded: LoadedStack) -> list[Diagnostic]:
-    names = [n for n, env in loaded.stack.environments.items() if env.image and env.requires]
+    envs = loaded.stack.environments
+    names = [n for n, env in envs.items() if env.image and env.requires]
+    out = [_not_checked(loaded, n) for n, env in envs.items() if env.build is not None and env.requires]
     if not names:
-        return []
+        return out
     with ThreadPoolExecutor(max_workers=min(MAX_IMAGES_AT_ONCE, len(names))) as pool:
-        return [d for found in pool.map(lambda n: _check_one(loaded, n), names) for d in found]
+        return out + [d for found in pool.map(lambda n: _check_one(loaded, n), names) for d in found]

@@ -60,7 +60,7 @@ def _shown(line: str) -> str:
     return line if len(line) <= _MAX_LINE else line[:_MAX_LINE - 1] + "…"
 
 
-def _signature_findings(logs: Mapping[str, str], signatures: tuple[Signature, ...]) -> list[Finding]:
+def _signature_findings(logs: Mapping[str, str], signatures: tuple[Signature, ...], emulated: bool) -> list[Finding]:
     found = []
     for sig in signatures:
         where: list[str] = []
@@ -72,7 +72,8 @@ def _signature_findings(logs: Mapping[str, str], signatures: tuple[Signature, ..
                 first = first or match
         if first is not None:
             groups = [first.group(0), *(g or "" for g in first.groups())]
-            found.append(Finding(sig.cause.format(*groups), sig.fix.format(*groups) if sig.fix else None,
+            fix = sig.fix_emulated if emulated and sig.fix_emulated else sig.fix
+            found.append(Finding(sig.cause.format(*groups), fix.format(*groups) if fix else None,
                                  (_shown(first.string),), tuple(where), sig.id))
     return found
 
@@ -86,9 +87,11 @@ def last_exception(text: str) -> str | None:
     return next((line for line in reversed(candidates) if _EXCEPTION_LINE.match(line)), None)
 
 
-def diagnose(logs: Mapping[str, str], signatures: tuple[Signature, ...] | None = None) -> list[Finding]:
-    """Findings for a failed job's logs (name -> text), most specific first."""
-    findings = _signature_findings(logs, signatures if signatures is not None else known_signatures())
+def diagnose(logs: Mapping[str, str], signatures: tuple[Signature, ...] | None = None, *,
+             emulated: bool = False) -> list[Finding]:
+    """Findings for a failed job's logs (name -> text), most specific first. `emulated`: the job ran on the local
+    emulator (with infra's own Python), whose fix differs where a signature says so (fix_emulated)."""
+    findings = _signature_findings(logs, signatures if signatures is not None else known_signatures(), emulated)
     explained = {line for f in findings for line in f.lines}
     by_exception: dict[str, list[str]] = {}
     for name, text in logs.items():

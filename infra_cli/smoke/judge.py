@@ -45,6 +45,8 @@ class SmokeVerdict:
     # Not PASSED, not FAILED: nothing that ran failed, but the framework could not be imported where the job ran,
     # so what it was meant to prove is unproven (the script's own words; the smoke stays pending)
     incomplete: str | None = None
+    # where the job's logs and outputs were kept for a smoke that did not pass (smoke/run.py keep_logs)
+    logs_dir: str | None = field(default=None, compare=False)
 
     @property
     def failures(self) -> list[Judgement]:
@@ -67,6 +69,7 @@ class SmokeVerdict:
             "job_name": self.job_name,
             "judgements": [j.to_json() for j in self.judgements],
             "findings": [f.to_json() for f in self.findings],
+            "logs_dir": self.logs_dir,
         }
 
 
@@ -144,6 +147,8 @@ def _transport_judgement(report: dict[str, Any], result: dict[str, Any], sku: Sk
                          distribution: Distribution) -> Judgement:
     transport = report.get("transport", UNKNOWN)
     multi_node = distribution.instance_count > 1
+    if result.get("missing") and not report:   # the smoke stopped once the framework was found missing
+        return Judgement("transport", "skipped", f"not measured: {result['missing']}")
     if result.get("backend") != "nccl":
         return Judgement("transport", "skipped",
                          f"ran with {result.get('backend', 'no')} backend on {result.get('device', 'an unknown device')}: "
@@ -171,7 +176,8 @@ def _bandwidth_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
     bw = result.get("bandwidth") or {}
     peak = bw.get("peak_busbw_gbs")
     if peak is None:
-        return Judgement("busbw", "skipped", "the result has no bandwidth sweep"), None
+        why = f"not measured: {result['missing']}" if result.get("missing") else "the result has no bandwidth sweep"
+        return Judgement("busbw", "skipped", why), None
     measured = f"peak all_reduce busbw {peak:.3f} GB/s at {bw.get('peak_bytes')} bytes"
     if result.get("device") != "cuda":
         return Judgement("busbw", "skipped", f"{measured} on {result.get('device')}: GPU figures do not apply"), None
@@ -201,7 +207,7 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
     ended = [] if job_status is None else [Judgement(
         "job", "pass" if job_status == "Completed" else "fail", f"job {job_name or ''} ended {job_status}".replace("  ", " "))]
     if result is None:
-        missing = Judgement("result", "fail", "the job wrote no smoke result (see the job's logs)")
+        missing = Judgement("result", "fail", "the job wrote no smoke result (its logs say why: `logs:` below)")
         return SmokeVerdict(distribution_name, False, (*ended, missing), UNKNOWN, job_name=job_name)
     lines = [line for text in nccl_logs for line in text.splitlines()]
     report = classify_transport(lines, rules or transport_rules().plain) if lines else (result.get("nccl") or {})

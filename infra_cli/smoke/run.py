@@ -10,6 +10,7 @@ with --local).
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -38,9 +39,15 @@ STEP_MARKER = "infra-smoke step: "   # what the smoke script prints as each rank
 
 
 class SmokeInterrupted(KeyboardInterrupt):
-    """Ctrl-C while smoke jobs ran: the jobs still running were canceled and each was said in one line."""
+    """Ctrl-C while smoke jobs ran: the jobs still running were canceled and each was said in one line.
+    `stopped`: the distributions whose smoke was not judged (each recorded pending); `submitted`: how many jobs
+    had been submitted when Ctrl-C came."""
 
     reported = True
+
+    def __init__(self, stopped: list[str] | None = None, submitted: int = 0):
+        super().__init__()
+        self.stopped, self.submitted = list(stopped or []), submitted
 
 
 @dataclass
@@ -61,6 +68,17 @@ def _read_tail(path: Path) -> str:
         size = fh.seek(0, 2)
         fh.seek(max(0, size - _LOG_TAIL_BYTES))
         return fh.read().decode("utf-8", errors="replace")
+
+
+def keep_logs(downloaded: Path, job_name: str) -> str | None:
+    """A copy of a job's downloaded logs and outputs that outlives the run (a new private folder in the system's
+    temporary directory), so a smoke that did not pass names where its logs are, on Azure and on --local alike;
+    None when nothing was downloaded."""
+    if not downloaded.is_dir():
+        return None
+    kept = Path(tempfile.mkdtemp(prefix=f"infra-smoke-logs-{safe_name(job_name)}-"))
+    shutil.copytree(downloaded, kept, dirs_exist_ok=True, symlinks=True)
+    return str(kept)
 
 
 def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
@@ -202,8 +220,9 @@ def run_smoke(loaded_stack: LoadedStack, provider: Provider, inputs: dict[str, S
         try:
             return _run_jobs(loaded_stack, ml, jobs, recorder, submitted, judged, emit, poll_s, still_every_s)
         except KeyboardInterrupt:
-            cancel_interrupted(ml, recorder, [(j.name, n) for j, n in submitted if j.name not in judged], emit)
-            raise SmokeInterrupted() from None
+            unjudged = [(j.name, n) for j, n in submitted if j.name not in judged]
+            cancel_interrupted(ml, recorder, unjudged, emit)
+            raise SmokeInterrupted([j.name for j in jobs if j.name not in judged], len(submitted)) from None
 
 
 def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder: SmokeRecorder,
@@ -226,11 +245,16 @@ def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder
                 emit(NoResult(job.name, outputs.why_no_result))
             verdict = judge(outputs.result, job.sku, job.name, dist, outputs.nccl_logs, job_name=name,
                             job_status=status)
+            # on the local emulator the job ran with infra's own Python, not the environment's image: its fix differs
+            emulated = bool(((outputs.result or {}).get("node") or {}).get("emulated"))
             if verdict.incomplete:
                 # what the job could not import, read by the same signatures: one line, not one per rank
-                verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete})[:1]))
+                verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete},
+                                                                   emulated=emulated)[:1]))
             elif not verdict.passed:
-                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs)))
+                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs, emulated=emulated)))
+            if not verdict.passed:
+                verdict = replace(verdict, logs_dir=keep_logs(work / "download" / name, name))
             emit(Judged(verdict))
             recorder.record(job.name, verdict, name)
             judged.add(job.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,56 @@ from infra_cli.stack.fields import Model, ValidationError
 from infra_cli.stack.model import Stack, flatten_distribution
 from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text, short_repr
 from infra_cli.stack.variables import Inputs, command_line_inputs
+
+
+class SchemaErrors(DiagnosticError):
+    """The stack breaks the schema (`diagnostics`). `partial`: the stack without what the schema refused (an
+    unknown key dropped; an entry of clusters, environments or distributions with a bad value left out, its name
+    in `removed`), so the rules can still judge the rest in the same pass; None where the rest cannot be read (a
+    bad workspace, a section that is not a mapping)."""
+
+    def __init__(self, diagnostics: list[Diagnostic], partial: "LoadedStack | None" = None,
+                 removed: dict[str, set[str]] | None = None):
+        super().__init__(diagnostics)
+        self.partial, self.removed = partial, removed or {}
+
+
+_ENTRY_SECTIONS = ("clusters", "environments", "distributions")
+
+
+def _without_refused(data: dict, errors: list, removed: dict[str, set[str]]) -> dict | None:
+    """`data` without what the schema refused (SchemaErrors says what); None where the rest cannot be judged."""
+    data = copy.deepcopy(data)
+    for err in errors:
+        loc = tuple(err.loc)
+        if err.type == "extra_forbidden":
+            node = data
+            for part in loc[:-1]:   # the entry may be left out already
+                node = node.get(part) if isinstance(node, dict) else (
+                    node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else None)
+            if isinstance(node, dict):
+                node.pop(loc[-1], None)
+        elif len(loc) >= 2 and loc[0] in _ENTRY_SECTIONS and isinstance(data.get(loc[0]), dict):
+            data[loc[0]].pop(loc[1], None)
+            removed.setdefault(loc[0], set()).add(str(loc[1]))
+        else:
+            return None
+    return data
+
+
+def _partial_stack(data: dict, errors: list) -> tuple[Stack | None, dict[str, set[str]]]:
+    """The stack the rules can still judge beside the schema errors (SchemaErrors.partial), and what was left
+    out; a few rounds, as leaving out a value can make its entry incomplete."""
+    removed: dict[str, set[str]] = {}
+    for _ in range(4):
+        data = _without_refused(data, errors, removed)
+        if data is None:
+            return None, removed
+        try:
+            return Stack.model_validate(data), removed
+        except ValidationError as exc:
+            errors = exc.errors()
+    return None, removed
 
 
 @dataclass(frozen=True)
@@ -137,12 +188,20 @@ def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None,
     try:
         return Stack.model_validate(data), source
     except ValidationError as exc:
-        raise DiagnosticError(_model_diagnostics(exc, source)) from None
+        partial, removed = _partial_stack(data, exc.errors())
+        error = SchemaErrors(_model_diagnostics(exc, source), removed=removed)
+        error.partial = partial and (partial, source)   # load_stack makes it a LoadedStack
+        raise error from None
 
 
 def load_stack(path: str | Path, environ: Mapping[str, str] | None = None,
                inputs: Inputs | None = None) -> LoadedStack:
     p = Path(path)
     text = read_stack_text(p)  # a regular file under a size cap (a FIFO would block the read)
-    stack, source = parse_stack(text, str(path), environ, inputs)
+    try:
+        stack, source = parse_stack(text, str(path), environ, inputs)
+    except SchemaErrors as exc:
+        if exc.partial:
+            exc.partial = LoadedStack(exc.partial[0], p.resolve(), exc.partial[1])
+        raise
     return LoadedStack(stack, p.resolve(), source)

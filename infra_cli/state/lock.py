@@ -110,6 +110,7 @@ class StackLock:
     def __init__(self, ml: Any, stack: str, operation: str):
         self.ml, self.name, self.operation = ml, lock_name(stack), operation
         self.version: int | None = None
+        self.released: int | None = None   # the "free" version the last release registered (or found landed)
 
     def acquire(self, *, attempts: int = 3) -> None:
         for attempt in range(attempts):
@@ -152,7 +153,7 @@ class StackLock:
                     break       # the release landed before the error
                 if attempt + 1 == attempts:
                     raise refused.error from None
-        self.version = None
+        self.released, self.version = self.version + 1, None
 
     def __enter__(self) -> "StackLock":
         self.acquire()

@@ -2,6 +2,7 @@
 provider the command built (azure/protocol.py Provider).
 
 - the lock: one apply or destroy per stack and workspace at a time (lock.py);
+- retirement: after a destroy, the lock and the smoke records are archived as its environments are;
 - smoke records: the last smoke of each distribution, with the inputs it was judged on (records.py). Plan reads
   them in the same batch as the stack's environments (plan/live.py read_live, `records_from`), so a plan costs
   no extra request for them;
@@ -66,6 +67,11 @@ class StateStore:
             if latest is None or latest[0] != after.serial or latest[1].get(TOKEN_TAG) != token:
                 raise refused.error from None
         return after
+
+    def retire(self, stack: str, released_lock: StackLock) -> list[str]:
+        """After a destroy: the stack's smoke records and lock archived, untagged (provider.retire_records), so
+        nothing in the workspace carries the stack's tag. Returns the environments archived."""
+        return self.provider.retire_records(stack, released_lock.name, released_lock.released)
 
     def record_name(self, stack: str, distribution: str) -> str:
         return self.provider.smoke_record_name(stack, distribution)

@@ -58,7 +58,7 @@ def test_validate_never_tracebacks_on_a_hostile_command(tmp_path, command):
     run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr and run.returncode in (0, 1), run.stderr
-    for d in json.loads(run.stdout):
+    for d in json.loads(run.stdout)["diagnostics"]:
         assert d["line"] and d["hint"], d
 
 
@@ -80,7 +80,7 @@ def test_script_outside_code_is_never_read(tmp_path):
     run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr
-    assert not [d for d in json.loads(run.stdout) if d["rule"] == "distribution.lightning-trainer"]
+    assert not [d for d in json.loads(run.stdout)["diagnostics"] if d["rule"] == "distribution.lightning-trainer"]
 
 
 def test_a_hostile_conda_file_is_no_evidence_and_no_crash(tmp_path):
@@ -99,7 +99,7 @@ def test_a_hostile_conda_file_is_no_evidence_and_no_crash(tmp_path):
     run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr, run.stderr
-    assert sorted(d["rule"] for d in json.loads(run.stdout)) == ["distribution.packages-missing"] * 2 + [
+    assert sorted(d["rule"] for d in json.loads(run.stdout)["diagnostics"]) == ["distribution.packages-missing"] * 2 + [
         "environment.conda-file"] * 2
 
 
@@ -152,5 +152,5 @@ def test_a_build_context_copying_from_outside_is_not_read(tmp_path):
     run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr, run.stderr
-    rules = [d["rule"] for d in json.loads(run.stdout)]
+    rules = [d["rule"] for d in json.loads(run.stdout)["diagnostics"]]
     assert "distribution.packages-missing" in rules and "distribution.mpi-missing" not in rules, rules

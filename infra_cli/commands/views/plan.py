@@ -165,12 +165,9 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
         return "\n".join(out)
 
     changes = plan.changes
-    errors = sum(d.get("severity") == "error" for d in plan.diagnostics)
-    if errors:  # the changes are shown for context; a plan with errors never claims to be fine
-        out.append(paint(f"The plan has {errors} error{'s' if errors != 1 else ''} (above): apply refuses it "
-                         "until they are fixed.", "1;31"))
-        if changes:
-            out.append("")
+    # A plan with errors never claims to be fine: the changes are shown for context, without a "Plan:" count of
+    # what apply would do (it refuses); error_summary() says so beside the errors, on their stream.
+    errors = plan_errors(plan)
     if not changes:
         if not errors and not plan.smoke_jobs:
             out.append("No changes. Your infrastructure matches the stack.")
@@ -186,7 +183,12 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
             out.extend(render_change(change, paint, change_lines(cost) if cost else []))
             out.append("")
         add, change_n, destroy = plan.counts()
-        out.append(paint(f"Plan: {add} to add, {change_n} to change, {destroy} to destroy.", "1"))
+        if errors:
+            which = "the error is" if errors == 1 else f"the {errors} errors are"
+            out.append(paint(f"Not applicable until {which} fixed: {add} to add, {change_n} to change, "
+                             f"{destroy} to destroy.", "1"))
+        else:
+            out.append(paint(f"Plan: {add} to add, {change_n} to change, {destroy} to destroy.", "1"))
         total = summary_line(costs_json(plan.resource_changes))
         if total:
             out.append(total)
@@ -208,7 +210,25 @@ def render_smoke_jobs(plan: Plan, paint: _Painter) -> list[str]:
     for job in plan.smoke_jobs:
         why = plan.smoke_reasons.get(job)
         lines.append(paint(f"  # {job} will run" + (f" ({why})" if why else ""), "1"))
-    if not plan.changes:
+    if not plan.changes and not plan_errors(plan):   # a plan with errors runs nothing
         lines.append(paint(f"\nPlan: {len(plan.smoke_jobs)} smoke job{'s' if len(plan.smoke_jobs) != 1 else ''} "
                            "to run, no resource changes.", "1"))
     return lines
+
+
+def plan_errors(plan: Plan) -> int:
+    return sum(d.get("severity") == "error" for d in plan.diagnostics)
+
+
+def _errors(n: int) -> str:
+    return f"{n} error{'s' if n != 1 else ''}"
+
+
+def error_summary(plan: Plan) -> str | None:
+    """The line that closes a plan's errors, written on the same stream as they are (standard error), so a
+    redirected stdout never says "(above)" of what is elsewhere; None when the plan has none."""
+    errors = plan_errors(plan)
+    if not errors:
+        return None
+    return (f"The plan has {_errors(errors)}: apply refuses it until {'they are' if errors != 1 else 'it is'} "
+            "fixed." + (" The changes it would make are shown for context." if plan.changes else ""))

@@ -20,12 +20,20 @@ def incomplete_line(verdict: SmokeVerdict) -> str:
 
 def _verdict_lines(verdict: SmokeVerdict) -> list[str]:
     if verdict.incomplete:
-        return [incomplete_line(verdict)]
+        return [incomplete_line(verdict)] + ([logs_line(verdict)] if verdict.logs_dir else [])
     lines = [verdict.summary()]
     lines += [f"  {j.outcome:<7} {j.name}: {j.detail}" for j in verdict.judgements]
     for finding in verdict.findings:
         lines += finding.render()
+    if verdict.logs_dir:
+        lines.append(logs_line(verdict))
     return lines
+
+
+def logs_line(verdict: SmokeVerdict) -> str:
+    """Where a smoke that did not pass left its logs (user_logs/std_log*.txt per rank, the NCCL debug files)."""
+    return (f"  logs:   {verdict.logs_dir} (job {verdict.job_name}'s user_logs/ and outputs/, downloaded; on Azure "
+            "also in the job's page in Azure ML studio)")
 
 
 _EVENTS = get_args(SmokeEvent)

@@ -132,6 +132,9 @@ def html_report(verdicts: Iterable[SmokeVerdict], stack: str) -> str:
         if v.findings:
             items = "".join(f"<li><pre>{escape(chr(10).join(f.render()))}</pre></li>" for f in v.findings)
             body.append(f"<h3>{'What it lacked' if v.incomplete else 'Why it failed'}</h3><ul>{items}</ul>")
+        if v.logs_dir:
+            body.append(f"<p>Logs: <code>{escape(v.logs_dir)}</code> (job {escape(v.job_name or '')}'s user_logs/ "
+                        "and outputs/, downloaded; on Azure also in the job's page in Azure ML studio)</p>")
         body.append("</section>")
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
