@@ -101,7 +101,7 @@ def test_a_nul_in_a_path_is_a_diagnostic_from_the_cli_never_a_crash(tmp_path, fi
                             *command[1:]], capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert r.returncode == 1, (command, r.stderr)
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
-        assert f"stack.yaml:{line_of(text)}:" in r.stderr + r.stdout or json.loads(r.stdout)[0]["line"] == line_of(text)
+        assert f"stack.yaml:{line_of(text)}:" in r.stderr + r.stdout or json.loads(r.stdout)["diagnostics"][0]["line"] == line_of(text)
 
 
 @pytest.mark.parametrize("shm, ok", [("2g", True), ("8589934591g", True), ("9223372036854775807", True),
