@@ -52,7 +52,7 @@ def _confirm(question: str, auto_approve: bool) -> bool:
 
 def _summary(result, verb: str = "Apply") -> int:
     status = "complete" if result.ok else ("interrupted" if result.interrupted else "failed")
-    print(f"\n{verb} {status}! Resources: {result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
+    print(f"\n{verb} {status}! Resources: {f'{result.imported} imported, ' if result.imported else ''}{result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
     for f in result.failures:
         print(f"  failed: {f.address}: {f.code}: {f.message}", file=sys.stderr)
     for address in result.not_started:

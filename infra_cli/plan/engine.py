@@ -145,8 +145,9 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
                     targets: list[str], replace: list[str] = ()) -> tuple[list[ResourceChange], list[Diagnostic]]:
     """The changes (and the diff's diagnostics) that take `live` to `desired`: what plan records, and what apply
     derives again under the lock to check a plan file against. Pure. `replace`: --replace ADDR."""
+    imports = {b.to: b.id for b in loaded.stack.imports} if mode == "normal" else {}  # in the file's order
     result = diff(desired, live, stack=loaded.stack.stack, source=loaded.source,
-                  mode="destroy" if mode == "destroy" else "normal")
+                  mode="destroy" if mode == "destroy" else "normal", imports=imports)
     changes, diagnostics = result.changes, result.diagnostics
     if replace and mode == "normal":
         changes, refused = force_replace(changes, list(replace), loaded.source)
