@@ -232,6 +232,16 @@ def _import_at(imports: dict[str, str], address: str) -> tuple:
     return ("import", list(imports).index(address), "id")
 
 
+def _as_adopted(desired: Resource, live: Resource) -> Resource:
+    """Azure never returns SSH secrets, and a cluster infra did not make has no hash of them: for the same admin
+    user the stack's are taken as the cluster's, as `infra import` takes them (apply sends them with the tags)."""
+    a = live.attributes
+    if a.get("ssh_credentials_hash") is None and a.get("ssh_admin_username") and \
+            a.get("ssh_admin_username") == desired.attributes.get("ssh_admin_username"):
+        return replace(live, attributes={**a, "ssh_credentials_hash": desired.attributes.get("ssh_credentials_hash")})
+    return live
+
+
 def _adopted(change: ResourceChange, azure_name: str) -> ResourceChange:
     return replace(change, importing=azure_name)
 
@@ -262,7 +272,7 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, source: Source
                 elif current.owner_stack != stack and not adopt:
                     diagnostics.append(_not_owned(res.address, res.name, "cluster", current, stack, source))
                 else:
-                    change = _cluster_change(res, current, now)
+                    change = _cluster_change(res, _as_adopted(res, current) if adopt else current, now)
                     if adopt:
                         change = _adopted(change, res.name)
                     if change.actions == REPLACE:

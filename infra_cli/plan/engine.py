@@ -22,6 +22,7 @@ from infra_cli.state.records import SmokeInputs, SmokeRecord
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
+from infra_cli.validate.rules import IMPORT_UNDECLARED
 
 
 @dataclass
@@ -221,7 +222,8 @@ def current_smoke_inputs(loaded: LoadedStack, provider: Provider, distributions:
     return smoke_inputs(loaded, desired_resources(loaded), resolved.get)
 
 
-def load_for_plan(stack_path: Path) -> tuple[LoadedStack, list[Diagnostic]]:
+def load_for_plan(stack_path: Path, *, generating: bool = False) -> tuple[LoadedStack, list[Diagnostic]]:
     """The stack, validated, and its warnings; the rules the plan judges against the live state are left to
-    its preflight."""
-    return load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)
+    its preflight. `generating` (--generate-config-out): an import block may name what the stack does not
+    declare yet (plan/generate.py writes its declaration)."""
+    return load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES | ({IMPORT_UNDECLARED} if generating else set()))
