@@ -162,6 +162,15 @@ import:
                        cwd=ROOT, timeout=120)
     assert "stack.yaml:10:27: error[import.name-mismatch]" in r.stderr and "Azure ML cannot rename" in r.stderr
     assert "stack.yaml:11:10: error[import.duplicate]: cluster.gpu is imported twice" in r.stderr
+    stack.write_text(f"""stack: bad
+{WORKSPACE_YAML}environments:
+  acpt: {{curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu:1"}}
+import:
+  - {{to: environment.acpt, id: acpt}}
+""")
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "validate", str(stack)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and "stack.yaml:10:10: error[import.curated]" in r.stderr, r.stderr
 
 
 def test_an_import_of_nothing_is_an_error_at_its_block(tmp_path, emulator):
@@ -170,3 +179,23 @@ def test_an_import_of_nothing_is_an_error_at_its_block(tmp_path, emulator):
                      "import:\n  - {to: cluster.gpu, id: gpu}\n")
     r = cli("plan", str(stack), "--local", emulator=emulator, state=tmp_path / "local")
     assert r.returncode == 1 and "stack.yaml:10:27: error[import.not-found]" in r.stderr, r.stdout + r.stderr
+
+
+def test_infra_import_adopts_a_forgotten_environment(tmp_path, emulator):
+    """`infra import environment.NAME NAME STACK`, as for a cluster: its latest version gets the stack's tags (and
+    the content hash, its content being the stack's), so the plan afterwards says No changes."""
+    state, stack = tmp_path / "local", tmp_path / "stack.yaml"
+    stack.write_text(FORGET)
+    assert cli("apply", str(stack), "--auto-approve", "--local", "--no-smoke", emulator=emulator,
+               state=state).returncode == 0
+    assert cli("state", "rm", "environment.train", str(stack), "--local", emulator=emulator, state=state).returncode == 0
+    unmanaged = cli("plan", str(stack), "--local", emulator=emulator, state=state)
+    assert unmanaged.returncode == 1 and "import: [{to: environment.train, id: train}]" in unmanaged.stderr
+    curated = tmp_path / "curated.yaml"
+    curated.write_text(FORGET.replace(f'{{image: "{IMAGE}"}}', '{curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu:1"}'))
+    refused = cli("import", "environment.train", "train", str(curated), "--local", emulator=emulator, state=state)
+    assert refused.returncode == 1 and "is a curated environment" in refused.stderr, refused.stderr
+    adopted = cli("import", "environment.train", "train", str(stack), "--local", emulator=emulator, state=state)
+    assert adopted.returncode == 0 and "Imported train version 1 as environment.train." in adopted.stdout, adopted.stderr
+    after = cli("plan", str(stack), "--local", emulator=emulator, state=state)
+    assert after.returncode == 0 and "No changes." in after.stdout, after.stdout + after.stderr

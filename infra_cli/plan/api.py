@@ -4,8 +4,8 @@ Everything else in plan/ is plan's own business: tests/test_import_graph.py refu
 plan module.
 """
 
-from infra_cli.plan.desired import (ClusterSecrets, cluster_secrets, distribution_dependencies, live_comparable,
-                                    ssh_credentials_hash)
+from infra_cli.plan.desired import (ClusterSecrets, cluster_secrets, desired_resources, distribution_dependencies,
+                                    live_comparable, ssh_credentials_hash)
 from infra_cli.plan.diff import provisioning_problem, settings_unreported
 from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
 from infra_cli.plan.live import LiveState, read_cluster, read_environment, refresh
@@ -26,7 +26,7 @@ __all__ = [
     # where and when a saved plan was made: its workspace, the command that makes it again
     "other_workspace", "replan_command",
     # the desired state, the live reads and the judgements apply repeats as plan makes them
-    "ClusterSecrets", "cluster_secrets", "distribution_dependencies", "live_comparable", "ssh_credentials_hash",
+    "ClusterSecrets", "cluster_secrets", "desired_resources", "distribution_dependencies", "live_comparable", "ssh_credentials_hash",
     "LiveState", "read_cluster", "read_environment", "refresh", "provisioning_problem", "settings_unreported",
     "is_other_compute",
     # the smokes a change makes pending

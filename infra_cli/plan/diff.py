@@ -49,9 +49,8 @@ def _not_owned(address: str, name: str, kind: str, live: Resource, stack: str, s
         return source.diagnostic(at, "plan.owned-by-other-stack",
                                  f"{kind} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
                                  f"rename {address} in this stack, or remove it from stack {owner!r} first", key=True)
-    # `infra import` adopts clusters only (it refuses environments)
-    hint = (f"adopt it with `infra import {address} {name} {source.file}`, or rename {address}" if kind == "cluster"
-            else f"rename {address} in this stack (infra import adopts clusters only)")
+    hint = (f"adopt it with an import block (`import: [{{to: {address}, id: {name}}}]`) or "
+            f"`infra import {address} {name} {source.file}`, or rename {address}")
     return source.diagnostic(at, "plan.unmanaged-resource",
                              f"{kind} {name!r} already exists in Azure without this stack's ownership tag; "
                              "the plan will not touch it", hint, key=True)

@@ -178,7 +178,12 @@ def import_blocks(ctx: Context) -> Iterator[Diagnostic]:
             yield ctx.at(("import", i, "to"), "import.duplicate", f"{block.to} is imported twice",
                          "keep one import block for it")
         seen.add(block.to)
-        if name not in getattr(ctx.stack, section):
+        declared = getattr(ctx.stack, section).get(name)
+        if kind == "environment" and declared is not None and declared.curated:
+            yield ctx.at(("import", i, "to"), "import.curated",
+                         f"{block.to} is a curated environment: infra only reads it, there is nothing to import",
+                         "remove the import block")
+        if declared is None:
             yield ctx.at(("import", i, "to"), IMPORT_UNDECLARED,
                          f"import of {block.to}: the stack declares no {section}.{name}",
                          f"declare it, or let `infra plan {ctx.loaded.path.name} --generate-config-out FILE` write "
