@@ -199,3 +199,13 @@ def test_infra_import_adopts_a_forgotten_environment(tmp_path, emulator):
     assert adopted.returncode == 0 and "Imported train version 1 as environment.train." in adopted.stdout, adopted.stderr
     after = cli("plan", str(stack), "--local", emulator=emulator, state=state)
     assert after.returncode == 0 and "No changes." in after.stdout, after.stdout + after.stderr
+
+
+def test_infra_schema_covers_import_blocks():
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "schema"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    schema = json.loads(r.stdout)
+    assert schema["properties"]["import"]["items"] == {"$ref": "#/$defs/Import"}
+    block = schema["$defs"]["Import"]
+    assert set(block["properties"]) == {"to", "id"} and set(block["required"]) == {"to", "id"}
+    assert block["additionalProperties"] is False and "cluster.NAME" in block["properties"]["to"]["description"]
