@@ -29,10 +29,10 @@ from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_secrets, ssh_credentials_hash, Plan,
                                 PlanMode, PlanOutcome, Resource, ResourceChange, canonical_json, changed_smokes,
-                                content_hash, distribution_dependencies, is_other_compute, live_comparable,
-                                load_for_plan, load_planned_stack, other_workspace, plan_stack, planned_changes,
-                                read_cluster, read_environment, read_plan_file, refresh, replan_command, replan_hint,
-                                stack_changed_since)
+                                content_hash, desired_resources, distribution_dependencies, is_other_compute,
+                                live_comparable, load_for_plan, load_planned_stack, other_workspace, plan_stack,
+                                planned_changes, read_cluster, read_environment, read_plan_file, refresh,
+                                replan_command, replan_hint, stack_changed_since)
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
@@ -283,8 +283,31 @@ def forget_resource(address: str, stack_path: Path, *, backend: Backend) -> str:
                 "as it is, no longer managed.")
 
 
+def _import_environment(loaded: Any, address: str, name: str, provider: Provider,
+                        error: Callable[[str, str], DiagnosticError]) -> str:
+    """Adopt an existing environment: its latest version gets this stack's ownership tags, and the content hash
+    when its content is the stack's (else the next apply registers the stack's content as a new version)."""
+    if loaded.stack.environments[name].curated:
+        raise error(f"{address} is a curated environment: infra only reads it, there is nothing to import",
+                    "import an environment the stack registers (image: or build:)")
+    live = read_environment(provider, name, None)
+    if live is None or live.attributes.get("version") is None:
+        raise error(f"there is no environment {name!r} in workspace {loaded.stack.workspace.name!r}",
+                    "check the name with `az ml environment list`")
+    if live.owner_stack and live.owner_stack != loaded.stack.stack:
+        raise error(f"environment {name!r} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
+    desired = next(r for r in desired_resources(loaded) if r.address == address)
+    same = live.attributes.get("content_hash") == desired.attributes["content_hash"]
+    tags = desired.tags if same else {k: v for k, v in desired.tags.items() if k != TAG_HASH}
+    version = live.attributes["version"]
+    provider.adopt_environment(name, version, tags)
+    return (f"Imported {name} version {version} as {address}." + ("" if same else
+            " Its content is not the stack's (or infra cannot compare it): the next apply registers the stack's "
+            "as a new version."))
+
+
 def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:
-    """Adopt an existing cluster: write this stack's ownership tags on it, changing nothing else."""
+    """Adopt an existing cluster or environment: write this stack's ownership tags on it, changing nothing else."""
     loaded, _ = load_for_plan(stack_path)  # as plan: an imported cluster exists, the live state judges it
     file = str(loaded.path)
     kind, _, name = address.partition(".")
@@ -292,18 +315,19 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
     def error(message: str, hint: str) -> DiagnosticError:
         return DiagnosticError([Diagnostic("error", "import.invalid", message, file, None, None, hint)])
 
-    if kind == "environment":
-        raise error(f"{address}: only clusters can be imported",
-                    "environments need no import: infra registers new versions next to existing ones")
-    if kind != "cluster" or not name:
-        raise error(f"{address!r} is not a cluster address", "write cluster.NAME, NAME as in the stack's clusters")
-    if name not in loaded.stack.clusters:
-        raise error(f"{address} is not declared in the stack", f"add clusters.{name} to {file} first")
+    if kind not in ("cluster", "environment") or not name:
+        raise error(f"{address!r} is not a cluster or environment address",
+                    "write cluster.NAME or environment.NAME, NAME as in the stack's clusters or environments")
+    section = f"{kind}s"
+    if name not in getattr(loaded.stack, section):
+        raise error(f"{address} is not declared in the stack", f"add {section}.{name} to {file} first")
     if azure_name != name:
-        raise error(f"the stack names this cluster {name!r} but the Azure cluster is {azure_name!r}",
-                    f"import it under its Azure name: declare clusters.{azure_name} (Azure ML cannot rename a "
-                    f"cluster) and run `infra import cluster.{azure_name} {azure_name} {file}`")
+        raise error(f"the stack names this {kind} {name!r} but the Azure {kind} is {azure_name!r}",
+                    f"import it under its Azure name: declare {section}.{azure_name} (Azure ML cannot rename a "
+                    f"{kind}) and run `infra import {kind}.{azure_name} {azure_name} {file}`")
     provider = backend(loaded.stack.workspace)
+    if kind == "environment":
+        return _import_environment(loaded, address, name, provider, error)
     live = read_cluster(provider, azure_name)
     if live is None:
         raise error(f"there is no cluster {azure_name!r} in workspace {loaded.stack.workspace.name!r}",

@@ -27,7 +27,8 @@ from infra_cli.azure.protocol import Provider
 from infra_cli.image.api import render_dockerfile
 from infra_cli.knowledge.update_semantics import semantics, transient_errors
 from infra_cli.paths import stage_context
-from infra_cli.plan.api import (CREATE, DELETE, REPLACE, UPDATE, Plan, Resource, ResourceChange, cluster_secrets,
+from infra_cli.conventions import TAG_HASH
+from infra_cli.plan.api import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, Resource, ResourceChange, cluster_secrets,
                                 provisioning_problem, read_cluster, settings_unreported)
 from infra_cli.stack.load import LoadedStack
 
@@ -52,6 +53,7 @@ class Failure:
 
 @dataclass
 class ApplyResult:
+    imported: int = 0
     added: int = 0
     changed: int = 0
     destroyed: int = 0
@@ -99,6 +101,10 @@ class Applier:
 
     def _step(self, change: ResourceChange, desired: Resource | None, say: Callable[[str, str], None], *,
               first: bool) -> None:
+        if change.importing is not None:
+            self._adopt(change, desired, say)
+            if change.actions == NO_OP:
+                return
         if change.type == "environment":
             if change.actions == CREATE:
                 env = self.loaded.stack.environments[change.name]
@@ -131,6 +137,20 @@ class Applier:
                 live = None
             say("progress", "creating" if live is None else "putting the cluster again")
         self._put_cluster(change, desired)
+
+    def _adopt(self, change: ResourceChange, desired: Resource, say: Callable[[str, str], None]) -> None:
+        """An import block (Terraform's import): infra's ownership tags on the existing resource, then the change
+        converges it. A cluster adopted as it is gets the same PUT with the tags added; one that changes gets them
+        with its change. An environment's version gets them (the content hash only when the content matches: else
+        the stack's content is registered as a new version next). Both idempotent: a retry is safe."""
+        if change.type == "cluster":
+            if change.actions == NO_OP:
+                say("progress", f"importing {change.importing} (adding this stack's ownership tags)")
+                self._put_cluster(change, desired)
+            return
+        say("progress", f"importing {change.importing} version {change.before['version']}")
+        tags = desired.tags if change.actions == NO_OP else {k: v for k, v in desired.tags.items() if k != TAG_HASH}
+        self.provider.adopt_environment(change.name, change.before["version"], tags)
 
     def _put_cluster(self, change: ResourceChange, desired: Resource) -> None:
         cluster = self.loaded.stack.clusters[change.name]
@@ -198,7 +218,11 @@ def execute(plan: Plan, loaded: LoadedStack, provider: Provider, *, parallelism:
         elapsed = time.monotonic() - start
         exc = fut.exception()
         if exc is None:
-            if change.actions == DELETE:
+            if change.importing is not None:
+                result.imported += 1
+            if change.actions == NO_OP:
+                pass
+            elif change.actions == DELETE:
                 result.destroyed += 1
             elif change.actions == UPDATE:
                 result.changed += 1
@@ -248,10 +272,14 @@ def execute(plan: Plan, loaded: LoadedStack, provider: Provider, *, parallelism:
 
 
 def _verb(change: ResourceChange) -> str:
+    if change.actions == NO_OP and change.importing is not None:
+        return "importing"
     return change.action.verb
 
 
 def _past(change: ResourceChange) -> str:
+    if change.actions == NO_OP and change.importing is not None:
+        return "imported"
     if change.type == "environment":
         if change.actions == UPDATE:
             return "released (versions archived, this stack's tags dropped)"

@@ -277,11 +277,18 @@ def compute_values(body: Any) -> dict[str, Any]:
 
 def version_values(body: dict, next_version: str | None = None) -> dict[str, Any]:
     """An environment version (workspace or registry) -> name (out of its id, as azure-ai-ml reads it), version,
-    tags; the content itself (image, conda file, build) is never read."""
+    tags, and its content as recorded (image, conda file's text, build context and Dockerfile), which an import
+    block judges and `plan --generate-config-out` writes."""
     found = _VERSION_ID.search(str(body.get("id") or ""))
     name, version = (found.group(1), found.group(2)) if found else (None, body.get("name"))
-    return {"name": name, "version": version, "tags": dict((body.get("properties") or {}).get("tags") or {}),
-            "next_version": next_version}
+    props = body.get("properties") or {}
+    build = props.get("build") or None
+    return {"name": name, "version": version, "tags": dict(props.get("tags") or {}),
+            "next_version": next_version,
+            "content": {"image": props.get("image"), "conda_file": props.get("condaFile"),
+                        "description": props.get("description"),
+                        "build": {"context_uri": build.get("contextUri"), "dockerfile_path": build.get("dockerfilePath")}
+                        if isinstance(build, dict) else None}}
 
 
 def _restricts(restriction: dict, location: str) -> bool:
@@ -616,6 +623,13 @@ class AzureProvider:
             envs.create_or_update(version)   # the same content: only its tags change
             released.append(str(listed.version))
         return released
+
+    def adopt_environment(self, name: str, version: str, tags: dict[str, str]) -> None:
+        """An import block: this version gets infra's ownership `tags` added, and nothing else changes."""
+        envs = self.clients.ml.environments
+        found = envs.get(name, version=version)
+        found.tags = {**(found.tags or {}), **tags}
+        envs.create_or_update(found)   # the same content: only its tags change
 
     def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | dict | None,
                                    build_files: Callable[[Path], Path] | None) -> Any:

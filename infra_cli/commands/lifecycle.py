@@ -58,7 +58,7 @@ def _confirm(question: str, auto_approve: bool) -> bool:
 
 def _summary(result, verb: str = "Apply", stack: str = "STACK") -> int:
     status = "complete" if result.ok else ("interrupted" if result.interrupted else "failed")
-    print(f"\n{verb} {status}! Resources: {result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
+    print(f"\n{verb} {status}! Resources: {f'{result.imported} imported, ' if result.imported else ''}{result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
     if result.interrupted:
         stopped = (f"{len(result.not_started)} change(s) not started (listed below)" if result.not_started
                    else "every change had started")
@@ -89,14 +89,32 @@ def _run_smoke(outcome, jobs: list[str], stack: str) -> int:
     return EXIT_OK if all(v.passed or v.incomplete for v in verdicts) else EXIT_ERROR
 
 
-def plan_file(stack: Path, *, local: bool, **options) -> "PlanOutcome":
+def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) -> "PlanOutcome":
     """Load and validate the stack, build the clients and the provider (Azure, or the local emulator) and plan."""
     from infra_cli.commands.backend import build_provider
     from infra_cli.plan.engine import load_for_plan, plan_stack
 
-    loaded, warnings = load_for_plan(stack)
+    loaded, warnings = load_for_plan(stack, generating=generating)
     provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
     return plan_stack(loaded, provider, warnings=warnings, **options)
+
+
+def _generate_config(outcome, path: Path, *, quiet: bool) -> None:
+    from infra_cli.plan.generate import generate_config, write_generated
+
+    text, addresses = generate_config(outcome.loaded, outcome.provider)
+    if not addresses:
+        if not quiet:
+            print("No import block names a resource the stack does not declare: nothing to generate.\n")
+        return
+    try:
+        write_generated(path, text)
+    except OSError as exc:
+        raise DiagnosticError([Diagnostic("error", "generate-config.write", f"cannot write {path}: {exc.strerror}",
+                                          str(path), None, None, "name a new file in a folder you can write")])
+    if not quiet:
+        print(f"Wrote the declarations of {', '.join(addresses)} to {path}, read from Azure: merge them into "
+              f"{outcome.loaded.path.name}, then plan again.\n")
 
 
 def plan(
@@ -112,6 +130,9 @@ def plan(
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     check_images: bool = typer.Option(False, "--check-images",
                                       help="read custom images' layers and check their `requires:`"),
+    generate_config_out: Optional[Path] = typer.Option(
+        None, "--generate-config-out", "-generate-config-out", metavar="FILE",
+        help="write the declarations of import blocks' undeclared targets, read from Azure, to this new file"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -127,8 +148,13 @@ def plan(
     mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
     try:
         key = plan_key(os.environ) if out is not None else None   # an unusable key is said before planning
+        if generate_config_out is not None:
+            from infra_cli.plan.generate import refuse_existing
+            refuse_existing(generate_config_out)
         outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images,
-                            replace=list(replace))
+                            replace=list(replace), generating=generate_config_out is not None)
+        if generate_config_out is not None:
+            _generate_config(outcome, generate_config_out, quiet=as_json)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     p = outcome.plan

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xf575a0c4
+SOURCES_CRC = 0xd9aea080
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -4,12 +4,12 @@ Everything else in plan/ is plan's own business: tests/test_import_graph.py refu
 plan module.
 """
 
-from infra_cli.plan.desired import (ClusterSecrets, cluster_secrets, distribution_dependencies, live_comparable,
-                                    ssh_credentials_hash)
+from infra_cli.plan.desired import (ClusterSecrets, cluster_secrets, desired_resources, distribution_dependencies,
+                                    live_comparable, ssh_credentials_hash)
 from infra_cli.plan.diff import provisioning_problem, settings_unreported
 from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
 from infra_cli.plan.live import LiveState, read_cluster, read_environment, refresh
-from infra_cli.plan.model import (CREATE, DELETE, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
+from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
                                   canonical_json, content_hash)
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.planfile import (REPLAN_HINT, load_planned_stack, other_workspace, read_plan_file,
@@ -18,7 +18,7 @@ from infra_cli.plan.smoke_pending import changed_smokes
 
 __all__ = [
     # plan's types
-    "CREATE", "DELETE", "REPLACE", "UPDATE", "Plan", "PlanMode", "Resource", "ResourceChange", "canonical_json",
+    "CREATE", "DELETE", "NO_OP", "REPLACE", "UPDATE", "Plan", "PlanMode", "Resource", "ResourceChange", "canonical_json",
     "content_hash",
     # deriving a plan again under the lock, and a saved plan with its seals checked
     "PlanOutcome", "load_for_plan", "plan_stack", "planned_changes",
@@ -26,7 +26,7 @@ __all__ = [
     # where and when a saved plan was made: its workspace, the command that makes it again
     "other_workspace", "replan_command",
     # the desired state, the live reads and the judgements apply repeats as plan makes them
-    "ClusterSecrets", "cluster_secrets", "distribution_dependencies", "live_comparable", "ssh_credentials_hash",
+    "ClusterSecrets", "cluster_secrets", "desired_resources", "distribution_dependencies", "live_comparable", "ssh_credentials_hash",
     "LiveState", "read_cluster", "read_environment", "refresh", "provisioning_problem", "settings_unreported",
     "is_other_compute",
     # the smokes a change makes pending

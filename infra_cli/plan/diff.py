@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from infra_cli.diagnostics import Diagnostic
@@ -49,12 +49,19 @@ def _not_owned(address: str, name: str, kind: str, live: Resource, stack: str, s
         return source.diagnostic(at, "plan.owned-by-other-stack",
                                  f"{kind} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
                                  f"rename {address} in this stack, or remove it from stack {owner!r} first", key=True)
-    # `infra import` adopts clusters only (it refuses environments)
-    hint = (f"adopt it with `infra import {address} {name} {source.file}`, or rename {address}" if kind == "cluster"
-            else f"rename {address} in this stack (infra import adopts clusters only)")
+    hint = (f"adopt it with an import block (`import: [{{to: {address}, id: {name}}}]`) or "
+            f"`infra import {address} {name} {source.file}`, or rename {address}")
     return source.diagnostic(at, "plan.unmanaged-resource",
                              f"{kind} {name!r} already exists in Azure without this stack's ownership tag; "
                              "the plan will not touch it", hint, key=True)
+
+
+def _import_missing(res: Resource, imports: dict[str, str], source: SourceMap) -> Diagnostic:
+    """Terraform's "Cannot import non-existent remote object"."""
+    return source.diagnostic(_import_at(imports, res.address), "import.not-found",
+                             f"import of {res.address}: there is no {res.type} {imports[res.address]!r} in the "
+                             "workspace to import", f"check the name (`az ml {'compute' if res.type == 'cluster' else 'environment'} "
+                             "list`), or remove the import block to let infra create it")
 
 
 def _protection(name: str, desired: Resource | None, live: Resource, source: SourceMap, what: str,
@@ -219,10 +226,32 @@ def _next(version: str | None) -> str:
     return str(int(version) + 1) if version and version.isdigit() else "1"
 
 
+def _import_at(imports: dict[str, str], address: str) -> tuple:
+    """The stack file's place of the import block of `address`."""
+    return ("import", list(imports).index(address), "id")
+
+
+def _as_adopted(desired: Resource, live: Resource) -> Resource:
+    """Azure never returns SSH secrets, and a cluster infra did not make has no hash of them: for the same admin
+    user the stack's are taken as the cluster's, as `infra import` takes them (apply sends them with the tags)."""
+    a = live.attributes
+    if a.get("ssh_credentials_hash") is None and a.get("ssh_admin_username") and \
+            a.get("ssh_admin_username") == desired.attributes.get("ssh_admin_username"):
+        return replace(live, attributes={**a, "ssh_credentials_hash": desired.attributes.get("ssh_credentials_hash")})
+    return live
+
+
+def _adopted(change: ResourceChange, azure_name: str) -> ResourceChange:
+    return replace(change, importing=azure_name)
+
+
 def diff(desired: list[Resource], live: LiveState, *, stack: str, source: SourceMap,
-         mode: str = "normal", now: float | None = None) -> DiffResult:
+         mode: str = "normal", now: float | None = None, imports: dict[str, str] | None = None) -> DiffResult:
     """`source`: where each key of the stack file is, so diagnostics point at the line that causes them.
-    `now` (epoch seconds, default the clock): when a long-running create counts as stuck."""
+    `now` (epoch seconds, default the clock): when a long-running create counts as stuck.
+    `imports`: address -> Azure name of the stack's import blocks: an existing resource no stack owns is adopted
+    (the change says `importing`) and compared as if owned; once this stack owns it the block changes nothing."""
+    imports = imports or {}
     changes: list[ResourceChange] = []
     diagnostics: list[Diagnostic] = []
     desired_clusters = {r.name: r for r in desired if r.type == "cluster"}
@@ -231,13 +260,20 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, source: Source
         for res in desired:
             if res.type == "cluster":
                 current = live.clusters.get(res.name)
+                adopt = (res.address in imports and current is not None and not current.owner_stack
+                         and not is_other_compute(current))
+                if res.address in imports and current is None:
+                    diagnostics.append(_import_missing(res, imports, source))
+                    continue
                 if current is None:
                     changes.append(ResourceChange(res.address, "cluster", res.name, CREATE, None, res.attributes,
                                                   [], "new cluster"))
-                elif current.owner_stack != stack:
+                elif current.owner_stack != stack and not adopt:
                     diagnostics.append(_not_owned(res.address, res.name, "cluster", current, stack, source))
                 else:
-                    change = _cluster_change(res, current, now)
+                    change = _cluster_change(res, _as_adopted(res, current) if adopt else current, now)
+                    if adopt:
+                        change = _adopted(change, res.name)
                     if change.actions == REPLACE:
                         fields = ", ".join(p[0] for p in change.replace_paths)
                         protected = _protection(res.name, res, current, source, f"must be replaced ({fields})",
@@ -248,10 +284,17 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, source: Source
                     changes.append(change)
             else:
                 current = live.environments.get(res.name)
-                if current is not None and current.attributes.get("version") and current.owner_stack != stack:
+                exists = current is not None and current.attributes.get("version")
+                adopt = res.address in imports and exists and not current.owner_stack
+                if res.address in imports and not exists and res.attributes["kind"] != "curated":
+                    diagnostics.append(_import_missing(res, imports, source))
+                    continue
+                if exists and current.owner_stack != stack and not adopt:
                     diagnostics.append(_not_owned(res.address, res.name, "environment", current, stack, source))
                     continue
                 change, problem = _environment_change(res, current, source)
+                if change is not None and adopt:
+                    change = _adopted(change, res.name)
                 if problem:
                     diagnostics.append(problem)
                 if change:

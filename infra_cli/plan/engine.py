@@ -22,6 +22,7 @@ from infra_cli.state.records import SmokeInputs, SmokeRecord
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
+from infra_cli.validate.rules import IMPORT_UNDECLARED
 
 
 @dataclass
@@ -145,8 +146,9 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
                     targets: list[str], replace: list[str] = ()) -> tuple[list[ResourceChange], list[Diagnostic]]:
     """The changes (and the diff's diagnostics) that take `live` to `desired`: what plan records, and what apply
     derives again under the lock to check a plan file against. Pure. `replace`: --replace ADDR."""
+    imports = {b.to: b.id for b in loaded.stack.imports} if mode == "normal" else {}  # in the file's order
     result = diff(desired, live, stack=loaded.stack.stack, source=loaded.source,
-                  mode="destroy" if mode == "destroy" else "normal")
+                  mode="destroy" if mode == "destroy" else "normal", imports=imports)
     changes, diagnostics = result.changes, result.diagnostics
     if replace and mode == "normal":
         changes, refused = force_replace(changes, list(replace), loaded.source)
@@ -252,7 +254,8 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
     return out
 
 
-def load_for_plan(stack_path: Path) -> tuple[LoadedStack, list[Diagnostic]]:
+def load_for_plan(stack_path: Path, *, generating: bool = False) -> tuple[LoadedStack, list[Diagnostic]]:
     """The stack, validated, and its warnings; the rules the plan judges against the live state are left to
-    its preflight."""
-    return load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)
+    its preflight. `generating` (--generate-config-out): an import block may name what the stack does not
+    declare yet (plan/generate.py writes its declaration)."""
+    return load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES | ({IMPORT_UNDECLARED} if generating else set()))

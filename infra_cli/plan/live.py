@@ -10,14 +10,19 @@ environment list's pages arrive, concurrently (azure/provider.py read_environmen
 
 from __future__ import annotations
 
+import hashlib
 import re
+
+import yaml
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.plan.desired import environment_content_hash
 from infra_cli.plan.model import Resource, content_hash
+from infra_cli.stack.model import inline_conda_text
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.state.records import SmokeRecord
 from infra_cli.state.serial import StateSerial
@@ -118,7 +123,29 @@ def compute_resource(values: dict[str, Any]) -> Resource:
 
 
 def live_environment(values: dict[str, Any]) -> Resource:
-    return environment_resource(values["name"], values["version"], values["tags"], values["next_version"])
+    resource = environment_resource(values["name"], values["version"], values["tags"], values["next_version"])
+    if resource.attributes["content_hash"] is None and values.get("content"):
+        # made outside infra (no hash tag): its content hashed as the stack's would be, for an import block
+        resource.attributes["content_hash"] = recorded_content_hash(values["content"])
+    return resource
+
+
+def recorded_content_hash(content: dict[str, Any]) -> str | None:
+    """The content hash (plan/desired.py) of an environment version as Azure recorded it, when infra can know it:
+    an image with an inline conda file (as `plan --generate-config-out` declares it). A build context lives in
+    Azure's storage, not in the project: None (an adopted one gets a new version built from the stack's)."""
+    if not content.get("image") or content.get("build"):
+        return None
+    conda = content.get("conda_file")
+    try:
+        parsed = yaml.safe_load(conda) if isinstance(conda, str) else conda
+    except yaml.YAMLError:
+        return None
+    text = inline_conda_text(parsed) if isinstance(parsed, dict) else None
+    if conda and text is None:
+        return None
+    return environment_content_hash({"kind": "image", "image": content["image"], "build": None,
+                                     "conda_sha256": hashlib.sha256(text.encode()).hexdigest() if text else None})
 
 
 def live_skus(offers: dict[str, dict[str, Any]]) -> dict[str, LiveSku]:

@@ -135,6 +135,7 @@ class ResourceChange:
     replace_paths: list[list[str]] = field(default_factory=list)
     action_reason: str | None = None
     sensitive: tuple = ()  # attribute paths whose value came from ${VAR}: compared as they are, shown masked
+    importing: str | None = None  # an import block adopts it: its Azure name (Terraform's change.importing.id)
 
     @property
     def action(self) -> Action:
@@ -142,7 +143,7 @@ class ResourceChange:
 
     @property
     def is_change(self) -> bool:
-        return self.actions != NO_OP
+        return self.actions != NO_OP or self.importing is not None
 
     def changed_paths(self) -> list[str]:
         before, after = self.before or {}, self.after or {}
@@ -157,6 +158,8 @@ class ResourceChange:
             "change": {"actions": list(self.actions), "before": show(self.before), "after": show(self.after)},
             "replace_paths": self.replace_paths, "action_reason": self.action_reason,
         }
+        if self.importing is not None:
+            out["change"]["importing"] = {"id": self.importing}
         if self.sensitive:  # a saved plan keeps them, so `infra show PLANFILE` masks the same values
             out["sensitive_paths"] = [list(p) for p in self.sensitive]
         return out
@@ -166,7 +169,8 @@ class ResourceChange:
         ch = data["change"]
         return cls(data["address"], data["type"], data["name"], list(ch["actions"]), ch.get("before"),
                    ch.get("after"), [list(p) for p in data.get("replace_paths") or []], data.get("action_reason"),
-                   tuple(tuple(p) for p in data.get("sensitive_paths") or ()))
+                   tuple(tuple(p) for p in data.get("sensitive_paths") or ()),
+                   ((ch.get("importing") or {}).get("id") if isinstance(ch.get("importing"), dict) else None))
 
 
 # What a plan is bound to in space: the workspace it read and would write (a saved plan applies there only).

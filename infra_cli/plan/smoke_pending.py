@@ -14,7 +14,7 @@ from typing import Callable
 
 from infra_cli.plan.desired import secret_digest
 from infra_cli.knowledge.update_semantics import semantics
-from infra_cli.plan.model import DELETE, UPDATE, Resource, ResourceChange, content_hash
+from infra_cli.plan.model import DELETE, NO_OP, UPDATE, Resource, ResourceChange, content_hash
 from infra_cli.stack.load import LoadedStack
 from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeInputs, SmokeRecord
 
@@ -72,7 +72,7 @@ def changed_smokes(changes: list[ResourceChange], dependencies: dict[str, tuple[
     """smoke.DIST -> why, for every distribution whose cluster or environment the plan creates or replaces (a new
     environment version is a create). An update in place (a cluster's scale settings, tags, description) keeps
     what the last smoke proved: rerunning it would only cost node-hours."""
-    changed = {c.address for c in changes if c.is_change and c.actions not in (DELETE, UPDATE)}
+    changed = {c.address for c in changes if c.is_change and c.actions not in (DELETE, UPDATE, NO_OP)}
     out = {}
     for job, deps in sorted(dependencies.items()):
         kinds = [d.split(".", 1)[0] for d in deps if d in changed]

@@ -279,7 +279,7 @@ class Environment(Model):
         """conda_file written inline, as the YAML text infra renders to a file, hashes and registers; else None."""
         if not isinstance(self.conda_file, dict):
             return None
-        return yaml.safe_dump(self.conda_file, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        return inline_conda_text(self.conda_file)
 
 
 class Smoke(Model):
@@ -516,6 +516,33 @@ class Output(Model):
     sensitive = Field(Bool(), False, description="shown as (sensitive value) unless asked for by name")
 
 
+def inline_conda_text(conda: dict) -> str:
+    """A conda file written inline, as the YAML text infra renders to a file, hashes and registers."""
+    return yaml.safe_dump(conda, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+_IMPORT_ADDRESS = re.compile(r"^(cluster|environment)\.[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _import_address(v: str) -> str:
+    if not _IMPORT_ADDRESS.match(v):
+        raise ValueError("must be cluster.NAME or environment.NAME (only clusters and environments are imported)")
+    return v
+
+
+class Import(Model):
+    """An import block (Terraform's `import`): adopt a cluster or environment that exists in Azure but was not made
+    by this stack. Plan says it will be imported, apply writes this stack's ownership tags on it and then converges
+    it; once adopted the block changes nothing."""
+
+    to = Field(Text, description="the address it becomes: cluster.NAME or environment.NAME", after=_import_address)
+    id = Field(Text, description="its name in the Azure ML workspace (Azure ML cannot rename: the same as NAME)")
+
+
+def _empty_list(v: Any) -> Any:
+    return [] if v is None else v  # `import:` with nothing under it means none
+
+
 class Stack(Model):
     """An infra stack file: Azure ML clusters, environments and distributions, planned and applied together."""
 
@@ -530,3 +557,5 @@ class Stack(Model):
                       description="input variables by name, used as ${var.NAME}")
     outputs = Field(DictOf(Output), factory=dict, before=_empty_section,
                     description="output values by name (`infra output STACK`)")
+    imports = Field(ListOf(Import), factory=list, before=_empty_list, alias="import",
+                    description="existing clusters and environments to adopt: [{to: cluster.NAME, id: NAME}]")

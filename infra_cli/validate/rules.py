@@ -159,6 +159,37 @@ def output_references(ctx: Context) -> Iterator[Diagnostic]:
     yield from check_outputs(ctx.stack, ctx.loaded.source)
 
 
+IMPORT_UNDECLARED = "import.undeclared"  # plan --generate-config-out writes the declaration instead
+
+
+@rule
+def import_blocks(ctx: Context) -> Iterator[Diagnostic]:
+    """An import block names a cluster or environment of the stack under its Azure name, once."""
+    seen: set[str] = set()
+    for i, block in enumerate(ctx.stack.imports):
+        kind, _, name = block.to.partition(".")
+        section = f"{kind}s"
+        if block.id != name:
+            yield ctx.at(("import", i, "id"), "import.name-mismatch",
+                         f"import of {block.to}: Azure's {kind} is {block.id!r}, but the stack would call it {name!r}; "
+                         f"Azure ML cannot rename a {kind}, so infra names it by its Azure name",
+                         f"write `to: {kind}.{block.id}` (and declare {section}.{block.id})")
+        if block.to in seen:
+            yield ctx.at(("import", i, "to"), "import.duplicate", f"{block.to} is imported twice",
+                         "keep one import block for it")
+        seen.add(block.to)
+        declared = getattr(ctx.stack, section).get(name)
+        if kind == "environment" and declared is not None and declared.curated:
+            yield ctx.at(("import", i, "to"), "import.curated",
+                         f"{block.to} is a curated environment: infra only reads it, there is nothing to import",
+                         "remove the import block")
+        if declared is None:
+            yield ctx.at(("import", i, "to"), IMPORT_UNDECLARED,
+                         f"import of {block.to}: the stack declares no {section}.{name}",
+                         f"declare it, or let `infra plan {ctx.loaded.path.name} --generate-config-out FILE` write "
+                         "its declaration from Azure and merge FILE into the stack")
+
+
 @rule
 def tags(ctx: Context) -> Iterator[Diagnostic]:
     """Azure Resource Manager's tag limits (validators/names.yaml), counting the tags infra adds itself."""

@@ -134,7 +134,7 @@ def test_an_environment_with_no_version_reads_as_absent(clients):
 
 def test_the_recorded_version_is_not_adopted(tmp_path, clients):
     """The recorded version carries no ownership tag: plan refuses to touch it, and its hint is one that works
-    (`infra import` refuses environments, so the hint is a rename)."""
+    (an import block or `infra import` adopts it)."""
     loaded, resources = stack(tmp_path)
     with replay() as mock:
         mock.get(f"{W}/environments", json=containers_page(NAME))
@@ -143,7 +143,8 @@ def test_the_recorded_version_is_not_adopted(tmp_path, clients):
         live = refresh(AzureProvider(clients), resources)
     result = diff(resources, live, stack="contract", source=loaded.source)
     assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
-    assert result.diagnostics[0].hint == f"rename environment.{NAME} in this stack (infra import adopts clusters only)"
+    assert result.diagnostics[0].hint.startswith(f"adopt it with an import block (`import: [{{to: environment.{NAME}, "
+                                                 f"id: {NAME}}}]`) or `infra import environment.{NAME} {NAME} ")
 
 
 def test_an_owned_version_with_the_same_content_is_no_change(tmp_path, clients):

@@ -100,11 +100,17 @@ def legend(changes: list[ResourceChange]) -> list[str]:
 def render_change(change: ResourceChange, paint: _Painter, cost: list[str] = ()) -> list[str]:
     """The change's block; `cost` lines (plan/cost.py) go under it, as Infracost's breakdown does."""
     kind = _kind(change)
-    if kind is None:
+    if kind is None and change.importing is None:
         return []
     symbol, code = change.action.symbol, change.action.colour
-    lines = [paint(f"  {_headline(change, kind)}", "1")]
-    reason = _reason(change, kind)
+    if kind is None:  # adopted as it is (Terraform: "will be imported")
+        lines = [paint(f"  # {change.address} will be imported", "1")]
+        kind, reason = "import", None
+    else:
+        lines = [paint(f"  {_headline(change, kind)}", "1")]
+        reason = _reason(change, kind)
+        if change.importing is not None:
+            lines.append(f"  # (imported from \"{change.importing}\")")
     if reason:
         lines.append(f"  # ({reason})")
     lines.append(f"  {paint(symbol, code)} resource \"{change.type}\" \"{change.name}\" {{")
@@ -183,12 +189,14 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
             out.extend(render_change(change, paint, change_lines(cost) if cost else []))
             out.append("")
         add, change_n, destroy = plan.counts()
+        imported = sum(c.importing is not None for c in changes)
         if errors:
             which = "the error is" if errors == 1 else f"the {errors} errors are"
-            out.append(paint(f"Not applicable until {which} fixed: {add} to add, {change_n} to change, "
-                             f"{destroy} to destroy.", "1"))
+            out.append(paint(f"Not applicable until {which} fixed: {f'{imported} to import, ' if imported else ''}"
+                             f"{add} to add, {change_n} to change, {destroy} to destroy.", "1"))
         else:
-            out.append(paint(f"Plan: {add} to add, {change_n} to change, {destroy} to destroy.", "1"))
+            out.append(paint(f"Plan: {f'{imported} to import, ' if imported else ''}{add} to add, {change_n} to change, "
+                             f"{destroy} to destroy.", "1"))
         total = summary_line(costs_json(plan.resource_changes))
         if total:
             out.append(total)
