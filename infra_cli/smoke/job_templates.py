@@ -36,6 +36,24 @@ SMOKE_JOB_FILE = "smoke-job.yml"
 TRAINING_JOB_FILE = "train-job.yml"
 
 
+# JSON's escape of a character beyond U+FFFF is a surrogate pair (\ud83d\ude80); YAML reads each half as its own
+# (unpaired) character, so the pair is written as YAML's 32-bit escape (\U0001f680). An escaped backslash (\\) is
+# matched first, so a literal "\u..." in the value is never taken for an escape.
+_JSON_ESCAPES = re.compile(r"\\\\|\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def yaml_scalar(value: object) -> str:
+    """`value` as a YAML flow scalar (or flow collection) that reads back as exactly `value`: JSON, which YAML
+    reads literally, with characters beyond U+FFFF as YAML's \\U escapes."""
+    def pair(m: re.Match) -> str:
+        if m.group(1) is None:
+            return m.group(0)
+        high, low = int(m.group(1), 16), int(m.group(2), 16)
+        return f"\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
+
+    return _JSON_ESCAPES.sub(pair, json.dumps(value))
+
+
 @lru_cache(maxsize=2)
 def _jinja(root: str) -> "SandboxedEnvironment":
     import jinja2
@@ -44,7 +62,7 @@ def _jinja(root: str) -> "SandboxedEnvironment":
     # sandboxed: the templates see the stack's values (names, commands), which must stay data
     env = SandboxedEnvironment(loader=jinja2.FileSystemLoader(root), undefined=jinja2.StrictUndefined,
                                autoescape=False, keep_trailing_newline=True)
-    env.filters["yamlstr"] = json.dumps  # a JSON scalar is a YAML scalar that reads back literally
+    env.filters["yamlstr"] = yaml_scalar  # a JSON scalar is a YAML scalar that reads back literally
     env.filters["pyrepr"] = repr  # a Python literal of the value
     env.filters["docstring"] = _docstring_text  # a name inside a docstring
     return env
