@@ -18,10 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra_cli.conventions import TAG_STACK
 
 LINEAGE_TAG, SERIAL_TAG = "infra.state.lineage", "infra.state.serial"
 OPERATION_TAG, AT_TAG, TOKEN_TAG = "infra.state.operation", "infra.state.at", "infra.state.token"
+# Whose state this is. Not infra.stack (ownership): the serial outlives a destroy, as Terraform keeps an empty state
+# with its lineage and serial, so a plan made before the destroy is stale after it; and a destroy leaves nothing
+# that carries the stack's ownership tag.
+STATE_OF_TAG = "infra.state.of"
 
 
 def serial_name(stack: str) -> str:
@@ -64,10 +67,10 @@ def serial_from_version(stack: str, version: Any, tags: dict[str, str] | None) -
     writes starts one."""
     tags = tags or {}
     number = int(version) if str(version).isdigit() else 0
-    lineage = tags.get(LINEAGE_TAG) if tags.get(TAG_STACK) == stack else None
+    lineage = tags.get(LINEAGE_TAG) if tags.get(STATE_OF_TAG) == stack else None
     return StateSerial(lineage or None, number)
 
 
 def serial_tags(stack: str, serial: StateSerial, operation: str, at: str, token: str) -> dict[str, str]:
-    return {TAG_STACK: stack, LINEAGE_TAG: serial.lineage or "", SERIAL_TAG: str(serial.serial),
+    return {STATE_OF_TAG: stack, LINEAGE_TAG: serial.lineage or "", SERIAL_TAG: str(serial.serial),
             OPERATION_TAG: operation, AT_TAG: at, TOKEN_TAG: token}

@@ -33,7 +33,7 @@ def test_guide_setup_gets_the_intended_verdict(stack):
     run = subprocess.run([sys.executable, "-m", "infra_cli", "validate", "--json", str(stack)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "Traceback" not in run.stderr, run.stderr
-    diagnostics = json.loads(run.stdout)
+    diagnostics = json.loads(run.stdout)["diagnostics"]
     got = Counter((d["severity"], d["rule"]) for d in diagnostics)
     assert got == expected(stack), json.dumps(diagnostics, indent=1)
     assert run.returncode == (1 if any(s == "error" for s, _ in got) else 0)
