@@ -90,7 +90,10 @@ def project_root(stack_file: Path) -> Path:
 
 def inside(path: Path, root: Path) -> bool:
     """Whether `path`, with every symlink resolved, lies in `root` (resolved)."""
-    return Path(path).resolve().is_relative_to(Path(root).resolve())
+    try:
+        return Path(path).resolve().is_relative_to(Path(root).resolve())
+    except ValueError:   # a NUL in the path (a Dockerfile's COPY source, say): no file has that name, anywhere
+        return False
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ distributions:
 @FUZZ
 @given(dockerfile_lines, yaml_ish)
 @example("FROM mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04\nCOPY conda.yml /tmp/\n", "a: &a [*a]\n")
+@example("FROM \nCOPY \x00\\", "")   # found by this test: a NUL in a COPY source was "ValueError: embedded null byte"
 def test_validate_gives_a_verdict_for_any_dockerfile_and_the_conda_file_it_copies(dockerfile, conda):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
