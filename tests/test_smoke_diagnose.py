@@ -4,8 +4,10 @@ Python exceptions, a log tail as the last resort, and no secret in anything show
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -57,6 +59,10 @@ def test_a_missing_framework_names_the_extra_that_brings_it_and_keeps_the_first_
     # on the emulator the job ran with infra's own Python: the extra is the fix there, not the image
     [finding] = diagnose({"smoke-result.json": line}, emulated=True)[:1]
     assert f"pip install -e '{extra}'" in finding.fix and "environment's image" in finding.fix
+    # with the pip of the Python that ran the jobs (infra's own), not whichever `pip` is first on PATH, and from
+    # infra's checkout (where `.` is infra): "pip install -e ... where infra runs" led nowhere from an unactivated
+    # venv/bin/infra or another folder
+    assert f"{shlex.quote(sys.executable)} -m pip install -e '{extra}' in infra's checkout" in finding.fix, finding.fix
     assert "use a TensorFlow environment" not in finding.fix and "add lightning to" not in finding.fix
     assert "No module named" in finding.cause  # the import's own error, not what a fallback said after it
     # on Azure the environment's image is what lacks it: nothing of infra's own extras

@@ -448,6 +448,9 @@ def test_mpi_launch_needs_open_mpi_in_a_custom_image(tmp_path, dist):
     r = check(tmp_path, one_distribution(A100, CUSTOM_IMAGE, dist))
     d = r.one("distribution.mpi-missing", "error", "environment: env")
     assert "openmpi" in d.hint
+    # the template as a stack writes it (clean: test_mpi_launch_with_open_mpi_is_clean), not a path of this
+    # repository that an installed infra does not have
+    assert "`build: {template: openmpi-rdma}`" in d.hint and "templates/docker" not in d.hint, d.hint
 
 
 @pytest.mark.parametrize("env", [

@@ -10,7 +10,8 @@ from infra_cli.knowledge.reader import at, load, mapping, sequence
 
 FILE = "failure_signatures.yaml"
 HINT = ("fix validators/failure_signatures.yaml: each signature needs id, pattern (a regular expression), "
-        "cause, fix and source (fix_emulated optional); {1}, {2}... in cause and fixes are the pattern's groups")
+        "cause, fix and source (fix_emulated optional); {1}, {2}... in cause and fixes are the pattern's groups, "
+        "{python} in fixes infra's own interpreter")
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,9 @@ def _signatures(data: Any) -> tuple[Signature, ...]:
             with at("cause"):
                 sig.cause.format(*groups)
             with at("fix"):
-                (sig.fix or "").format(*groups)
+                (sig.fix or "").format(*groups, python="x")
             with at("fix_emulated"):
-                (sig.fix_emulated or "").format(*groups)
+                (sig.fix_emulated or "").format(*groups, python="x")
             out.append(sig)
     return tuple(out)
 

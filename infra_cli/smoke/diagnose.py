@@ -10,6 +10,8 @@ line shown (SAS signatures, bearer tokens, account keys, passwords).
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -73,7 +75,10 @@ def _signature_findings(logs: Mapping[str, str], signatures: tuple[Signature, ..
         if first is not None:
             groups = [first.group(0), *(g or "" for g in first.groups())]
             fix = sig.fix_emulated if emulated and sig.fix_emulated else sig.fix
-            found.append(Finding(sig.cause.format(*groups), fix.format(*groups) if fix else None,
+            # {python}: the interpreter the emulator's jobs ran on, infra's own, whose pip must install the fix
+            # (a `venv/bin/infra` run without activating the venv: the `pip` on PATH is another Python's)
+            found.append(Finding(sig.cause.format(*groups),
+                                 fix.format(*groups, python=shlex.quote(sys.executable)) if fix else None,
                                  (_shown(first.string),), tuple(where), sig.id))
     return found
 

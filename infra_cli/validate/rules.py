@@ -940,7 +940,7 @@ def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkI
                       "by `infra image check`)") if env.build and env.build.path else
                      f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
                      "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
-                     "base image, or build from templates/docker/openmpi-rdma")
+                     "base image, or build it from infra's template: `build: {template: openmpi-rdma}`")
     else:
         yield ctx.warning(("distributions", name, "environment"), "distribution.mpi-unverified",
                      f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
