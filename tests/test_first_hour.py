@@ -170,6 +170,80 @@ def test_hints_after_a_local_run_name_commands_with_local(tmp_path, emulator, cl
     assert r.returncode == 1 and f"run `infra force-unlock {path} --local`" in r.stderr, r.stderr
 
 
+_VARIABLES_STACK = """variables:
+  env: {type: string, default: staging, allowed: [staging, test]}
+  nodes: {type: number, default: 1}
+  admin_password: {type: string, sensitive: true}
+stack: first-hour-${var.env}
+workspace:
+  subscription_id: %s
+  resource_group: rg-${var.env}
+  name: mlw-${var.env}
+  location: eastus
+clusters:
+  gpu: {size: Standard_ND96asr_v4, max_instances: "${var.nodes}"}
+"""
+
+
+def _hinted(text: str, start: str) -> list[str]:
+    """The command a message names in backquotes, starting with `start`, as words to run."""
+    import shlex
+
+    command = text.split(f"`{start}", 1)[1].split("`", 1)[0]
+    return shlex.split(start + command)[1:]   # without the leading `infra`
+
+
+def test_hints_name_commands_with_the_runs_variables_and_they_run_as_written(tmp_path, emulator, clients,
+                                                                               monkeypatch):
+    """The staging/prod walk of the README: a hint after `--var-file prod.yaml` named `infra import ... s.yaml
+    --local` and a stale plan's `infra plan s.yaml --out FILE --local`; run as written they read the default
+    (staging) workspace: "there is no cluster 'a100' in workspace 'mlw-staging'", or a plan for staging."""
+    from azure.ai.ml.entities import AmlCompute
+    from emulator_fixtures import TEST_SUBSCRIPTION
+
+    path = tmp_path / "train.yaml"
+    path.write_text(_VARIABLES_STACK % TEST_SUBSCRIPTION)
+    values = tmp_path / "test.yaml"
+    values.write_text("env: test\n")   # rg-test / mlw-test: the emulator fixture's workspace
+    state = tmp_path / "local"
+    monkeypatch.setenv("INFRA_VAR_admin_password", "from-the-environment")
+    clients.ml.compute.begin_create_or_update(AmlCompute(
+        name="gpu", size="Standard_ND96asr_v4", max_instances=2)).result()   # not tagged: plan.unmanaged-resource
+    r = _local_cli("plan", str(path), "--var-file", str(values), "--var", "nodes=2", "--var", "admin_password=hunter2",
+                   "--local", emulator=emulator, state=state)
+    assert r.returncode == 1 and "plan.unmanaged-resource" in r.stderr, r.stderr
+    assert f"`infra import cluster.gpu gpu {path} --var-file {values} --var nodes=2 --local`" in r.stderr, r.stderr
+    assert "hunter2" not in r.stdout + r.stderr   # a sensitive --var is never repeated
+
+    r = _local_cli(*_hinted(r.stderr, "infra import "), emulator=emulator, state=state)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"Run `infra plan {path} --var-file {values} --var nodes=2 --local`" in r.stdout, r.stdout
+
+
+
+def test_a_stale_plans_hint_makes_it_again_with_its_own_values(tmp_path):
+    """`infra apply prod.plan` refused as stale named `infra plan train.yaml --out prod.plan`: run as written, a
+    plan for the default (staging) workspace. The replan names the plan's recorded values (a saved plan's apply
+    takes no --var); a sensitive one (kept as a digest) comes again from INFRA_VAR_<name>, as when it was made."""
+    import shlex
+    from types import SimpleNamespace
+
+    from infra_cli.plan.model import PlanMode
+    from infra_cli.plan.planfile import replan_command
+    from infra_cli.stack.variables import Value, recorded_values
+
+    recorded = recorded_values({"env": Value("prod", False, "prod.yaml:1:6"), "nodes": Value(2, False, "--var nodes"),
+                                "admin_password": Value("hunter2", True, "INFRA_VAR_admin_password"),
+                                "zones": Value(["a b", "c"], False, "default"), "spot": Value(True, False, "default")})
+    saved = SimpleNamespace(plan=SimpleNamespace(mode=PlanMode.NORMAL), targets=[], replace=[],
+                            stack_path=tmp_path / "train.yaml", variables=recorded)
+    command = replan_command(saved, "prod.plan")
+    assert shlex.split(command) == ["infra", "plan", str(tmp_path / "train.yaml"), "--var", "env=prod", "--var",
+                                    "nodes=2", "--var", "spot=true", "--var", 'zones=["a b", "c"]', "--out",
+                                    "prod.plan"], command
+    assert "hunter2" not in command and "admin_password" not in command
+
+
 def test_hints_name_commands_as_they_are_without_local():
     from infra_cli.commands import output
 

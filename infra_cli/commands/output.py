@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import sys
 import traceback
 from dataclasses import replace
@@ -30,6 +31,9 @@ class _Run:
     command's arguments): whether it was --local, so every command a message names is one the user can copy."""
 
     local = False
+    # the stack (or plan file) this run was given, when it was given --var/--var-file: a command a message names
+    # for the same stack repeats them (stack.variables.command_line_words)
+    stack: str | None = None
     # what a Ctrl-C now would leave, as the command last said it (interrupt_leaves); main() prints it
     interrupt_leaves = "nothing was changed"
 
@@ -134,11 +138,14 @@ class Command(TyperCommand):
         # several commands in one process)
         from infra_cli.stack.variables import VarInput, set_command_line
 
+        given = ctx.params.get("stack") or ctx.params.get("source") or ctx.params.get("target")
+        _Run.stack = str(given) if given is not None and ctx.meta[_VARIABLE_INPUTS] else None
         set_command_line([VarInput(kind, text) for kind, text in ctx.meta[_VARIABLE_INPUTS]])
         try:
             return super().invoke(ctx)
         finally:
             set_command_line([])
+            _Run.stack = None
 
     def make_parser(self, ctx):
         """A parser that also keeps the --var and --var-file values in the order they were written: Terraform's
@@ -207,16 +214,38 @@ def local_flag() -> str:
 
 def for_this_run(text: str) -> str:
     """`text` with every command it names in backquotes as the user must run it now: with --local on a local
-    run (copied without it, it would target real Azure). The engines name commands without knowing where they
-    ran; this one view adds what only the command line knows."""
-    if not _Run.local:
+    run (copied without it, it would target real Azure), and with this run's --var/--var-file where it names
+    the same stack (without them a `${var.env}` workspace is another one). The engines name commands without
+    knowing how they were run; this one view adds what only the command line knows."""
+    if not _Run.local and _Run.stack is None:
         return text
-    return _COMMAND_NAMED.sub(lambda m: m.group(0) if "--local" in m.group(1).split() else f"`{m.group(1)} --local`",
-                              text)
+
+    def as_run(m: re.Match) -> str:
+        command = m.group(1)
+        words = command.split()
+        if _Run.stack is not None and words[1] != "skus" and not {"--var", "--var-file"} & set(words) and \
+                any(_same_file(word, _Run.stack) for word in words[2:]):
+            from infra_cli.stack.variables import command_line_words
+
+            command += "".join(f" {shlex.quote(word)}" for word in command_line_words())
+        if _Run.local and "--local" not in words:
+            command += " --local"
+        return f"`{command}`"
+
+    return _COMMAND_NAMED.sub(as_run, text)
+
+
+def _same_file(word: str, path: str) -> bool:
+    if word.startswith("-"):
+        return False
+    try:
+        return word == path or os.path.realpath(word) == os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
 
 
 def for_this_run_diagnostic(d: Diagnostic) -> Diagnostic:
-    if not _Run.local:
+    if not _Run.local and _Run.stack is None:
         return d
     return replace(d, message=for_this_run(d.message), hint=d.hint and for_this_run(d.hint))
 

@@ -20,6 +20,7 @@ import errno
 import hashlib
 import hmac
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -32,7 +33,7 @@ from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, Plan
                                   canonical_json, describe_workspace, same_workspace, workspace_identity)
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
-from infra_cli.stack.variables import Inputs
+from infra_cli.stack.variables import Inputs, command_words
 from infra_cli.state.serial import StateSerial
 from infra_cli.stack.source import MAX_DEPTH
 from infra_cli.validate.engine import load_valid_stack
@@ -302,11 +303,13 @@ def _check_seals(data: dict, key: bytes | None, strict: bool, bad, file: str) ->
 
 
 def replan_command(saved: SavedPlan, path: Path | str) -> str:
-    """The `infra plan` that makes this plan again, now: its stack, mode, targets and file (a view adds --local
-    where the run is local)."""
+    """The `infra plan` that makes this plan again, now: its stack, mode, targets, the variable values it was made
+    with (without them a `${var.env}` workspace is another one) and file (a view adds --local where the run is
+    local)."""
     mode = {PlanMode.DESTROY: " --destroy", PlanMode.REFRESH_ONLY: " --refresh-only"}.get(saved.plan.mode, "")
     targets = "".join(f" --target {t}" for t in saved.targets) + "".join(f" --replace {a}" for a in saved.replace)
-    return f"infra plan {saved.stack_path}{mode}{targets} --out {path}"
+    values = "".join(f" {shlex.quote(word)}" for word in command_words(saved.variables))
+    return f"infra plan {saved.stack_path}{mode}{targets}{values} --out {path}"
 
 
 def other_workspace(saved: SavedPlan, loaded: LoadedStack, path: Path | str) -> Diagnostic | None:

@@ -65,12 +65,38 @@ class Resolved:
 
 
 _command_line: tuple[VarInput, ...] = ()
+_not_sensitive: frozenset[str] = frozenset()   # this run's declared variables that are not sensitive (resolve)
 
 
 def set_command_line(inputs: list[VarInput]) -> None:
     """The --var / --var-file options of this run, in their order (the command line sets them once)."""
-    global _command_line
-    _command_line = tuple(inputs)
+    global _command_line, _not_sensitive
+    _command_line, _not_sensitive = tuple(inputs), frozenset()
+
+
+def command_line_words() -> list[str]:
+    """This run's --var / --var-file options, for a command a message names on the same stack: without them it
+    would read another workspace (`resource_group: rg-${var.env}`). A --var of a variable not known to be
+    declared non-sensitive is left out, never echoed: that command then says the variable has no value."""
+    words: list[str] = []
+    for given in _command_line:
+        if given.kind == "var" and given.text.partition("=")[0].strip() not in _not_sensitive:
+            continue
+        words += [f"--{given.kind}", given.text]
+    return words
+
+
+def command_words(recorded: Mapping[str, Any]) -> list[str]:
+    """A saved plan's recorded values (recorded_values) as the --var options that give them again, each
+    `NAME=VALUE` as a -var value reads back (a list or map as JSON); a sensitive one (kept as a digest) is left
+    out: it comes again from INFRA_VAR_<name> or its default, as when the plan was made."""
+    words: list[str] = []
+    for name, entry in sorted(recorded.items()):
+        if isinstance(entry, dict) and "value" in entry and not entry.get("sensitive"):
+            value = entry["value"]
+            text = as_text(value) if as_text(value) is not None else json.dumps(value, sort_keys=True)
+            words += ["--var", f"{name}={text}"]
+    return words
 
 
 def command_line_inputs() -> Inputs:
@@ -179,6 +205,8 @@ class _Resolver:
             return self.out
         for name, decl in self.decls.items():
             self.declare(name, decl)
+        global _not_sensitive
+        _not_sensitive = frozenset(name for name, sensitive in self.sensitive.items() if not sensitive)
         if self.out.errors:
             return self.out
         chosen: dict[str, Value] = {}
