@@ -278,6 +278,26 @@ def test_the_smoke_script_says_each_step_as_the_runner_reads_it():
     assert script.count('    step("') >= 4   # process group, world check, DDP replicas, all_reduce sweep
 
 
+def test_ctrl_c_while_infra_starts_is_the_interrupted_line_not_a_traceback():
+    """Ctrl-C in the first second of `infra plan` (on a loaded machine, while it still imports typer) printed a
+    KeyboardInterrupt traceback: the README promises one `Interrupted (Ctrl-C): ...` line and exit 130."""
+    code = """
+import builtins, sys
+real = builtins.__import__
+def interrupted(name, *args, **kwargs):
+    if name == "typer":   # Ctrl-C arrives while commands/root.py imports it
+        raise KeyboardInterrupt
+    return real(name, *args, **kwargs)
+builtins.__import__ = interrupted
+sys.argv = ["infra", "plan", "stacks/ib-a100.yaml", "--local"]
+from infra_cli.commands.main import run
+run()
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 130 and r.stdout == "", r.stdout + r.stderr
+    assert r.stderr == "Interrupted (Ctrl-C): infra stopped; nothing was changed.\n", r.stderr
+
+
 # ranks that wait at a gate before the smoke script starts: a smoke that runs as long as the test wants
 _GATE = """import os, time
 gate = os.environ.get("FIRST_HOUR_GATE")

@@ -13,6 +13,8 @@ import threading
 
 from infra_cli.commands import root_help
 
+INTERRUPTED_AT_START = "Interrupted (Ctrl-C): infra stopped; nothing was changed."
+
 
 def __getattr__(name: str):
     """`app` (the typer application) is commands/root.py's, built on first use."""
@@ -44,7 +46,7 @@ def main() -> None:
     try:
         app(prog_name="infra")   # "infra" in usage and completion, also under python -m infra_cli
     except KeyboardInterrupt:   # before or after a command ran (one that ran says what it left: root.py)
-        print("Interrupted (Ctrl-C): infra stopped; nothing was changed.", file=sys.stderr)
+        print(INTERRUPTED_AT_START, file=sys.stderr)
         sys.exit(130)
 
 
@@ -58,6 +60,9 @@ def run() -> None:
         code = 0
     except SystemExit as exc:
         code = exc.code
+    except KeyboardInterrupt:   # while infra was still starting (importing: a second on a loaded machine)
+        print(INTERRUPTED_AT_START, file=sys.stderr)
+        code = 130
     # Python joins the threads that are not daemons before it exits, and stops daemon threads wherever
     # they are, as os._exit does: only a live non-daemon thread needs the usual exit.
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()) \
