@@ -120,6 +120,16 @@ def test_completions_answer_the_shell_that_asks():
     assert r.returncode == 0 and r.stdout.split() == ["plan"], r.stdout + r.stderr
 
 
+def test_a_folder_given_as_the_stack_names_the_stack_files_in_it():
+    """`infra plan stacks --local` (Terraform reads a folder's *.tf) said "pass the path of a stack YAML file":
+    the hint names the stack files there, which run as named."""
+    r = _infra("validate", "stacks")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "stacks: error[stack.unreadable]: stacks is a directory, not a stack file" in r.stderr, r.stderr
+    assert "pass one of the YAML files here (stacks/ib-a100.yaml, stacks/ib-h100.yaml, " in r.stderr, r.stderr
+    assert _infra("validate", "stacks/ib-a100.yaml").returncode == 0
+
+
 # ---- every command a hint names carries --local on a local run ------------------------------------------------
 
 def _local_cli(*args: str, emulator, state: Path) -> subprocess.CompletedProcess:

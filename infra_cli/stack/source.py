@@ -272,6 +272,19 @@ class _Builder:
         self.errors.append(Diagnostic("error", rule, message, self.source.file, at[0], at[1], hint))
 
 
+def _folder_hint(folder: str) -> str:
+    """`infra plan .` as Terraform reads a folder's *.tf: infra reads one stack file, so name the ones here."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith((".yaml", ".yml")))
+    except OSError:
+        names = []
+    if not names:
+        return "pass the path of a stack YAML file: a stack is one file, not a folder (as Terraform's *.tf)"
+    shown = ", ".join(os.path.join(folder, n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+    return (f"a stack is one file, not a folder (as Terraform's *.tf): pass one of the YAML files here ({shown}); "
+            "`infra validate` takes several")
+
+
 def read_stack_text(path: str | os.PathLike) -> str:
     """The text of a stack file: a regular file of at most MAX_STACK_BYTES, checked before reading.
 
@@ -296,7 +309,7 @@ def read_stack_text(path: str | os.PathLike) -> str:
         os.close(fd)
         kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
         raise refuse("stack.unreadable", f"{file} is {kind}, not a stack file",
-                     "pass the path of a stack YAML file (a regular file)")
+                     _folder_hint(file) if stat.S_ISDIR(mode) else "pass the path of a stack YAML file (a regular file)")
     with os.fdopen(fd, "rb") as fh:
         try:
             data = fh.read(MAX_STACK_BYTES + 1)
