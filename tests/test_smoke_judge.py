@@ -244,6 +244,21 @@ def test_a_framework_seeing_another_world_fails_with_both_numbers():
         next(j.detail for j in agreed.judgements if j.name == "framework")
 
 
+def test_a_process_group_that_never_started_is_not_said_to_have_started():
+    """A smoke whose torch.distributed init failed (GLOO_SOCKET_IFNAME naming a NIC the node lacks) printed
+    `fail check.process_group` and then `pass framework: plain torch.distributed (DDP) initialised the process
+    group`."""
+    sku = load_catalog().get(A100)
+    result = _framework_result("ddp", 0)
+    result["checks"] = [{"name": "process_group", "ok": False,
+                         "detail": "torch.distributed: RuntimeError: Unable to find address for: eth9"}]
+    v = judge(result, sku, "ddp", dist(), logs("ib_a100_2node"))
+    framework = next(j for j in v.judgements if j.name == "framework")
+    assert framework.outcome == "fail" and "could not initialise the process group" in framework.detail
+    started = judge(_framework_result("ddp", 16), sku, "ddp", dist(), logs("ib_a100_2node"))
+    assert next(j for j in started.judgements if j.name == "framework").outcome == "pass"
+
+
 def test_the_framework_must_be_the_distributions_and_present():
     sku, d = load_catalog().get(A100), framework_dist("deepspeed", "mpi")
     other = judge(_framework_result("ddp", 16), sku, "ds", d, logs("ib_a100_2node"))
