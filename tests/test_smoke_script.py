@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -191,6 +192,25 @@ def test_single_process_without_launcher(scripts, tmp_path):
     r = subprocess.run([sys.executable, str(scripts / "ddp_smoke.py"), *smoke_args(tmp_path, 1, 1)],
                        env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT)
     assert_passed(r, tmp_path, 1, "single-process")
+
+
+def test_without_torch_the_result_says_so_and_the_emulators_fix_installs_it_where_infra_runs(scripts, tmp_path):
+    """infra installed as the README's Installing section does (no `smoke` extra), then `infra apply --local`: the
+    script died on `import torch` with a traceback and no result, so the finding was Azure's fix ("use an
+    environment with PyTorch (a curated ACPT image...)") for a stack that already names one. The emulator runs
+    jobs with infra's own Python: torch must go there."""
+    from infra_cli.smoke.diagnose import diagnose
+
+    # -S: without site-packages, an interpreter without torch (the script needs only the standard library first)
+    r = subprocess.run([sys.executable, "-S", str(scripts / "ddp_smoke.py"), *smoke_args(tmp_path, 1, 1)],
+                       env=clean_env(INFRA_EMULATED_NODE="1"), capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    result = result_of(tmp_path)
+    assert result["node"]["emulated"] and "torch is not importable here" in failed_checks(result)["torch"]
+    [finding] = diagnose({"user_logs/std_log.txt": r.stdout}, emulated=True)[:1]
+    assert f"{shlex.quote(sys.executable)} -m pip install torch==2.13.0 numpy" in finding.fix, finding.fix
+    [finding] = diagnose({"user_logs/std_log.txt": r.stdout})[:1]   # on Azure: the environment lacks it
+    assert "curated ACPT image" in finding.fix and "pip install torch" not in finding.fix
 
 
 def tf_config(workers: int, ps: int, kind: str = "worker", index: int = 0, hosts: list[str] | None = None) -> str:

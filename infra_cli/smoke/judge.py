@@ -93,9 +93,12 @@ def _framework_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
         return Judgement("framework", "fail", f"the smoke initialised {name!r} but the distribution's framework is "
                          f"{wanted!r}: re-render the smoke job (infra render) or rerun `infra smoke`")
     if name == "ddp":
-        if any(c.get("name") == "process_group" and c.get("ok") is False for c in result.get("checks", [])):
+        # what stops the script before (or at) the process group: it never started
+        stopped = next((c["name"] for c in result.get("checks", []) if c.get("ok") is False and
+                        c.get("name") in ("launch", "torch", "process_group")), None)
+        if stopped:
             return Judgement("framework", "fail", "plain torch.distributed (DDP) could not initialise the process "
-                             "group (check.process_group above)")
+                             f"group (check.{stopped} above)")
         return Judgement("framework", "pass", "plain torch.distributed (DDP) initialised the process group")
     if seen.get("missing"):  # not a failure of what ran; the verdict is incomplete (judge)
         return Judgement("framework", "skipped", f"not run: {seen['missing']}")
