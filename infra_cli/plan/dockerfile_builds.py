@@ -24,7 +24,7 @@ def template_build_diagnostics(loaded: LoadedStack) -> list[Diagnostic]:
         for p in build_step_problems(text):
             out.append(loaded.source.diagnostic(
                 ("environments", name, "build"), "environment.build-step",
-                f"environment {name!r}: the Dockerfile rendered from {template} (`infra render` writes it), "
+                f"environment {name!r}: the Dockerfile rendered from {template} (what Azure ML would build), "
                 f"line {p.line}: {p.message}",
                 f"{p.hint}; for a template, set it in environments.{name}.build.parameters: a pip package in "
                 f"pip_packages ({template}/template.yaml installs its pip_first ones in a step before the others), "
