@@ -1,8 +1,8 @@
 """The openmpi-rdma Dockerfile template: what it installs, and an image equivalent to its build checked.
 
-No daemonless builder works in this sandbox (no buildah; docker needs a daemon), so the image is built the
-way its RUN steps would: one layer per `apt-get install` step, from the real .deb files of exactly the
-packages the rendered Dockerfile names, plus the alternatives links Debian's postinst makes.
+Here, cheaply and offline, the image is built the way its RUN steps would: one layer per `apt-get install`
+step, from the real .deb files of exactly the packages the rendered Dockerfile names, plus the alternatives
+links Debian's postinst makes. tests/test_build_real.py builds the rendered Dockerfile itself with buildah.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from infra_cli.diagnostics import DiagnosticError
-from infra_cli.knowledge import (curated, failure_signatures, frameworks, image_evidence, launchers, names,
+from infra_cli.knowledge import (base_images, curated, failure_signatures, frameworks, image_evidence, launchers, names,
                                  nccl_transport, skus, update_semantics)
 from infra_cli.plan.desired import cluster_attributes, desired_resources
 from infra_cli.plan.normalise import cluster_resource
@@ -89,6 +89,12 @@ BROKEN = [
      "named group(s) net, gdrdma", "channel_net"),
     ("failure_signatures.yaml", _set("signatures", 0, "cause", "interface {7} is missing"),
      failure_signatures.signatures, "signatures[0].cause", "cause"),
+    ("base_images.yaml", _set("pip_packages", "mpi4py", "needs_to_build", ["compiler", "mpi-header"]),
+     base_images.build_knowledge, "undeclared capability mpi-header", "needs_to_build"),
+    ("base_images.yaml", _set("bases", 1, "pattern", "(unclosed"), base_images.build_knowledge,
+     "bases[1].pattern: bad regular expression", "pattern"),
+    ("base_images.yaml", _set("pip_packages", "mpi4py", "wheels_since", "soon"), base_images.build_knowledge,
+     "pip_packages.mpi4py.wheels_since", "wheels_since"),
 ]
 
 

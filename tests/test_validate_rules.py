@@ -290,6 +290,18 @@ def test_missing_build_context(tmp_path):
     r.one("environment.file-missing", "error", "no-such-dir")
 
 
+def test_a_build_context_step_needing_what_nothing_provides(tmp_path):
+    """tests/test_build_steps.py holds the check itself; here: validate reports it at the Dockerfile's line."""
+    (tmp_path / "ctx").mkdir()
+    dockerfile = tmp_path / "ctx" / "Dockerfile"
+    dockerfile.write_text("FROM nvcr.io/nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install torch\n")
+    [d] = check(tmp_path, "environments:\n  env:\n    build: {path: ctx}\n").of("environment.build-step")
+    assert (d.severity, d.file, d.line, d.column) == ("error", str(dockerfile), 2, 1) and "python3-pip" in d.hint
+    dockerfile.write_text("FROM nvcr.io/nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+                          "RUN apt-get update && apt-get install -y python3-pip && pip install torch\n")
+    assert check(tmp_path, "environments:\n  env:\n    build: {path: ctx}\n").of("environment.build-step") == []
+
+
 def test_build_context_without_its_dockerfile(tmp_path):
     (tmp_path / "ctx").mkdir()
     r = check(tmp_path, "environments:\n  env:\n    build: {path: ctx}\n")

@@ -35,6 +35,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.api import render_dockerfile
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.knowledge.docker_templates import template_dir
+from infra_cli.plan.api import template_build_diagnostics
 from infra_cli.paths import (
     OutputFile, context_files, link_on_the_way, project_root, read_beneath, remove_beneath, templates_dir,
     write_beneath)
@@ -281,6 +282,9 @@ def render_stack(stack_path: str | Path, out_dir: str | Path) -> tuple[list[Path
     or lies inside something the stack reads, or when a symbolic link or a non-directory is on the way to a file.
     """
     loaded, warnings = load_valid_stack(Path(stack_path))
+    unbuildable = template_build_diagnostics(loaded)   # a Dockerfile Azure ML could not build is not written
+    if unbuildable:
+        raise DiagnosticError(warnings + unbuildable)
     out_given = Path(out_dir)
     out = out_given.resolve()   # the directory the user named (a link to it is theirs); below it no link is followed
     _refuse_overlap(loaded, out_given, out)

@@ -63,7 +63,8 @@ def render_dockerfile(template_name: str, parameters: dict) -> str:
                                lstrip_blocks=True, autoescape=False, finalize=guards.pop("finalize"))
     env.filters.update(guards)
     openmpi = str(values.get("openmpi_source", "distro"))
-    context = {**values, "packages": meta.get("packages") or {},
+    context = {**values, "packages": meta.get("packages") or {}, "pip_first": meta.get("pip_first") or [],
+               "pip_extras": meta.get("pip_extras") or {},
                "openmpi_series": ".".join(openmpi.split(".")[:2]),
                "template_digest": "sha256:" + hashlib.sha256(source.encode()).hexdigest()[:12]}
     try:

@@ -7,6 +7,7 @@ plan module.
 from infra_cli.plan.desired import (ClusterSecrets, cluster_secrets, desired_resources, distribution_dependencies,
                                     live_comparable, ssh_credentials_hash)
 from infra_cli.plan.diff import provisioning_problem, settings_unreported
+from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
 from infra_cli.plan.live import LiveState, read_cluster, read_environment, refresh
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
@@ -29,6 +30,8 @@ __all__ = [
     "ClusterSecrets", "cluster_secrets", "desired_resources", "distribution_dependencies", "live_comparable", "ssh_credentials_hash",
     "LiveState", "read_cluster", "read_environment", "refresh", "provisioning_problem", "settings_unreported",
     "is_other_compute",
+    # the Dockerfiles template environments render to, judged before anything is written or built
+    "template_build_diagnostics",
     # the smokes a change makes pending
     "changed_smokes",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
+from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.diff import diff, drift, force_replace, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider
@@ -192,7 +193,8 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
     changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets, replace=replace)
     deps = distribution_dependencies(stack)
-    diagnostics = list(warnings or []) + found + image_diagnostics + (cpu_transports(loaded) if normal else [])
+    diagnostics = list(warnings or []) + found + image_diagnostics + (
+        cpu_transports(loaded) + template_build_diagnostics(loaded) if normal else [])
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
     diagnostics += unresolved_environments(loaded, curated, resolved, provider)

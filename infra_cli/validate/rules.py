@@ -34,7 +34,8 @@ from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.source import load_yaml, short_repr
 from infra_cli.stack.model import Cluster, Distribution, Environment
 from infra_cli.stack.outputs import check_outputs
-from infra_cli.validate.dockerfile import read_dockerfile
+from infra_cli.validate.build_steps import build_step_problems
+from infra_cli.validate.dockerfile import pip_name, read_dockerfile
 from infra_cli.validate.job_inputs import input_problem
 from infra_cli.stack.launch import CommandSyntaxError, Launch, count, parse_steps, training_step, variables
 
@@ -554,6 +555,21 @@ def environment_template_parameters(ctx: Context, name: str, env: Environment) -
 
 
 @rule_for_each("environments")
+def environment_build_steps(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
+    """A build context's Dockerfile whose RUN step needs what neither its base image nor an earlier step provides
+    (a compiler and MPI's and Python's headers to build mpi4py, torch before DeepSpeed) fails Azure ML's build:
+    an error at the step's line (validate/build_steps.py; validators/base_images.yaml). A template's Dockerfile
+    is judged where it is rendered (plan, render)."""
+    if not (env.build and env.build.path):
+        return
+    context = ctx.loaded.base_dir / env.build.path
+    dockerfile = context / env.build.dockerfile_path
+    text = _project_text(dockerfile, project_root(ctx.loaded.path)) if inside(dockerfile, context) else None
+    for p in build_step_problems(text) if text else ():
+        yield Diagnostic("error", "environment.build-step", p.message, str(dockerfile), p.line, 1, p.hint)
+
+
+@rule_for_each("environments")
 def environment_image_reference(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     """`image:` held to the OCI reference grammar: Azure ML writes it after FROM in the Dockerfile it builds
     for an image with a conda file, so a newline in it would be a second instruction."""
@@ -776,9 +792,7 @@ def _declared(env: Environment) -> set[str]:
     return {parse_requirement(s).name for s in env.requires if _parses(s)}
 
 
-def _pip_name(spec: str) -> str:
-    """'DeepSpeed[all]>=0.14' -> 'deepspeed' (PEP 503 normalised enough for our profile names)."""
-    return re.split(r"[\[<>=!~;@ ]", str(spec).strip(), maxsplit=1)[0].lower().replace("_", "-")
+_pip_name = pip_name
 
 
 _READ_LIMIT = 1_000_000  # bytes of a conda file or training script read for what it names
