@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xd9aea080
+SOURCES_CRC = 0xf3704bba
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
