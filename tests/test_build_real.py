@@ -27,6 +27,7 @@ from infra_cli.image.dockerfile import render_dockerfile
 from infra_cli.knowledge.base_images import build_knowledge
 from infra_cli.validate.build_steps import build_step_problems
 
+pytestmark = pytest.mark.runs_jobs   # minutes of downloads and a build: scheduled first (tests/conftest.py)
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = "http://deb.debian.org/debian"
 # The base: Debian's apt variant (essential packages and apt) with Python, as a Python base image has it; the build
