@@ -78,6 +78,12 @@ BROKEN = [
      "missing key 'max_attempts'", "transient_errors"),
     ("frameworks.yaml", _delete("frameworks", "deepspeed", "source"), frameworks.frameworks,
      "frameworks.deepspeed: missing key 'source'", "deepspeed"),
+    # module names reach the smoke job's command (its preflight's arguments): a dotted identifier or nothing
+    ("frameworks.yaml", _set("frameworks", "deepspeed", "imports", ["deepspeed; touch /tmp/x"]), frameworks.frameworks,
+     "frameworks.deepspeed.imports: 'deepspeed; touch /tmp/x' is not a module name", "imports"),
+    ("frameworks.yaml", _set("smoke_scripts", "ddp_smoke.py", ["torch", "$(id)"]),
+     lambda: frameworks.smoke_script_imports("ddp_smoke.py"), "smoke_scripts.ddp_smoke.py: '$(id)' is not a module",
+     "ddp_smoke.py"),
     ("launchers.yaml", _set("launchers", "torchrun", "kind", "sideways"), launchers.launchers,
      "launchers.torchrun", "kind"),
     ("curated_environments.yaml", _set("curated", 0, "pattern", "(unclosed"), lambda: curated.curated_info("x"),

@@ -1,9 +1,9 @@
 """Every shipped stack (stacks/*.yaml) after the README's quick start, one after another in one local Azure.
 
 The quick start installs no frameworks extra, so its jobs cannot import deepspeed, lightning or tensorflow. CI
-installs them (`.[frameworks]`, `.[tf]`): a folder on PYTHONPATH whose packages of those names raise the import
-error the quick start's Python raises brings that environment back for the CLI and the job processes it starts
-(the emulator's jobs inherit its environment). Each stack is applied, then destroyed (the prevent_destroy one
+installs them (`.[frameworks]`, `.[tf]`): Python processes that find none of those modules (tests/hidden_modules.py)
+bring that environment back for the CLI and the job processes it starts (the emulator's jobs inherit its
+environment), so each such smoke ends at its job's preflight, as it does after the quick start. Each stack is applied, then destroyed (the prevent_destroy one
 kept), and `state list` must be empty after each destroy: a stack's environment is released (archived, its
 ownership dropped), so another stack may take the name.
 A smoke whose framework is missing is one INCOMPLETE line naming the package and the extra, never PASSED.
@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hidden_modules import without_modules
 from test_smoke_cli import assert_clean_stderr
 
 pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
@@ -42,16 +43,10 @@ SMOKED_INSTALLED = "mpi-per-node.yaml"
 
 
 def _quick_start_env(tmp_path: Path) -> dict[str, str]:
-    shim = tmp_path / "without-frameworks"
-    for name in MISSING:
-        (shim / name).mkdir(parents=True)
-        (shim / name / "__init__.py").write_text(
-            f"raise ModuleNotFoundError(\"No module named '{name}'\", name={name!r})\n")
     env = {k: v for k, v in os.environ.items() if k not in ("INFRA_EMULATOR_URL",)}
     env.update({"INFRA_LOCAL_DIR": str(tmp_path / "local"), "OMPI_ALLOW_RUN_AS_ROOT": "1",
-                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                "PYTHONPATH": os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH", "")) if p)})
-    return env
+                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    return without_modules(tmp_path / "without-frameworks", env, *MISSING)
 
 
 def _infra(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -87,6 +82,7 @@ def test_every_shipped_stack_applies_and_destroys_in_turn_after_the_quick_start(
             lines = [line for line in out.splitlines() if "INCOMPLETE" in line]
             assert len(lines) == 1 and "PASSED" not in out.replace("(not PASSED)", ""), out
             assert f"No module named '{missing}'" in lines[0] and f"pip install -e '{EXTRA[missing]}'" in lines[0]
+            assert "on the import path of" in lines[0], lines[0]   # said by the job's preflight, before any rank
             assert out.count("is not importable") <= 1 and out.count("not installed where the job ran") == 1, out
             plan = _infra(env, "plan", rel)
             assert "last smoke incomplete" in plan.stdout, plan.stdout   # pending until it passes

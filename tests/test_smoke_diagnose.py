@@ -27,6 +27,8 @@ SAMPLES = {
     "cuda-driver-too-old": "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
     "cuda-out-of-memory": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
     "torch-missing": "ModuleNotFoundError: No module named 'torch'",
+    "numpy-missing": "infra-preflight: missing numpy: numpy is not importable here (No module named 'numpy' on the "
+                     "import path of /usr/bin/python3)",
     "rendezvous-unreachable": "torch.distributed.DistNetworkError: The client socket has timed out while trying "
                               "to connect to (10.0.0.4, 6105).",
     "port-in-use": "RuntimeError: The server socket has failed to listen on any local network address. "
@@ -69,6 +71,40 @@ def test_a_missing_framework_names_the_extra_that_brings_it_and_keeps_the_first_
     [finding] = diagnose({"smoke-result.json": line})[:1]
     assert "pip install -e" not in finding.fix and ("add lightning to the environment's image" in finding.fix
                                                      or "use a TensorFlow environment" in finding.fix), finding.fix
+
+
+# What the smoke job's preflight (templates/smoke/preflight.py.j2) says for each thing a smoke needs, run for real
+# with that thing absent: (its arguments, the module hidden, the signature, the install that brings it locally into
+# infra's own interpreter: torch as the quick start pins it, the others by the extra that brings them).
+PREFLIGHT = [
+    (["--module", "torch"], "torch", "torch-missing", "-m pip install torch==2.13.0 numpy"),
+    (["--module", "numpy"], "numpy", "numpy-missing", "-m pip install numpy"),
+    (["--framework", "deepspeed=deepspeed"], "deepspeed", "framework-missing", "-m pip install -e '.[frameworks]'"),
+    (["--framework", "transformers=transformers,accelerate"], "accelerate", "framework-missing",
+     "-m pip install -e '.[frameworks]'"),
+    (["--framework", "horovod=horovod.torch"], "horovod", "horovod-missing", "-m pip install -e '.[horovod]'"),
+    (["--module", "tensorflow"], "tensorflow", "tensorflow-missing", "-m pip install -e '.[tf]'"),
+    (["--launcher", "torchrun"], "", "launcher-missing", "-m pip install -e '.[smoke]'"),
+]
+
+
+@pytest.mark.parametrize("args, hidden, signature, extra", PREFLIGHT, ids=[c[2] + "-" + (c[1] or "torchrun") for c in PREFLIGHT])
+def test_each_preflight_line_names_what_is_missing_and_the_fix_for_where_the_job_ran(tmp_path, args, hidden,
+                                                                                      signature, extra):
+    from hidden_modules import without_modules
+    from infra_cli.smoke.job_templates import render_smoke_script
+
+    (tmp_path / "preflight.py").write_text(render_smoke_script("preflight.py", "s", "d"))
+    env = without_modules(tmp_path / "hide", {"PATH": str(tmp_path / "no-bin")}, hidden)   # no torchrun on PATH
+    r = subprocess.run([sys.executable, "preflight.py", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and r.stderr == "" and r.stdout.count("\n") == 1, r.stdout + r.stderr
+    assert r.stdout.startswith(f"infra-preflight: missing {(hidden or 'torchrun') if hidden != 'accelerate' else 'transformers'}: ")
+    [local] = diagnose({"user_logs/std_log.txt": r.stdout}, emulated=True)
+    assert local.signature == signature and f"{shlex.quote(sys.executable)} {extra}" in local.fix, local.fix
+    assert "infra's own Python" in local.fix
+    [azure] = diagnose({"user_logs/std_log.txt": r.stdout})
+    assert azure.signature == signature and "pip install -e" not in azure.fix and "infra" not in azure.fix
 
 
 def test_every_signature_has_a_sample_and_compiles():

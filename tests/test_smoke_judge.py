@@ -279,6 +279,21 @@ def test_the_framework_must_be_the_distributions_and_present():
     assert judge(broken, sku, "ds", d, logs("ib_a100_2node")).summary().startswith("smoke.ds: FAILED")
 
 
+def test_a_job_its_preflight_stopped_is_incomplete_with_every_check_skipped():
+    """The job's preflight found deepspeed missing and ended the job (Failed, exit code 1) before any rank: nothing
+    that was to be tested ran, so nothing failed; the job's end is said, not held against it."""
+    sku, d = load_catalog().get(A100), framework_dist("deepspeed", "mpi")
+    missing = "deepspeed is not importable here (No module named 'deepspeed' on the import path of /usr/bin/python3)"
+    result = {"kind": "preflight", "version": 1, "missing": missing, "passed": False, "node": {"emulated": True},
+              "checks": [{"name": "preflight", "ok": None, "detail": "stopped before any rank started: " + missing}]}
+    v = judge(result, sku, "ds", d, job_name="job-1", job_status="Failed")
+    assert not v.passed and not v.failures and v.incomplete == missing and v.summary().startswith("smoke.ds: INCOMPLETE")
+    got = {j.name: (j.outcome, j.detail) for j in v.judgements}
+    assert list(got) == ["job", "check.preflight", "device", "transport", "busbw"]
+    assert got["job"] == ("skipped", "job job-1 ended Failed at its preflight, before any rank started")
+    assert all(o == "skipped" for o, _ in got.values()) and missing in got["busbw"][1]
+
+
 def test_ib_disabled_on_an_infiniband_size_still_fails_with_a_framework_probe():
     """NCCL_IB_DISABLE=1 (recorded NCCL logs of such a run) fails the transport whatever framework ran."""
     sku, d = load_catalog().get(A100), framework_dist("deepspeed")

@@ -58,6 +58,9 @@ def test_every_rendered_job_loads_with_load_job(stack, tmp_path):
         assert job.resources.instance_count == dist.instance_count
         assert job.distribution.type == dist.type
         assert job.compute == dist.cluster
+        if path.name == "smoke-job.yml":   # the preflight beside it runs first, before any launcher or rank
+            assert doc["command"].startswith("python preflight.py --module ") and " && " in doc["command"]
+            assert (path.parent / "preflight.py").is_file()
     for script in (p for p in written if p.suffix == ".py"):
         compile(script.read_text(), str(script), "exec")
 
@@ -68,7 +71,7 @@ def test_smoke_job_carries_size_env_debug_env_and_user_env_on_top(tmp_path):
     stack = tmp_path / "mpi-deepspeed.yaml"
     stack.write_text(text + "\n    environment_variables:\n      NCCL_DEBUG: WARN\n")
     loaded = load_stack(stack)
-    [job_path, _script] = render_distribution_jobs(loaded, tmp_path / "out")
+    [job_path, _script, _preflight] = render_distribution_jobs(loaded, tmp_path / "out")
     job = load_job(job_path)
     env = job.environment_variables
     assert env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv4-topo.xml"  # the ND A100 v4 profile from the catalog
@@ -76,7 +79,10 @@ def test_smoke_job_carries_size_env_debug_env_and_user_env_on_top(tmp_path):
     assert env["NCCL_DEBUG_FILE"] == "outputs/nccl/%h.%p.log"  # one file per rank
     assert env["NCCL_DEBUG"] == "WARN"  # the stack's own value wins
     assert job.distribution.type == "mpi" and job.distribution.process_count_per_instance == 8
-    assert job.command.startswith("python ddp_smoke.py ") and "--instance-count 2 --processes-per-instance 8" in job.command
+    # the job's python must find torch, numpy (the smoke's) and deepspeed (the framework's) before any rank starts
+    preflight = "python preflight.py --module torch --module numpy --framework deepspeed=deepspeed --outputs outputs && "
+    assert job.command.startswith(preflight + "python ddp_smoke.py ")
+    assert "--instance-count 2 --processes-per-instance 8" in job.command
 
 
 def test_per_node_launcher_renders_torchrun(tmp_path):
@@ -84,7 +90,9 @@ def test_per_node_launcher_renders_torchrun(tmp_path):
     written = render_distribution_jobs(loaded, tmp_path)
     smoke = load_job(next(p for p in written if p.name == "smoke-job.yml"))
     assert smoke.distribution.process_count_per_instance == 1  # one launcher per node
-    assert smoke.command.startswith("torchrun --nnodes 2 --nproc_per_node 8 --node_rank $NODE_RANK")
+    assert smoke.command.startswith("python preflight.py --module torch --module numpy --framework lightning=lightning "
+                                    "--launcher torchrun --outputs outputs && "
+                                    "torchrun --nnodes 2 --nproc_per_node 8 --node_rank $NODE_RANK")
     assert "--processes-per-instance 8" in smoke.command  # 8 GPUs of Standard_ND96amsr_A100_v4
     train = next(p for p in written if p.name == "train-job.yml")
     doc = yaml.safe_load(train.read_text())
@@ -101,7 +109,7 @@ def test_tensorflow_distribution_renders_tf_smoke(tmp_path):
     written = render_distribution_jobs(load_stack(ROOT / "stacks" / "tf-multiworker.yaml"), tmp_path)
     job = load_job(next(p for p in written if p.suffix == ".yml"))
     assert job.distribution.type == "tensorflow" and job.distribution.worker_count == 2
-    assert job.command.startswith("python tf_smoke.py ") and "--worker-count 2 --parameter-server-count 0" in job.command
+    assert job.command.startswith("python preflight.py --module tensorflow --outputs outputs && python tf_smoke.py ") and "--worker-count 2 --parameter-server-count 0" in job.command
     assert any(p.name == "tf_smoke.py" for p in written)
 
 
@@ -122,7 +130,9 @@ def test_hostile_names_and_values_cannot_inject_shell_or_yaml(tmp_path):
     assert load_job(job_path).command == doc["command"]
     # Run the command's arguments through a real shell: the hostile name must arrive as one literal argument.
     probe = "import json, sys; print(json.dumps(sys.argv[1:]))"
-    command = doc["command"].replace("python ddp_smoke.py", f"{sys.executable} -c {probe!r}", 1)
+    assert doc["command"].startswith("python preflight.py --module torch --module numpy --outputs outputs && ")
+    command = doc["command"].replace("python preflight.py", "true", 1)
+    command = command.replace("python ddp_smoke.py", f"{sys.executable} -c {probe!r}", 1)
     out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
     import json
 

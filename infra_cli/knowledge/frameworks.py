@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra_cli.knowledge.reader import at, load, mapping, sequence
+from infra_cli.knowledge.reader import at, fault, load, mapping, sequence
 
 FILE = "frameworks.yaml"
-HINT = ("fix validators/frameworks.yaml: each framework needs types, launchers and source; each "
-        "distribution type may set needs_mpi, launcher_sets (severity: [VARIABLE...]), node_rank (a variable) "
-        "and not_node_rank (a list)")
+HINT = ("fix validators/frameworks.yaml: each framework needs types, launchers and source (imports: a list of "
+        "module names); each distribution type may set needs_mpi, launcher_sets (severity: [VARIABLE...]), "
+        "node_rank (a variable) and not_node_rank (a list); smoke_scripts maps a script to the modules it imports")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class FrameworkInfo:
     nodes_flags: tuple[str, ...] = ()         # Lightning's trainer flags
     devices_flags: tuple[str, ...] = ()
     trainer_keywords: dict[str, str] | None = None   # nodes/devices -> Trainer(...) keyword
+    imports: tuple[str, ...] = ()             # the modules the smoke imports to initialise it (dotted names)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Frameworks:
     launcher_variables: dict[str, dict[str, str]]
     node_rank: dict[str, str]          # distribution type -> the variable that is a node's rank
     not_node_rank: frozenset[str]      # variables that read like the node rank but are not
+    smoke_scripts: dict[str, tuple[str, ...]]   # smoke script -> the modules it imports whatever the framework
 
 
 def _framework(name: str, row: Any) -> FrameworkInfo:
@@ -47,7 +49,17 @@ def _framework(name: str, row: Any) -> FrameworkInfo:
         {t: tuple(p) for t, p in mapping(row.get("packages_with_type") or {}, "packages_with_type").items()},
         tuple(sequence(row.get("nodes_flags"), "nodes_flags")),
         tuple(sequence(row.get("devices_flags"), "devices_flags")),
-        dict(mapping(row.get("trainer_keywords") or {}, "trainer_keywords")))
+        dict(mapping(row.get("trainer_keywords") or {}, "trainer_keywords")),
+        _modules(row.get("imports"), "imports"))
+
+
+def _modules(value: Any, what: str) -> tuple[str, ...]:
+    """Module names (dotted identifiers): they reach the job's command as arguments of its preflight."""
+    names = tuple(str(m) for m in sequence(value, what))
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise fault(f"{name!r} is not a module name (dotted Python identifiers)", what)
+    return names
 
 
 def _frameworks(data: Any) -> Frameworks:
@@ -68,7 +80,9 @@ def _frameworks(data: Any) -> Frameworks:
             if row.get("node_rank"):
                 node_rank[str(kind)] = str(row["node_rank"])
             not_node_rank.update(map(str, sequence(row.get("not_node_rank"), "not_node_rank")))
-    return Frameworks(out, frozenset(mpi), variables, node_rank, frozenset(not_node_rank))
+    with at("smoke_scripts"):
+        scripts = {str(k): _modules(v, str(k)) for k, v in mapping(data.get("smoke_scripts") or {}, "smoke_scripts").items()}
+    return Frameworks(out, frozenset(mpi), variables, node_rank, frozenset(not_node_rank), scripts)
 
 
 def _read() -> Frameworks:
@@ -86,6 +100,11 @@ def types_needing_mpi() -> frozenset[str]:
 def launcher_variables() -> dict[str, dict[str, str]]:
     """distribution type -> {variable Azure ML's launcher sets: the severity of setting it yourself}."""
     return _read().launcher_variables
+
+
+def smoke_script_imports(script: str) -> tuple[str, ...]:
+    """The modules a smoke script (ddp_smoke.py, tf_smoke.py) imports whatever the framework."""
+    return _read().smoke_scripts.get(script, ())
 
 
 def node_rank_variables() -> tuple[dict[str, str], frozenset[str]]:

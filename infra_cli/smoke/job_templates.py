@@ -1,7 +1,7 @@
 """Render smoke jobs (and the user's training jobs) from templates/smoke/ into files.
 
 `distribution_job_files(loaded_stack)` is what `infra render` writes: per distribution
-jobs/NAME/{smoke-job.yml, <script>} and, when the distribution has its own `command`, jobs/NAME/train-job.yml,
+jobs/NAME/{smoke-job.yml, <script>, preflight.py} and, when the distribution has its own `command`, jobs/NAME/train-job.yml,
 each ready for `az ml job create -f`; a training job's `code:` is copied to code/NAME/ (what Azure ML would
 upload: its .amlignore or .gitignore honoured, no link followed out of it) and named relative to the job file,
 so the rendered folder can be moved or kept as a CI artifact.
@@ -25,7 +25,8 @@ from infra_cli.knowledge.skus import load_catalog
 from infra_cli.conventions import EMULATED_NODE_VARIABLE
 from infra_cli.paths import OutputFile, context_files, templates_dir, write_beneath
 from infra_cli.smoke import transport
-from infra_cli.smoke.spec import RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job, training_job
+from infra_cli.smoke.spec import (PREFLIGHT_SCRIPT, RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job,
+                               training_job)
 from infra_cli.stack.load import LoadedStack
 
 if TYPE_CHECKING:
@@ -79,7 +80,8 @@ def _inlined_transport_source() -> str:
 
 
 def render_smoke_script(script: str, stack: str | None = None, distribution: str | None = None) -> str:
-    """The text of a smoke script (`ddp_smoke.py` or `tf_smoke.py`) for one distribution."""
+    """The text of a smoke script (`ddp_smoke.py`, `tf_smoke.py` or the `preflight.py` both jobs run first) for
+    one distribution."""
     return _template(f"{script}.j2").render(
         stack=stack, distribution=distribution, result_file=RESULT_FILE, transport_source=_inlined_transport_source(),
         nccl_rules_json=json.dumps(transport_rules().plain, sort_keys=True), emulated_node_variable=EMULATED_NODE_VARIABLE)
@@ -153,9 +155,11 @@ def smoke_jobs(loaded: LoadedStack, names: list[str] | None = None) -> list[Smok
 
 
 def smoke_job_files(loaded: LoadedStack, job: SmokeJob) -> list[tuple[str, str]]:
-    """The smoke job's CLI v2 YAML and its script: (file name, text), for the job's code directory."""
+    """The smoke job's CLI v2 YAML, its script and the preflight its command runs first: (file name, text), for
+    the job's code directory."""
     return [(SMOKE_JOB_FILE, job_file_text(loaded, job.name, job.spec, SMOKE_JOB_FILE)),
-            (job.script, render_smoke_script(job.script, loaded.stack.stack, job.name))]
+            (job.script, render_smoke_script(job.script, loaded.stack.stack, job.name)),
+            (PREFLIGHT_SCRIPT, render_smoke_script(PREFLIGHT_SCRIPT, loaded.stack.stack, job.name))]
 
 
 def write_smoke_job(loaded: LoadedStack, job: SmokeJob, directory: Path) -> list[Path]:

@@ -4,7 +4,9 @@ Pure: no I/O beyond reading the rules file once. A job passes only if every chec
 it ran on the size's GPUs (all of them) where the size has GPUs, the transport is InfiniBand where the size gives NCCL InfiniBand across nodes, and the all_reduce bus
 bandwidth reaches the size's healthy figure x the stack's smoke.busbw_fraction. What cannot be judged
 (CPU runs, sizes without a healthy figure) is skipped with the reason, never silently passed. A job whose
-framework could not be imported where it ran (the script's `missing`) is INCOMPLETE, never passed.
+framework could not be imported where it ran (the script's `missing`) is INCOMPLETE, never passed; so is one
+whose preflight found the job's python without a module the smoke imports (or its launcher) and ended it before
+any rank started (a result of kind `preflight`).
 """
 
 from __future__ import annotations
@@ -205,6 +207,22 @@ def _bandwidth_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
     return Judgement("busbw", "pass" if peak >= threshold else "fail", detail), threshold
 
 
+def _stopped_by_preflight(result: dict[str, Any], distribution_name: str, job_name: str | None,
+                          job_status: str | None) -> SmokeVerdict:
+    """The job's preflight (templates/smoke/preflight.py.j2) ended it, with exit code 1, before any launcher or
+    rank started: what it names is missing where the job ran. Nothing that was to be tested ran, so nothing
+    failed: INCOMPLETE, with every check skipped for that reason."""
+    missing = str(result.get("missing") or "the job's preflight found what the smoke needs missing")
+    not_run = f"not run: the job's preflight stopped it before any rank started: {missing}"
+    ended = [] if job_status is None else [Judgement(
+        "job", "skipped", f"job {job_name or ''} ended {job_status} at its preflight, before any rank started"
+        .replace("  ", " "))]
+    judgements = [*ended, Judgement("check.preflight", "skipped", missing),
+                  *(Judgement(name, "skipped", not_run) for name in ("device", "transport", "busbw"))]
+    return SmokeVerdict(distribution_name, False, tuple(judgements), UNKNOWN, job_name=job_name, result=result,
+                        incomplete=missing)
+
+
 def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str, distribution: Distribution,
           nccl_logs: Iterable[str] = (), *, job_name: str | None = None, job_status: str | None = None,
           rules: dict[str, Any] | None = None) -> SmokeVerdict:
@@ -215,6 +233,8 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
     if result is None:
         missing = Judgement("result", "fail", "the job wrote no smoke result (its logs say why: `logs:` below)")
         return SmokeVerdict(distribution_name, False, (*ended, missing), UNKNOWN, job_name=job_name)
+    if result.get("kind") == "preflight":
+        return _stopped_by_preflight(result, distribution_name, job_name, job_status)
     lines = [line for text in nccl_logs for line in text.splitlines()]
     report = classify_transport(lines, rules or transport_rules().plain) if lines else (result.get("nccl") or {})
     judgements = ended + _script_checks(result)

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra_cli.knowledge.frameworks import frameworks, smoke_script_imports
 from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -21,6 +22,10 @@ from infra_cli.stack.model import Distribution
 
 DDP_SCRIPT = "ddp_smoke.py"
 TF_SCRIPT = "tf_smoke.py"
+# Run first by every smoke job's command, with the job's own python: the modules the smoke imports and the
+# launcher it starts are there, or the job ends at once (templates/smoke/preflight.py.j2)
+PREFLIGHT_SCRIPT = "preflight.py"
+PER_NODE_LAUNCHER = "torchrun"   # the smoke's per-node launcher (validators/launchers.yaml: torchrun)
 # Frameworks the DDP smoke script initialises for real (templates/smoke/_frameworks.py.j2); others run plain DDP.
 SMOKED_FRAMEWORKS = ("ddp", "lightning", "transformers", "deepspeed", "horovod")
 OUTPUTS_DIR = "outputs"  # Azure ML uploads ./outputs of every node
@@ -120,16 +125,35 @@ def _smoke_argv(name: str, dist: Distribution, per_node: int) -> tuple[str, list
     return DDP_SCRIPT, ["python", *script_args]
 
 
+def preflight_argv(script: str, dist: Distribution, launcher: str | None) -> list[str]:
+    """`python preflight.py ...`: the modules `script` imports (validators/frameworks.yaml smoke_scripts), the
+    framework's (its `imports`, for the frameworks the DDP smoke initialises) and the per-node launcher."""
+    argv = ["python", PREFLIGHT_SCRIPT]
+    needs = smoke_script_imports(script)
+    for module in needs:
+        argv += ["--module", module]
+    info = frameworks().get(dist.framework) if script == DDP_SCRIPT and dist.framework in SMOKED_FRAMEWORKS else None
+    own = [m for m in (info.imports if info else ()) if m not in needs]
+    if own:
+        argv += ["--framework", f"{dist.framework}={','.join(own)}"]
+    if launcher:
+        argv += ["--launcher", launcher]
+    return argv + ["--outputs", OUTPUTS_DIR]
+
+
 def _smoke_command(name: str, dist: Distribution, per_node: int) -> tuple[str, str]:
     script, argv = _smoke_argv(name, dist, per_node)
-    if dist.launcher == "per-node" and dist.type in ("pytorch", "mpi"):
-        launcher = ["torchrun", "--nnodes", str(dist.instance_count), "--nproc_per_node", str(per_node)]
+    per_node_launch = dist.launcher == "per-node" and dist.type in ("pytorch", "mpi")
+    # The preflight ends the job before any launcher or rank starts when the job's python lacks what they need.
+    preflight = quote_command(preflight_argv(script, dist, PER_NODE_LAUNCHER if per_node_launch else None)) + " &&"
+    if per_node_launch:
+        launcher = [PER_NODE_LAUNCHER, "--nnodes", str(dist.instance_count), "--nproc_per_node", str(per_node)]
         # The rendezvous variables are ours and must reach the shell unquoted; everything else is quoted.
         if dist.type == "mpi":
-            return script, " ".join([_MPI_PER_NODE_MASTER, quote_command(launcher), *_MPI_PER_NODE_RENDEZVOUS,
-                                     quote_command(argv[1:])])
-        return script, " ".join([quote_command(launcher), *_PER_NODE_RENDEZVOUS, quote_command(argv[1:])])
-    return script, quote_command(argv)
+            return script, " ".join([preflight, _MPI_PER_NODE_MASTER, quote_command(launcher),
+                                     *_MPI_PER_NODE_RENDEZVOUS, quote_command(argv[1:])])
+        return script, " ".join([preflight, quote_command(launcher), *_PER_NODE_RENDEZVOUS, quote_command(argv[1:])])
+    return script, " ".join([preflight, quote_command(argv)])
 
 
 def job_environment(sku: Sku | None, dist: Distribution, debug_env: dict[str, str] | None) -> dict[str, str]:
