@@ -101,8 +101,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_terraform_spellings_on_the_command_line(tmp_path):
     r = _cli("plan", "stacks/ib-a100.yaml", "-out=" + str(tmp_path / "p.plan"), "-json", "-detailed-exitcode",
-             "-target=cluster.a100", "-local")
+             "-target=cluster.a100", "-parallelism=2", "-local")
     assert "No such option" not in r.stderr and r.stdout.lstrip().startswith("{"), r.stderr
+    # plan takes Terraform's -parallelism with apply's bounds (it was refused as an unknown option)
+    r = _cli("plan", "-parallelism=0", "-local", "stacks/nope.yaml")
+    assert r.returncode == 1 and "No such option" not in r.stderr and "greater than or equal to 1" in r.stderr, r.stderr
     assert _cli("-version").stdout.startswith("infra v")
     r = _cli("apply", "-auto-approve", "-parallelism=2", "-no-smoke", "-local", "stacks/nope.yaml")
     assert r.returncode == 1 and "stack.not-found" in r.stderr and "No such option" not in r.stderr, r.stderr

@@ -89,6 +89,12 @@ def _run_smoke(outcome, jobs: list[str], stack: str) -> int:
     return EXIT_OK if all(v.passed or v.incomplete for v in verdicts) else EXIT_ERROR
 
 
+def parallelism_option():
+    """`--parallelism N` (`-parallelism=N`), as Terraform's plan, apply and destroy take it: how many reads (plan)
+    or changes (apply, destroy) run at once."""
+    return typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once")
+
+
 def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) -> "PlanOutcome":
     """Load and validate the stack, build the clients and the provider (Azure, or the local emulator) and plan."""
     from infra_cli.commands.backend import build_provider
@@ -133,6 +139,7 @@ def plan(
     generate_config_out: Optional[Path] = typer.Option(
         None, "--generate-config-out", "-generate-config-out", metavar="FILE",
         help="write the declarations of import blocks' undeclared targets, read from Azure, to this new file"),
+    parallelism: int = parallelism_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -152,7 +159,8 @@ def plan(
             from infra_cli.plan.generate import refuse_existing
             refuse_existing(generate_config_out)
         outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images,
-                            replace=list(replace), generating=generate_config_out is not None)
+                            replace=list(replace), generating=generate_config_out is not None,
+                            parallelism=parallelism)
         if generate_config_out is not None:
             _generate_config(outcome, generate_config_out, quiet=as_json)
     except DiagnosticError as exc:
@@ -182,7 +190,7 @@ def plan(
 def apply(
     source: Path = typer.Argument(..., metavar="STACK|PLANFILE"),
     auto_approve: bool = typer.Option(False, "--auto-approve", help="apply without asking"),
-    parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
+    parallelism: int = parallelism_option(),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
     replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
                                       help="replace this cluster (-/+), or give this environment a new version"),
@@ -197,7 +205,7 @@ def apply(
 def destroy(
     stack: Path = typer.Argument(..., metavar="STACK"),
     auto_approve: bool = typer.Option(False, "--auto-approve", help="destroy without asking"),
-    parallelism: int = typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once"),
+    parallelism: int = parallelism_option(),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),

@@ -14,7 +14,7 @@ from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.diff import diff, drift, force_replace, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider
-from infra_cli.plan.live import LiveState, read_live
+from infra_cli.plan.live import DEFAULT_READS, LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.outputs import OutputValue, output_values
 from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
@@ -173,9 +173,9 @@ def check_replace(loaded: LoadedStack, desired: list[Resource], replace: list[st
 
 def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal", targets: list[str] | None = None,
                warnings: list[Diagnostic] | None = None, check_images: bool = False,
-               replace: list[str] | None = None) -> PlanOutcome:
+               replace: list[str] | None = None, parallelism: int = DEFAULT_READS) -> PlanOutcome:
     """The plan of a loaded, validated stack against what `provider` reads (built by the command: Azure, or the
-    local emulator)."""
+    local emulator), at most `parallelism` of its live reads at once (`infra plan -parallelism=N`)."""
     stack = loaded.stack
     desired = desired_resources(loaded)
     targets = targets or []
@@ -188,7 +188,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         images_f = pool.submit(image_requirement_diagnostics, loaded) if check_images else None
         read = read_live(provider, desired, location=stack.workspace.location if normal else None, curated=curated,
                          stack=stack.stack if normal else None, distributions=list(stack.distributions),
-                         serial_of=stack.stack)
+                         serial_of=stack.stack, parallelism=parallelism)
         image_diagnostics = images_f.result() if images_f else []
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
     changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets, replace=replace)

@@ -153,6 +153,10 @@ def live_skus(offers: dict[str, dict[str, Any]]) -> dict[str, LiveSku]:
             for k, o in offers.items()}
 
 
+# the live reads a plan runs at once (`infra plan -parallelism=N`; its default is the CLI's, 8: more than the six
+# kinds of read one plan issues, so each starts at once)
+DEFAULT_READS = 8
+
 _WORKSPACE_USAGE = re.compile(r"/workspaces/([^/]+)/usages/", re.IGNORECASE)
 
 
@@ -234,15 +238,16 @@ def _state(computes: list[dict[str, Any]], environments: dict[str, dict[str, Any
 
 def read_live(provider: Provider, desired: list[Resource], *, location: str | None = None,
               curated: dict[str, str] | None = None, stack: str | None = None,
-              distributions: list[str] | None = None, serial_of: str | None = None) -> LiveRead:
+              distributions: list[str] | None = None, serial_of: str | None = None,
+              parallelism: int = DEFAULT_READS) -> LiveRead:
     """Every read at once: the workspace's computes, the declared environments, the smoke records and with
     `serial_of` that stack's lineage and serial (one list of the workspace's environments, then each one that
     exists), and with `location` the live facts (workspace, size offers, quota), with `curated` the references to
-    resolve."""
+    resolve. At most `parallelism` of them run at once (`infra plan -parallelism=N`)."""
     wanted = _wanted_environments(desired)
     records = {d: StateStore(provider).record_name(stack, d) for d in distributions or []} if stack else {}
     serial = {StateStore.serial_name(serial_of): None} if serial_of else {}
-    with ThreadPoolExecutor(max_workers=6) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
         computes_f = pool.submit(provider.list_computes)
         envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}, **serial})
         ws_f = pool.submit(provider.read_workspace) if location else None
