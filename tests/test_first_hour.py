@@ -267,6 +267,19 @@ def test_hints_name_commands_as_they_are_without_local():
         output._Run.local = False
 
 
+def test_a_local_runs_hint_names_an_infra_listing_not_az():
+    # `az ml compute list` cannot reach the local Azure: a local run names what lists it there, for its stack
+    from infra_cli.commands import output
+
+    text = "check the name with `az ml compute list`"
+    assert output.for_this_run(text) == text
+    output._Run.local, output._Run.given = True, "my stacks/s.yaml"
+    try:
+        assert output.for_this_run(text) == "check the name with `infra state list 'my stacks/s.yaml' --local`"
+    finally:
+        output._Run.local, output._Run.given = False, None
+
+
 # ---- a running smoke: a line every 10 s; Ctrl-C cancels its job ------------------------------------------------
 
 def test_latest_steps_are_read_from_the_ranks_logs():

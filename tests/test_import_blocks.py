@@ -179,6 +179,16 @@ def test_an_import_of_nothing_is_an_error_at_its_block(tmp_path, emulator):
                      "import:\n  - {to: cluster.gpu, id: gpu}\n")
     r = cli("plan", str(stack), "--local", emulator=emulator, state=tmp_path / "local")
     assert r.returncode == 1 and "stack.yaml:10:27: error[import.not-found]" in r.stderr, r.stdout + r.stderr
+    # an undeclared target: --generate-config-out says it is not there, and its hint runs on the local Azure
+    # (`az ml compute list` cannot reach it)
+    stack.write_text(f"stack: none\n{WORKSPACE_YAML}import:\n  - {{to: cluster.gpu, id: gpu}}\n")
+    r = cli("plan", str(stack), "--local", "--generate-config-out", str(tmp_path / "g.yaml"), emulator=emulator,
+            state=tmp_path / "local")
+    listing = f"`infra state list {stack} --local`"
+    assert r.returncode == 1 and "error[import.not-found]" in r.stderr and listing in r.stderr, r.stderr
+    assert "az ml" not in r.stderr
+    r = cli(*listing.strip("`").split()[1:], emulator=emulator, state=tmp_path / "local")
+    assert r.returncode == 0, r.stderr
 
 
 def test_infra_import_adopts_a_forgotten_environment(tmp_path, emulator):

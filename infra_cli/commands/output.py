@@ -12,6 +12,7 @@ import shlex
 import sys
 import traceback
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -34,6 +35,8 @@ class _Run:
     # the stack (or plan file) this run was given, when it was given --var/--var-file: a command a message names
     # for the same stack repeats them (stack.variables.command_line_words)
     stack: str | None = None
+    # the stack (or plan file) this run was given, as typed: what a local run names instead of an az command
+    given: str | None = None
     # what a Ctrl-C now would leave, as the command last said it (interrupt_leaves); main() prints it
     interrupt_leaves = "nothing was changed"
 
@@ -132,13 +135,14 @@ class Command(TyperCommand):
 
     def invoke(self, ctx):
         _Run.local = bool(ctx.params.get("local"))
+        given = ctx.params.get("stack") or ctx.params.get("source") or ctx.params.get("target")
+        _Run.given = str(given) if given is not None else None
         if _VARIABLE_INPUTS not in ctx.meta:
             return super().invoke(ctx)
         # a command that loads a stack: its --var / --var-file, in order, for this run only (a test may run
         # several commands in one process)
         from infra_cli.stack.variables import VarInput, set_command_line
 
-        given = ctx.params.get("stack") or ctx.params.get("source") or ctx.params.get("target")
         _Run.stack = str(given) if given is not None and ctx.meta[_VARIABLE_INPUTS] else None
         set_command_line([VarInput(kind, text) for kind, text in ctx.meta[_VARIABLE_INPUTS]])
         try:
@@ -207,6 +211,27 @@ def _plain_usage(piece: str) -> str:
 _COMMAND_NAMED = re.compile(r"`(infra (?:plan|apply|destroy|import|force-unlock|smoke|state list|skus)\b[^`]*)`")
 
 
+# What the engines name to list what Azure holds, which the az CLI cannot do on the local Azure (the emulator
+# refuses its tokens): on a local run, what infra lists there instead, for the stack this run was given.
+_LOCAL_INSTEAD = {"az ml compute list": "infra state list {stack}", "az ml environment list": "infra state list {stack}"}
+
+
+def _given_stack() -> str | None:
+    """The stack this run was given, as typed; for a plan file, the stack it was made from."""
+    given = _Run.given
+    if given is None:
+        return None
+    from infra_cli.plan.planfile import is_plan_file
+
+    try:
+        if is_plan_file(Path(given)):
+            stack = json.loads(Path(given).read_text(encoding="utf-8")).get("stack_path")
+            return stack if isinstance(stack, str) and stack else None
+    except (OSError, ValueError):
+        return None
+    return given
+
+
 def local_flag() -> str:
     """" --local" when this run was local (a command named for the user to run must target the same Azure)."""
     return " --local" if _Run.local else ""
@@ -219,6 +244,10 @@ def for_this_run(text: str) -> str:
     knowing how they were run; this one view adds what only the command line knows."""
     if not _Run.local and _Run.stack is None:
         return text
+    stack = _given_stack() if _Run.local and any(f"`{az}`" in text for az in _LOCAL_INSTEAD) else None
+    if stack is not None:
+        for az, instead in _LOCAL_INSTEAD.items():
+            text = text.replace(f"`{az}`", f"`{instead.format(stack=shlex.quote(stack))}`")
 
     def as_run(m: re.Match) -> str:
         command = m.group(1)

@@ -21,6 +21,7 @@ from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Resource, ResourceChange
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.validate.engine import load_valid_stack
+from infra_cli.validate.rules import IMPORT_UNDECLARED
 
 # Plan bookkeeping on a live environment, not a value of the resource.
 _NOT_VALUES = frozenset({"next_version"})
@@ -87,6 +88,8 @@ def read_stack_state(stack_path: Path, *, backend: Callable[[Any], Any]) -> Stac
     """Load the stack (for its name, workspace and environments), read Azure through the provider `backend`
     builds, and keep what carries the stack's tag. Raises DiagnosticError for a stack that does not load or
     validate."""
-    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)  # as plan: a state read judges none
+    # as plan: a state read judges none; and an import block whose target the stack does not declare yet (what
+    # `infra plan --generate-config-out` is for) does not change what the stack owns
+    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES | {IMPORT_UNDECLARED})
     live = refresh(backend(loaded.stack.workspace), desired_resources(loaded))
     return stack_state(loaded.stack.stack, live, sensitive_paths(loaded, live))
