@@ -58,7 +58,13 @@ def test_sdk_made_cluster_and_environment_imported_through_generated_config(tmp_
 
     made = cli("plan", str(stack), "--local", "--generate-config-out", str(generated), emulator=emulator, state=state)
     assert made.returncode == 0, made.stdout + made.stderr
-    assert f"Wrote the declarations of cluster.gpu, environment.train to {generated}" in made.stdout
+    # says what it did and what to do next, never "No changes" while imports are pending (Terraform: "Plan: 2 to
+    # import, ..." and "generated configuration and written it to FILE")
+    assert "No changes" not in made.stdout, made.stdout
+    assert "Plan: 2 to import (their declarations generated), 0 to add, 0 to change, 0 to destroy." in made.stdout
+    assert (f"infra generated the declarations of 2 resources to import (cluster.gpu, environment.train), read from "
+            f"Azure, and wrote them to {generated}.") in made.stdout, made.stdout
+    assert f"paste its blocks into {stack}, then run `infra plan {stack} --local` again" in made.stdout
     text = generated.read_text()
     assert "# cluster.gpu: read from Azure ML compute 'gpu' (AmlCompute) in workspace 'mlw-test'" in text
     assert "# environment.train: read from Azure ML environment 'train' version 3 in workspace 'mlw-test'" in text

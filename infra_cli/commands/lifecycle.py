@@ -105,22 +105,22 @@ def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) 
     return plan_stack(loaded, provider, warnings=warnings, **options)
 
 
-def _generate_config(outcome, path: Path, *, quiet: bool) -> None:
+def _generate_config(outcome, path: Path, *, quiet: bool) -> list[str]:
+    """Write the declarations of the import blocks' undeclared targets to `path`; their addresses (the plan's
+    view says what was written and what to do next)."""
     from infra_cli.plan.generate import generate_config, write_generated
 
     text, addresses = generate_config(outcome.loaded, outcome.provider)
     if not addresses:
         if not quiet:
             print("No import block names a resource the stack does not declare: nothing to generate.\n")
-        return
+        return []
     try:
         write_generated(path, text)
     except OSError as exc:
         raise DiagnosticError([Diagnostic("error", "generate-config.write", f"cannot write {path}: {exc.strerror}",
                                           str(path), None, None, "name a new file in a folder you can write")])
-    if not quiet:
-        print(f"Wrote the declarations of {', '.join(addresses)} to {path}, read from Azure: merge them into "
-              f"{outcome.loaded.path.name}, then plan again.\n")
+    return addresses
 
 
 def plan(
@@ -146,7 +146,7 @@ def plan(
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
     from infra_cli.commands.views.outputs import plan_outputs, plan_outputs_json
-    from infra_cli.commands.views.plan import render_plan
+    from infra_cli.commands.views.plan import generated_config_summary, render_plan
     from infra_cli.stack.variables import recorded_values
 
     if refresh_only and destroy:
@@ -161,8 +161,8 @@ def plan(
         outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images,
                             replace=list(replace), generating=generate_config_out is not None,
                             parallelism=parallelism)
-        if generate_config_out is not None:
-            _generate_config(outcome, generate_config_out, quiet=as_json)
+        generated = _generate_config(outcome, generate_config_out, quiet=as_json) \
+            if generate_config_out is not None else []
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     p = outcome.plan
@@ -174,8 +174,10 @@ def plan(
         print(json.dumps(document, indent=2))
     else:
         _print_plan_diagnostics(p)
-        print(render_plan(p, colour=sys.stdout.isatty()))
+        print(render_plan(p, colour=sys.stdout.isatty(), generated=len(generated)))
         print(plan_outputs(outcome.outputs), end="")
+        if generated:
+            print("\n" + for_this_run(generated_config_summary(generated, str(generate_config_out), str(stack))))
     if p.has_errors():
         raise typer.Exit(EXIT_ERROR)
     if out is not None:
@@ -183,7 +185,8 @@ def plan(
                         variables=recorded_values(outcome.loaded.variables), replace=list(replace))
         if not as_json:
             print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}{local_flag()}")
-    has_changes = bool(p.changes or p.drift or p.smoke_jobs)  # a pending smoke is a change apply makes
+    # a pending smoke is a change apply makes; a generated declaration, an import once merged
+    has_changes = bool(p.changes or p.drift or p.smoke_jobs or generated)
     raise typer.Exit(EXIT_CHANGES if detailed_exitcode and has_changes else EXIT_OK)
 
 

@@ -7,6 +7,7 @@ Colour only when the stream is a terminal.
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from infra_cli.plan.cost import change_lines, cluster_costs, costs_json, summary_line
@@ -145,7 +146,9 @@ def render_change(change: ResourceChange, paint: _Painter, cost: list[str] = ())
     return lines
 
 
-def render_plan(plan: Plan, *, colour: bool = False) -> str:
+def render_plan(plan: Plan, *, colour: bool = False, generated: int = 0) -> str:
+    """The plan as Terraform draws one. `generated`: how many import targets `--generate-config-out` wrote the
+    declarations of (imports once merged into the stack, counted as Terraform counts them: "N to import")."""
     paint = _Painter(colour)
     out: list[str] = []
     if plan.mode is PlanMode.REFRESH_ONLY:
@@ -175,7 +178,10 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
     # what apply would do (it refuses); error_summary() says so beside the errors, on their stream.
     errors = plan_errors(plan)
     if not changes:
-        if not errors and not plan.smoke_jobs:
+        if generated and not errors:
+            out.append(paint(f"Plan: {generated} to import (their declarations generated), 0 to add, 0 to change, "
+                             "0 to destroy.", "1"))
+        elif not errors and not plan.smoke_jobs:
             out.append("No changes. Your infrastructure matches the stack.")
         elif not errors:
             out.append("No changes to resources, but smoke jobs are pending: apply runs them.")
@@ -189,7 +195,7 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
             out.extend(render_change(change, paint, change_lines(cost) if cost else []))
             out.append("")
         add, change_n, destroy = plan.counts()
-        imported = sum(c.importing is not None for c in changes)
+        imported = sum(c.importing is not None for c in changes) + generated
         if errors:
             which = "the error is" if errors == 1 else f"the {errors} errors are"
             out.append(paint(f"Not applicable until {which} fixed: {f'{imported} to import, ' if imported else ''}"
@@ -208,6 +214,16 @@ def render_plan(plan: Plan, *, colour: bool = False) -> str:
         out.append(f"  (reads {c.address}: {after.get('curated')}{now})")
     out.extend(render_smoke_jobs(plan, paint))
     return "\n".join(out)
+
+
+def generated_config_summary(addresses: list[str], path: str, stack: str) -> str:
+    """What `infra plan --generate-config-out FILE` did and what to do next (Terraform: "generated configuration
+    and written it to FILE. Please review the configuration...")."""
+    n = len(addresses)
+    return (f"infra generated the declarations of {n} resource{'s' if n != 1 else ''} to import "
+            f"({', '.join(addresses)}), read from Azure, and wrote them to {path}.\n"
+            f"Review {path} (set the variables it names for secrets Azure never returns), paste its blocks into "
+            f"{stack}, then run `infra plan {shlex.quote(stack)}` again: it shows the imports, and apply makes them.")
 
 
 def render_smoke_jobs(plan: Plan, paint: _Painter) -> list[str]:
