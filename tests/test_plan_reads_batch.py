@@ -6,6 +6,8 @@ version's tags are in no list: Azure lists versions per environment only). No co
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -102,3 +104,42 @@ def test_the_container_list_is_read_past_its_first_page(emulator, clients):
     assert {n: (v["version"], v["tags"], v["next_version"]) for n, v in found.items()} == {
         f"e{i}": ("1", {"n": str(i)}, "2") for i in range(5)}
     assert len([r for r in emulator.stats.records if r.path.endswith("/environments")]) == 3   # pages: 2, 2, 1
+
+
+class _Overlap(AzureProvider):
+    """The real provider, counting how many of plan's live reads run at once (each held a moment, so reads the
+    pool lets run together do overlap)."""
+
+    def __init__(self, clients):
+        super().__init__(clients)
+        self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+    def _held(self, read, *args):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(0.1)
+            return read(*args)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+    def list_computes(self, *a):
+        return self._held(super().list_computes, *a)
+
+    def read_environments(self, *a):
+        return self._held(super().read_environments, *a)
+
+    def resolve_environments(self, *a):
+        return self._held(super().resolve_environments, *a)
+
+
+@pytest.mark.parametrize("parallelism, overlap", [(1, False), (8, True)])
+def test_plan_parallelism_bounds_its_live_reads(tmp_path, emulator, parallelism, overlap):
+    # `infra plan -parallelism=N`: at most N of plan's reads at once
+    emulator.ensure_workspace(TEST_SUBSCRIPTION, TEST_RESOURCE_GROUP, TEST_WORKSPACE, TEST_LOCATION)
+    loaded = _stack(tmp_path, 1, 1)
+    provider = _Overlap(build_clients(loaded.stack.workspace, local=True, emulator=emulator))
+    plan_stack(loaded, provider, parallelism=parallelism)
+    assert (provider.most > 1) is overlap, provider.most
