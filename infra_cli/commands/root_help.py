@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xf3704bba
+SOURCES_CRC = 0x57b4d180
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
