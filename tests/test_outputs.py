@@ -82,7 +82,7 @@ def test_output_without_name_refuses_raw(tmp_path):
 @pytest.mark.runs_jobs   # a smoke job on the emulator (tests/conftest.py schedules these first)
 def test_smoke_outputs_after_apply(tmp_path):
     """apply runs the smoke job; its verdict, busbw, job and time are outputs, read live by `infra output`."""
-    text = (ROOT / "stacks" / "ib-a100.yaml").read_text()
+    text = (ROOT / "stacks" / "ib-a100.yaml").read_text().split("\noutputs:")[0] + "\n"   # its own outputs here
     text = text.replace("instance_count: 2", "instance_count: 1").replace("process_count_per_instance: 8",
                                                                           "process_count_per_instance: 2")
     text += ('outputs:\n  busbw: {value: "${smoke.ddp.busbw_gbps}"}\n  verdict: {value: "${smoke.ddp.verdict}"}\n'
@@ -103,3 +103,25 @@ def test_smoke_outputs_after_apply(tmp_path):
     assert shown["busbw"]["type"] == "number" and shown["busbw"]["value"] > 0
     assert shown["verdict"] == {"value": "passed", "type": "string", "sensitive": False}
     assert shown["version"]["value"].isdigit()
+
+
+def test_the_quick_start_stack_has_outputs_infra_output_reads_after_apply(tmp_path):
+    """stacks/ib-a100.yaml (the quick start's stack) declares outputs, so the README's `infra output
+    stacks/ib-a100.yaml --local` after its apply prints them: the cluster, the environment, the smoke's
+    figures (null and pending while no smoke ran)."""
+    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")}
+    run = lambda command, *a: subprocess.run([sys.executable, "-m", "infra_cli", command, "stacks/ib-a100.yaml",
+                                              *a, "--local"], capture_output=True, text=True, cwd=ROOT,
+                                             timeout=300, env=env)
+    applied = run("apply", "--auto-approve", "--no-smoke")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    done = run("output", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    values = {name: shown["value"] for name, shown in json.loads(done.stdout).items()}
+    assert values == {
+        "cluster_name": "a100", "cluster_size": "Standard_ND96asr_v4",
+        "environment": "azureml://registries/azureml/environments/AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu"
+                       "/versions/10",
+        "smoke_verdict": "pending", "smoke_busbw_gbps": None}
+    raw = run("output", "cluster_name", "--raw")
+    assert raw.returncode == 0 and raw.stdout.strip() == "a100", raw.stdout + raw.stderr

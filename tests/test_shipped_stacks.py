@@ -110,7 +110,7 @@ def _smoke_with_report(env: dict[str, str], rel: str, report: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     assert "smoke.ddp: submitted job" in out and "smoke.ddp: Completed" in out
-    assert "smoke.ddp: PASSED  transport=unknown  busbw=" in out
+    assert "smoke.ddp: PASSED  transport=gloo-tcp  busbw=" in out
     assert "pass    check.world_size: WORLD_SIZE 16 == instance_count 2 x process_count_per_instance 8" in out
     assert "pass    check.replicas_identical" in out
     assert "skipped transport: ran with gloo backend on cpu" in out and "InfiniBand cannot be judged" in out

@@ -42,7 +42,7 @@ def test_infra_smoke_local_tensorflow_multiworker(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     assert "(2 node(s) of azureml:v100, tensorflow distribution)" in out
-    assert "smoke.multiworker: PASSED  transport=unknown  busbw=" in out
+    assert "smoke.multiworker: PASSED  transport=grpc-tcp  busbw=" in out
     assert "pass    check.worker_count: 2 workers in TF_CONFIG, 2 expected" in out
     assert ("pass    check.allreduce: MultiWorkerMirroredStrategy all-reduce of replica ids + 1 over 2 replicas: "
             "sum 3 == 3") in out

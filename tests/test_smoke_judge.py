@@ -166,13 +166,13 @@ def cpu_result(**node) -> dict:
             "node": {"gpu_device_files": [], "emulated": False, **node},
             "checks": [{"name": "world_size", "ok": True, "detail": ""}],
             "bandwidth": {"peak_busbw_gbs": 0.3, "peak_bytes": 1 << 20},
-            "nccl": {"transport": "unknown", "why": "gloo"}}
+            "nccl": {"transport": "gloo-tcp", "why": "gloo"}}
 
 
 def test_emulated_cpu_result_skips_gpu_ib_and_bandwidth_with_reasons():
     sku = load_catalog().get("Standard_ND96asr_v4")
     v = judge(cpu_result(emulated=True), sku, "ddp", dist())
-    assert v.passed and v.transport == "unknown" and v.peak_busbw_gbs == 0.3
+    assert v.passed and v.transport == "gloo-tcp" and v.peak_busbw_gbs == 0.3
     outcomes = {j.name: (j.outcome, j.detail) for j in v.judgements}
     assert outcomes["device"][0] == "skipped" and "the local emulator ran the job on this machine's cpu" in outcomes["device"][1]
     assert outcomes["transport"][0] == "skipped" and "InfiniBand cannot be judged" in outcomes["transport"][1]

@@ -245,7 +245,8 @@ def test_a_secret_in_the_distribution_reaches_the_record_only_through_scrypt(tmp
     text = (root / "stacks" / "ib-a100.yaml").read_text()
     assert "environment_variables:" not in text.split("distributions:")[1]
     stack = tmp_path / "s.yaml"
-    stack.write_text(text.rstrip("\n") + "\n    environment_variables: {HF_TOKEN: '${HF_TOKEN}', PLAIN: x}\n")
+    distributions, outputs = text.split("\noutputs:")   # the variables go under the distribution, before the outputs
+    stack.write_text(distributions + "\n    environment_variables: {HF_TOKEN: '${HF_TOKEN}', PLAIN: x}\noutputs:" + outputs)
 
     def inputs(token: str):
         os.environ["HF_TOKEN"] = token

@@ -75,9 +75,10 @@ def assert_passed(r: subprocess.CompletedProcess, out: Path, world: int, style: 
     for row in bw["sizes"]:  # nccl-tests' arithmetic, recomputed from what was measured
         assert row["algbw_gbs"] == pytest.approx(row["bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-9)
         assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"] * 2 * (world - 1) / world, rel=1e-9)
-    assert result["ddp"]["diverged_ranks"] == [] and result["nccl"]["transport"] == "unknown"
+    assert result["ddp"]["diverged_ranks"] == [] and result["nccl"]["transport"] == "gloo-tcp"
     summary = [l for l in r.stdout.splitlines() if l.startswith("SMOKE ")]
     assert summary == [summary[0]] and summary[0].startswith("SMOKE PASS") and "busbw_peak=" in summary[0]
+    assert "transport=gloo-tcp" in summary[0].split(), summary[0]  # gloo moves data over TCP: named, not "unknown"
     return result
 
 
@@ -113,7 +114,7 @@ def test_torchrun_standalone(scripts, tmp_path, n):
     assert "has 8 x A100 40GB per node but the smoke ran with gloo on cpu" in cpu_on_gpu_size.failures[0].detail
     # Where infra's emulator stood in for the node (it sets the variable the script reports), it is skipped.
     verdict = judge(dict(result, node={"gpu_device_files": [], "emulated": True}), a100, "ddp", d)
-    assert verdict.passed and verdict.transport == "unknown" and verdict.peak_busbw_gbs > 0
+    assert verdict.passed and verdict.transport == "gloo-tcp" and verdict.peak_busbw_gbs > 0
     outcomes = {j.name: j.outcome for j in verdict.judgements}
     assert outcomes["transport"] == "skipped" and outcomes["device"] == "skipped"
 
@@ -292,7 +293,7 @@ def test_tf_multiworker_allreduce_for_real(scripts, tmp_path):
     for row in bw["sizes"]:  # nccl-tests' arithmetic, recomputed from what was measured
         assert row["algbw_gbs"] == pytest.approx(row["bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-9)
         assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"], rel=1e-9)  # 2(n-1)/n = 1 for n = 2
-    assert result["nccl"]["transport"] == "unknown" and "NCCL is not used" in result["nccl"]["why"]
+    assert result["nccl"]["transport"] == "grpc-tcp" and "NCCL is not used" in result["nccl"]["why"]
 
 
 @pytest.mark.parametrize("config, expected_failure", [

@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-UNKNOWN = "unknown"
+UNKNOWN = "unknown"   # NCCL ran, yet its debug output names no transport
+# Not NCCL: what the CPU smokes' collectives travel over, named so a verdict line reads as what ran, not as a fault.
+GLOO_TCP = "gloo-tcp"   # torch.distributed's gloo backend: TCP between ranks
+GRPC_TCP = "grpc-tcp"   # TensorFlow's CPU ring collectives: gRPC over TCP
 
 
 def _compiled(rules: dict[str, Any]) -> dict[str, "re.Pattern[str]"]:

@@ -64,8 +64,9 @@ def _validators_copy(tmp_path: Path, edit) -> Path:
 def _validate(tmp_path: Path, validators: Path | None) -> subprocess.CompletedProcess:
     """`infra validate` of a stack whose service has a key `future_key`, with -X importtime (what it imported)."""
     stack = tmp_path / "stack.yaml"
-    stack.write_text((ROOT / "stacks" / "ib-a100.yaml").read_text(encoding="utf-8")
-                     + "    services: {vscode: {type: vs_code, nodes: all, future_key: 1}}\n", encoding="utf-8")
+    distributions, outputs = (ROOT / "stacks" / "ib-a100.yaml").read_text(encoding="utf-8").split("\noutputs:")
+    stack.write_text(distributions + "\n    services: {vscode: {type: vs_code, nodes: all, future_key: 1}}\noutputs:"
+                     + outputs, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "INFRA_VALIDATORS_DIR"}
     if validators is not None:
         env["INFRA_VALIDATORS_DIR"] = str(validators)
