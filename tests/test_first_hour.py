@@ -280,6 +280,20 @@ def test_a_local_runs_hint_names_an_infra_listing_not_az():
         output._Run.local, output._Run.given = False, None
 
 
+def test_a_local_runs_hint_names_an_infra_listing_not_az_with_arguments():
+    # the hints of live.py (`az ml compute show --name X`) and engine.py (`--registry-name R`) carry arguments
+    from infra_cli.commands import output
+
+    texts = ["see what Azure holds with `az ml compute show --name gpu`",
+             "check the name and version with `az ml environment list --registry-name azureml`"]
+    output._Run.local, output._Run.given = True, "s.yaml"
+    try:
+        for text in texts:
+            assert output.for_this_run(text) == text[:text.index("`")] + "`infra state list s.yaml --local`"
+    finally:
+        output._Run.local, output._Run.given = False, None
+
+
 # ---- a running smoke: a line every 10 s; Ctrl-C cancels its job ------------------------------------------------
 
 def test_latest_steps_are_read_from_the_ranks_logs():
