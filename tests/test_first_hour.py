@@ -294,6 +294,21 @@ def test_a_local_runs_hint_names_an_infra_listing_not_az_with_arguments():
         output._Run.local, output._Run.given = False, None
 
 
+def test_destroy_counts_only_what_it_destroyed_as_terraform_does(capsys):
+    # terraform destroy ends "Destroy complete! Resources: 1 destroyed." (no added/changed counts)
+    from types import SimpleNamespace
+
+    from infra_cli.commands import lifecycle
+
+    result = SimpleNamespace(ok=True, interrupted=False, imported=0, added=0, changed=0, destroyed=1, not_started=[],
+                             retired=[], failures=[])
+    lifecycle._summary(result, "Destroy")
+    lifecycle._summary(result)
+    out = capsys.readouterr().out
+    assert "Destroy complete! Resources: 1 destroyed.\n" in out
+    assert "Apply complete! Resources: 0 added, 0 changed, 1 destroyed.\n" in out
+
+
 # ---- a running smoke: a line every 10 s; Ctrl-C cancels its job ------------------------------------------------
 
 def test_latest_steps_are_read_from_the_ranks_logs():
