@@ -280,6 +280,36 @@ def test_a_local_runs_hint_names_an_infra_listing_not_az():
         output._Run.local, output._Run.given = False, None
 
 
+def test_a_local_runs_hint_names_an_infra_listing_not_az_with_arguments():
+    # the hints of live.py (`az ml compute show --name X`) and engine.py (`--registry-name R`) carry arguments
+    from infra_cli.commands import output
+
+    compute = "see what Azure holds with `az ml compute show --name gpu`"
+    # the stack's state lists none of a registry's environments: that listing is left as written (re-walk)
+    registry = "check the name and version with `az ml environment list --registry-name azureml`"
+    output._Run.local, output._Run.given = True, "s.yaml"
+    try:
+        assert output.for_this_run(compute) == "see what Azure holds with `infra state list s.yaml --local`"
+        assert output.for_this_run(registry) == registry
+    finally:
+        output._Run.local, output._Run.given = False, None
+
+
+def test_destroy_counts_only_what_it_destroyed_as_terraform_does(capsys):
+    # terraform destroy ends "Destroy complete! Resources: 1 destroyed." (no added/changed counts)
+    from types import SimpleNamespace
+
+    from infra_cli.commands import lifecycle
+
+    result = SimpleNamespace(ok=True, interrupted=False, imported=0, added=0, changed=0, destroyed=1, not_started=[],
+                             retired=[], failures=[])
+    lifecycle._summary(result, "Destroy")
+    lifecycle._summary(result)
+    out = capsys.readouterr().out
+    assert "Destroy complete! Resources: 1 destroyed.\n" in out
+    assert "Apply complete! Resources: 0 added, 0 changed, 1 destroyed.\n" in out
+
+
 # ---- a running smoke: a line every 10 s; Ctrl-C cancels its job ------------------------------------------------
 
 def test_latest_steps_are_read_from_the_ranks_logs():

@@ -58,7 +58,11 @@ def _confirm(question: str, auto_approve: bool) -> bool:
 
 def _summary(result, verb: str = "Apply", stack: str = "STACK") -> int:
     status = "complete" if result.ok else ("interrupted" if result.interrupted else "failed")
-    print(f"\n{verb} {status}! Resources: {f'{result.imported} imported, ' if result.imported else ''}{result.added} added, {result.changed} changed, {result.destroyed} destroyed.")
+    # Terraform's wording (internal/command/views/apply.go): a destroy counts only what it destroyed
+    counts = (f"{result.destroyed} destroyed" if verb == "Destroy" else
+              f"{f'{result.imported} imported, ' if result.imported else ''}{result.added} added, "
+              f"{result.changed} changed, {result.destroyed} destroyed")
+    print(f"\n{verb} {status}! Resources: {counts}.")
     if result.interrupted:
         stopped = (f"{len(result.not_started)} change(s) not started (listed below)" if result.not_started
                    else "every change had started")

@@ -212,8 +212,13 @@ _COMMAND_NAMED = re.compile(r"`(infra (?:plan|apply|destroy|import|force-unlock|
 
 
 # What the engines name to list what Azure holds, which the az CLI cannot do on the local Azure (the emulator
-# refuses its tokens): on a local run, what infra lists there instead, for the stack this run was given.
-_LOCAL_INSTEAD = {"az ml compute list": "infra state list {stack}", "az ml environment list": "infra state list {stack}"}
+# refuses its tokens): on a local run, what infra lists there instead, for the stack this run was given. A key
+# matches the az command with whatever arguments follow it (`az ml compute show --name X`), except a registry's
+# listing (`--registry-name R`): the stack's state holds none of a registry's environments, and the hint that names
+# it says the registry's own names (azureml's are public), so it stays as written.
+_LOCAL_INSTEAD = {"az ml compute list": "infra state list {stack}", "az ml compute show": "infra state list {stack}",
+                  "az ml environment list": "infra state list {stack}"}
+_AZ_NAMED = re.compile("`(" + "|".join(map(re.escape, _LOCAL_INSTEAD)) + r")(?: (?![^`]*--registry-name)[^`]*)?`")
 
 
 def _given_stack() -> str | None:
@@ -244,10 +249,9 @@ def for_this_run(text: str) -> str:
     knowing how they were run; this one view adds what only the command line knows."""
     if not _Run.local and _Run.stack is None:
         return text
-    stack = _given_stack() if _Run.local and any(f"`{az}`" in text for az in _LOCAL_INSTEAD) else None
+    stack = _given_stack() if _Run.local and _AZ_NAMED.search(text) else None
     if stack is not None:
-        for az, instead in _LOCAL_INSTEAD.items():
-            text = text.replace(f"`{az}`", f"`{instead.format(stack=shlex.quote(stack))}`")
+        text = _AZ_NAMED.sub(lambda m: f"`{_LOCAL_INSTEAD[m.group(1)].format(stack=shlex.quote(stack))}`", text)
 
     def as_run(m: re.Match) -> str:
         command = m.group(1)
