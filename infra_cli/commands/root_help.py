@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x57b4d180
+SOURCES_CRC = 0xf5f60c24
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
