@@ -226,14 +226,11 @@ def _given_stack() -> str | None:
     given = _Run.given
     if given is None:
         return None
-    from infra_cli.plan.planfile import is_plan_file
+    from infra_cli.plan.planfile import is_plan_file, saved_stack_path
 
-    try:
-        if is_plan_file(Path(given)):
-            stack = json.loads(Path(given).read_text(encoding="utf-8")).get("stack_path")
-            return stack if isinstance(stack, str) and stack else None
-    except (OSError, ValueError):
-        return None
+    if is_plan_file(Path(given)):   # read as `--local` reads it to find the project: bounded, never raising
+        stack = saved_stack_path(Path(given))
+        return str(stack) if stack is not None and str(stack) else None
     return given
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xf5f60c24
+SOURCES_CRC = 0x25c88aef
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
