@@ -175,7 +175,7 @@ def test_hints_after_a_local_run_name_commands_with_local(tmp_path, emulator, cl
     r = _local_cli("plan", str(path), "--local", "--out", str(planfile), emulator=emulator, state=state)
     assert r.stdout.rstrip().endswith(f"To perform exactly these actions: infra apply {planfile} --local")
 
-    with StackLock(clients.ml, "life", "apply"):   # another apply holds the stack
+    with StackLock(clients.versions, "life", "apply"):   # another apply holds the stack
         r = _local_cli("apply", str(path), "--local", "--auto-approve", "--no-smoke", emulator=emulator, state=state)
     assert r.returncode == 1 and f"run `infra force-unlock {path} --local`" in r.stderr, r.stderr
 

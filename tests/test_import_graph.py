@@ -51,7 +51,7 @@ def engine_api(package: str) -> str:
 
 # Calls that build what talks to Azure (SDK clients, the lean reader, the provider, the emulator): made only by
 # the composition root and by azure/clients.py, where the clients are defined.
-BACKEND_BUILDERS = {"AzureClients", "AzureProvider", "Provider", "MLClient", "ComputeManagementClient", "ArmReader",
+BACKEND_BUILDERS = {"AzureClients", "AzureProvider", "Provider", "MLClient", "ComputeManagementClient", "ArmClient",
                     "build_clients", "build_provider", "provider_for", "azure_clients", "local_clients",
                     "EmulatorServer", "local_emulator", "served_emulator"}
 BUILDS_BACKEND = ("infra_cli.commands.", "infra_cli.azure.clients")

@@ -244,7 +244,7 @@ def test_two_concurrent_lock_takers_one_wins(tmp_path, clients):
     outcomes: list[str] = []
 
     def take():
-        lock = StackLock(clients.ml, "race", "apply")
+        lock = StackLock(clients.versions, "race", "apply")
         barrier.wait()
         try:
             lock.acquire()
@@ -262,7 +262,7 @@ def test_two_concurrent_lock_takers_one_wins(tmp_path, clients):
 
 def test_apply_refuses_while_locked(tmp_path, clients):
     path = write_stack(tmp_path)
-    holder = StackLock(clients.ml, "life", "apply")
+    holder = StackLock(clients.versions, "life", "apply")
     holder.acquire()
     with pytest.raises(LockHeld) as info:
         apply_outcome(plan(path, clients))

@@ -9,7 +9,7 @@ import time
 import pytest
 from azure.core.exceptions import ServiceRequestError
 
-from infra_cli.azure.arm import ArmReader
+from infra_cli.azure.arm import ArmClient
 from infra_cli.azure.clients import retry_policy
 from infra_cli.commands.backend import build_clients
 from infra_cli.azure.loopback import LoopbackTransport
@@ -67,6 +67,6 @@ def test_an_unreachable_emulator_is_a_service_request_error(tmp_path):
         port = sock.getsockname()[1]
     from infra_cli.azure.credentials import LocalCredential
 
-    reader = ArmReader(f"https://127.0.0.1:{port}/", LocalCredential("t"), retry_policy(0, "local"))
+    reader = ArmClient(f"https://127.0.0.1:{port}/", LocalCredential("t"), retry_policy(0, "local"))
     with pytest.raises(ServiceRequestError):
         reader.get("subscriptions/x", "2024-04-01")

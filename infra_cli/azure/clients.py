@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from azure.ai.ml import MLClient
     from azure.mgmt.compute import ComputeManagementClient
 
-    from infra_cli.azure.arm import ArmReader
+    from infra_cli.azure.arm import ArmClient
+    from infra_cli.azure.environment_versions import EnvironmentVersions
     from infra_cli.stack.model import Workspace
 
 # Azure: back off 0.8 s, 1.6 s, ... (azure-core's default). Local: the emulator answers at once.
@@ -43,16 +44,18 @@ DEFAULT_RETRY_TOTAL = 10
 # The longest single wait a Retry-After may ask for, and the longest one request may take with its retries.
 _RETRY_AFTER_MAX_S = {"azure": 60.0, "local": 5.0}
 _REQUEST_DEADLINE_S = {"azure": 900, "local": 120}
+_LRO_DEADLINE_S = {"azure": 3600.0, "local": 600.0}   # one long-running write (a cluster's create or delete)
 _ML_API_VERSION = "2024-04-01"
 
 
 
 class AzureClients:
-    """What the engines talk to Azure with: `arm`, the lean reader (azure-core only) plan reads live state with,
-    and the SDK clients apply, smoke and render write with (`ml`: azure-ai-ml's MLClient, `compute`:
-    azure-mgmt-compute), made on first use: importing azure-ai-ml costs more than a plan's reads."""
+    """What the engines talk to Azure with: `arm`, the lean REST client (azure-core only) plan reads live state and
+    apply writes clusters and environment versions with (`versions`), and the SDK clients smoke jobs, registries
+    and build contexts go through (`ml`: azure-ai-ml's MLClient, `compute`: azure-mgmt-compute), made on first
+    use: importing azure-ai-ml costs more than a command's requests."""
 
-    def __init__(self, arm: "ArmReader", subscription_id: str, resource_group: str, workspace_name: str,
+    def __init__(self, arm: "ArmClient", subscription_id: str, resource_group: str, workspace_name: str,
                  location: str, *, registry_discovery_url: str, sdk_options: dict[str, Any], retry_total: int,
                  mode: str, before_sdk: Any = None):
         self.arm = arm
@@ -65,6 +68,19 @@ class AzureClients:
         self._ml: "MLClient | None" = None
         self._compute: "ComputeManagementClient | None" = None
         self._registries: dict[str, "MLClient"] = {}
+
+    @property
+    def workspace_path(self) -> str:
+        """The workspace's ARM id, without the leading slash."""
+        return (f"subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
+                f"/providers/Microsoft.MachineLearningServices/workspaces/{self.workspace_name}")
+
+    @property
+    def versions(self) -> "EnvironmentVersions":
+        """The workspace's environment versions over `arm` (infra's lock, serial and records live there)."""
+        from infra_cli.azure.environment_versions import EnvironmentVersions
+
+        return EnvironmentVersions(self.arm, self.workspace_path)
 
     def __repr__(self) -> str:  # never the credential
         return f"AzureClients({self.subscription_id}/{self.resource_group}/{self.workspace_name}, {self._mode})"
@@ -232,11 +248,12 @@ def retry_policy(retry_total: int, mode: str) -> Any:
 def _clients(workspace: "Workspace", options: dict[str, Any], cloud: Cloud, retry_total: int, mode: str,
              before_sdk: Any = None) -> AzureClients:
     """The emulator's options carry its own cloud metadata (every endpoint its URL); Azure's are the cloud's."""
-    from infra_cli.azure.arm import ArmReader
+    from infra_cli.azure.arm import ArmClient
 
     metadata = options.get("cloud_metadata") or {}
-    arm = ArmReader(options["base_url"], options["credential"], retry_policy(retry_total, mode),
-                    scope=cloud.arm_scope, connection_verify=options.get("connection_verify", True))
+    arm = ArmClient(options["base_url"], options["credential"], retry_policy(retry_total, mode),
+                    scope=cloud.arm_scope, connection_verify=options.get("connection_verify", True),
+                    polling_s=_POLLING_S[mode], lro_deadline_s=_LRO_DEADLINE_S[mode])
     return AzureClients(arm, workspace.subscription_id, workspace.resource_group, workspace.name, workspace.location,
                         registry_discovery_url=metadata.get("registry_discovery_endpoint")
                         or cloud.registry_discovery_endpoint,

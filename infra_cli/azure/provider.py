@@ -1,9 +1,11 @@
 """The provider: the only code that calls Azure for plan and apply.
 
-Reads go over the lean REST reader (azure/arm.py: azure-core only, no azure-ai-ml import), with list calls where
+Reads go over the lean REST client (azure/arm.py: azure-core only, no azure-ai-ml import), with list calls where
 one serves, issued concurrently (bounded); they return plain data (dicts of the values azure-ai-ml's entities
-would hold), which plan normalises (plan/live.py), so this module needs nothing from plan. Writes go through the
-SDKs (azure-ai-ml, azure-mgmt-compute) with azure-core's retry policy (clients.py) handling 429/5xx. The same
+would hold), which plan normalises (plan/live.py), so this module needs nothing from plan. Writes of clusters and
+environment versions go over the same client, as the requests azure-ai-ml sends (compute_body; tests/contract hold
+them equal to its serialisation); only an environment with a build context (uploaded to the workspace's storage)
+goes through azure-ai-ml itself. azure-core's retry policy (clients.py) handles 429/5xx for both. The same
 code runs against Azure and against the local emulator: only the command's backend (commands/backend.py) knows which.
 """
 
@@ -19,8 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import yaml
+
 from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
+from infra_cli.azure.environment_versions import API_ENVIRONMENTS, version_tags
 from infra_cli.azure.lock_store import archive_versions, highest_archived_version
 from infra_cli.azure.protocol import Written
 from infra_cli.azure.sdk_chatter import quiet_sdk
@@ -39,7 +44,6 @@ SMOKE_RECORD_IMAGE = "mcr.microsoft.com/azureml/infra-smoke-record:none"  # neve
 # through the SDKs are the same request (and the emulator, held to the same specs, answers both alike).
 API_WORKSPACE = "2024-10-01-preview"
 API_COMPUTES = "2023-08-01-preview"
-API_ENVIRONMENTS = "2023-04-01-preview"
 API_REGISTRY_DISCOVERY = "v1.0"
 API_REGISTRY_ASSETS = "2021-10-01-dataplanepreview"
 API_SKUS = "2021-07-01"
@@ -275,6 +279,98 @@ def compute_values(body: Any) -> dict[str, Any]:
     return {**values, "unreadable": problems} if problems else values
 
 
+def iso_duration(seconds: Any) -> str | None:
+    """Seconds -> ISO 8601 duration as azure-ai-ml writes it (isodate: 120 -> "PT2M", 86400 -> "P1D"); none for
+    none or zero, which azure-ai-ml leaves out."""
+    if not seconds:
+        return None
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M"), (secs, "S")) if n)
+    return "P" + (f"{days}D" if days else "") + (f"T{clock}" if clock else "")
+
+
+def _pascal(snake: Any) -> str | None:
+    """azure-ai-ml's snake_to_pascal: "low_priority" -> "LowPriority", "system_assigned,user_assigned" ->
+    "SystemAssigned,UserAssigned"."""
+    if not snake:
+        return None
+    return ",".join("".join(w[:1].upper() + w[1:] for w in part.strip().split("_")) for part in str(snake).split(","))
+
+
+# How compute_body writes a plan attribute at its row's REST path: the inverse of REST_READERS.
+REST_WRITERS: dict[str, Callable[[Any], Any]] = {
+    "text": lambda v: v,
+    "required_text": lambda v: v,
+    "count": lambda v: None if v is None else int(v),
+    "snake": _pascal,
+    "duration": iso_duration,
+    "absent_true": lambda v: True if v is None else bool(v),
+}
+# azure-ai-ml's ARM id test for a subnet given whole (azure/ai/ml/_schema/_utils/utils.py validate_arm_str)
+_ARM_SUBNET = re.compile(r"/subscriptions/[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}?/resourcegroups/.*"
+                         r"/providers/[a-z.a-z]*/[a-z]*/.*")
+
+
+def conda_text(base_dir: Path, conda_file: str | dict | None) -> str | None:
+    """The conda file as an environment version carries it: its YAML loaded and dumped with sorted keys, as
+    azure-ai-ml sends it (Environment._translated_conda_file). `conda_file`: a path relative to base_dir, or the
+    mapping itself."""
+    if not conda_file:
+        return None
+    data = conda_file if isinstance(conda_file, dict) else yaml.safe_load((base_dir / conda_file).read_text("utf-8"))
+    return yaml.dump(data, sort_keys=True)
+
+
+def _put_path(body: dict, path: str, value: Any) -> None:
+    if value is None:
+        return
+    *parents, leaf = path.split(".")
+    for step in parents:
+        body = body.setdefault(step, {})
+    body[leaf] = value
+
+
+def compute_body(resource: Written, secrets: Any, subnet: str | None, vnet_name: str | None, *,
+                 subscription_id: str, resource_group: str, location: str) -> dict[str, Any]:
+    """The ComputeResource JSON a full PUT of the cluster sends: what azure-ai-ml's AmlCompute._to_rest_object
+    serialises for the same settings (tests/contract hold the two equal). Each plain row of stack/cluster_fields.py
+    lands at its last REST path; `secrets` (admin_username, admin_password, ssh_key_value) only here, never in a
+    plan. `location`: the workspace's, where the plan leaves it out (azure-ai-ml reads the workspace's)."""
+    a = resource.attributes
+    body: dict[str, Any] = {"location": location, "properties": {"computeType": "AmlCompute", "properties": {}}}
+    for f in CLUSTER_FIELDS:
+        if f.plain(SDK):
+            _put_path(body, f.rest[-1], REST_WRITERS[f.read](a.get(f.attribute)))
+    aml = body["properties"]["properties"]
+    aml.setdefault("vmSize", "STANDARD_DS3_V2")   # azure-ai-ml's ComputeDefaults.VMSIZE
+    aml["scaleSettings"] = {"maxNodeCount": int(a.get("max_instances") or 0),
+                            "minNodeCount": int(a.get("min_instances") or 0), **aml.get("scaleSettings", {})}
+    if secrets.admin_username:
+        aml["userAccountCredentials"] = {k: v for k, v in (
+            ("adminUserName", secrets.admin_username), ("adminUserPassword", secrets.admin_password),
+            ("adminUserSshPublicKey", secrets.ssh_key_value)) if v is not None}
+        public = a.get("ssh_public_access_enabled")
+        aml["remoteLoginPortPublicAccess"] = "NotSpecified" if public is None else "Enabled" if public else "Disabled"
+    else:
+        aml["remoteLoginPortPublicAccess"] = "NotSpecified"
+    body["properties"]["disableLocalAuth"] = not secrets.admin_username
+    if subnet:
+        whole = _ARM_SUBNET.match(subnet.lower())
+        aml["subnet"] = {"id": subnet if whole and whole.group() == subnet.lower() else
+                         f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/"
+                         f"Microsoft.Network/virtualNetworks/{vnet_name}/subnets/{subnet}"}
+    aml["osType"] = "Linux"   # what azure-ai-ml has always sent
+    if a.get("identity_type"):
+        identity: dict[str, Any] = {"type": _pascal(a["identity_type"])}
+        if a.get("user_assigned_identities"):
+            identity["userAssignedIdentities"] = {i: {} for i in a["user_assigned_identities"]}
+        body["identity"] = identity
+    body["tags"] = {**(a.get("tags") or {}), **resource.tags}
+    return body
+
+
 def version_values(body: dict, next_version: str | None = None) -> dict[str, Any]:
     """An environment version (workspace or registry) -> name (out of its id, as azure-ai-ml reads it), version,
     tags, and its content as recorded (image, conda file's text, build context and Dockerfile), which an import
@@ -321,9 +417,7 @@ class AzureProvider:
 
     @property
     def _workspace_path(self) -> str:
-        c = self.clients
-        return (f"subscriptions/{c.subscription_id}/resourceGroups/{c.resource_group}"
-                f"/providers/Microsoft.MachineLearningServices/workspaces/{c.workspace_name}")
+        return self.clients.workspace_path
 
     # ---- reads: plain data, one list call where one serves ------------------------------------------------
 
@@ -526,24 +620,20 @@ class AzureProvider:
     def record_smoke(self, stack: str, distribution: str, tags: dict[str, str], *, attempts: int = 5) -> None:
         """Register the record (its tags) as the next version (immutable, so two writers never overwrite each
         other: the one that loses the version number reads the latest again and takes the next)."""
-        from azure.ai.ml.entities import Environment
         from azure.core.exceptions import HttpResponseError
 
         name = smoke_record_name(stack, distribution)
-        envs = self.clients.ml.environments
+        versions = self.clients.versions
         for attempt in range(attempts):
+            latest = versions.latest(name)
+            number = str((latest or {}).get("name") or "")
+            version = (int(number) + 1 if number.isdigit() else 1) if latest is not None else \
+                (highest_archived_version(versions, name) or 0) + 1   # a destroyed stack's
             try:
-                latest = envs.get(name, label="latest")
-                version = int(latest.version) + 1 if str(latest.version).isdigit() else 1
-            except Exception as exc:
-                if not is_not_found(exc):
-                    raise
-                version = (highest_archived_version(self.clients.ml, name) or 0) + 1   # a destroyed stack's
-            try:
-                envs.create_or_update(Environment(
-                    name=name, version=str(version), image=f"{SMOKE_RECORD_IMAGE}-{uuid.uuid4().hex[:12]}", tags=tags,
-                    description=f"infra smoke record of stack {stack}, distribution {distribution} "
-                                "(do not use in jobs)"))
+                versions.register(name, str(version), {
+                    "image": f"{SMOKE_RECORD_IMAGE}-{uuid.uuid4().hex[:12]}", "tags": tags,
+                    "description": f"infra smoke record of stack {stack}, distribution {distribution} "
+                                   "(do not use in jobs)"})
                 return
             except HttpResponseError:
                 if attempt == attempts - 1:
@@ -553,34 +643,19 @@ class AzureProvider:
 
     def put_cluster(self, resource: Written, secrets: Any, subnet: str | None,
                     vnet_name: str | None) -> Any:
-        """Create, or update in place, through a full PUT (the SDK's begin_update sends a broken subnet).
-        `secrets`: admin_username, admin_password, ssh_key_value (plan's ClusterSecrets)."""
-        from azure.ai.ml.entities import (AmlCompute, AmlComputeSshSettings, IdentityConfiguration,
-                                          ManagedIdentityConfiguration, NetworkSettings)
-
-        a = resource.attributes
-        ssh = None
-        if secrets.admin_username:
-            ssh = AmlComputeSshSettings(admin_username=secrets.admin_username,
-                                        admin_password=secrets.admin_password, ssh_key_value=secrets.ssh_key_value)
-        identity = None
-        if a["identity_type"]:
-            identity = IdentityConfiguration(type=a["identity_type"], user_assigned_identities=[
-                ManagedIdentityConfiguration(resource_id=i) for i in a["user_assigned_identities"]] or None)
-        entity = AmlCompute(
-            name=resource.name, **{f.sdk: a[f.attribute] for f in CLUSTER_FIELDS if f.plain(SDK)},
-            ssh_public_access_enabled=a["ssh_public_access_enabled"] if ssh else None,
-            ssh_settings=ssh,
-            network_settings=NetworkSettings(vnet_name=vnet_name, subnet=subnet) if subnet else None,
-            identity=identity, tags={**a["tags"], **resource.tags},
-        )
-        return self.clients.ml.compute.begin_create_or_update(entity).result()
+        """Create, or update in place, through a full PUT (the SDK's begin_update sends a broken subnet), waited
+        for to its end. `secrets`: admin_username, admin_password, ssh_key_value (plan's ClusterSecrets)."""
+        c = self.clients
+        body = compute_body(resource, secrets, subnet, vnet_name, subscription_id=c.subscription_id,
+                            resource_group=c.resource_group, location=c.location)
+        return compute_values(c.arm.put(f"{self._workspace_path}/computes/{resource.name}", API_COMPUTES, body))
 
     def delete_cluster(self, name: str, *, wait_gone_s: float = 600.0, poll_s: float = 0.5) -> None:
         """Delete and wait until a GET says 404: a same-name recreate that races the delete comes back with
         the OLD size (azure-rest-api-specs #18889)."""
-        try:
-            self.clients.ml.compute.begin_delete(name).result()
+        try:   # azure-ai-ml's begin_delete: the nodes' resources go with the cluster
+            self.clients.arm.delete(f"{self._workspace_path}/computes/{name}", API_COMPUTES,
+                                    underlyingResourceAction="Delete")
         except Exception as exc:
             if not is_not_found(exc):
                 raise
@@ -595,7 +670,7 @@ class AzureProvider:
         name them): each active version tagged with `stack` loses infra's ownership tags and is archived
         (`az ml environment archive --version`), so no stack owns it and lists no longer show it. Returns the
         versions released; versions of other owners stay as they are."""
-        return archive_versions(self.clients.ml, name, keep=lambda tags: tags.get(TAG_STACK) != stack,
+        return archive_versions(self.clients.versions, name, keep=lambda tags: tags.get(TAG_STACK) != stack,
                                 drop_tags=OWNERSHIP_TAGS)
 
     def retire_records(self, stack: str, lock: str, lock_released: int | None) -> list[str]:
@@ -606,47 +681,47 @@ class AzureProvider:
         prefix = smoke_record_name(stack, "").lower()
         names = [n for n, _ in self.listed_environments() if n.startswith(prefix)]
         retired = [n for n in names if self.archive_environment(n, stack)]
-        if lock_released is not None and archive_versions(self.clients.ml, lock, up_to=lock_released,
+        if lock_released is not None and archive_versions(self.clients.versions, lock, up_to=lock_released,
                                                           drop_tags=OWNERSHIP_TAGS):
             retired.append(lock)
         return retired
 
     def forget_environment(self, name: str, stack: str) -> list[str]:
         """`infra state rm`: each version tagged with `stack` loses infra's ownership tags, and nothing else."""
-        envs = self.clients.ml.environments
-        released = []
-        for listed in envs.list(name=name):
-            if (listed.tags or {}).get(TAG_STACK) != stack:
+        versions, released = self.clients.versions, []
+        for listed in versions.list(name):
+            tags = version_tags(listed)
+            if tags.get(TAG_STACK) != stack:
                 continue
-            version = envs.get(name, version=listed.version)
-            version.tags = {k: v for k, v in (version.tags or {}).items() if k not in OWNERSHIP_TAGS}
-            envs.create_or_update(version)   # the same content: only its tags change
-            released.append(str(listed.version))
+            version = str(listed.get("name"))
+            versions.rewrite(name, version, tags={k: v for k, v in tags.items() if k not in OWNERSHIP_TAGS})
+            released.append(version)
         return released
 
     def adopt_environment(self, name: str, version: str, tags: dict[str, str]) -> None:
         """An import block: this version gets infra's ownership `tags` added, and nothing else changes."""
-        envs = self.clients.ml.environments
-        found = envs.get(name, version=version)
-        found.tags = {**(found.tags or {}), **tags}
-        envs.create_or_update(found)   # the same content: only its tags change
+        versions = self.clients.versions
+        found = versions.get(name, version)
+        versions.rewrite(name, version, tags={**version_tags(found), **tags})
 
     def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | dict | None,
                                    build_files: Callable[[Path], Path] | None) -> Any:
-        """Register a new, immutable version (never rewrite one). conda_file: a path relative to base_dir, or the
-        conda YAML inline (a mapping, which azure-ai-ml sends as its YAML text)."""
-        from azure.ai.ml.entities import BuildContext, Environment
-
+        """Register a new, immutable version (never rewrite one); returns the version registered. conda_file: a
+        path relative to base_dir, or the conda YAML inline (a mapping, which azure-ai-ml sends as its YAML text)."""
         a = resource.attributes
         common = dict(name=resource.name, version=a["version"], description=a.get("description"),
                       tags={**a.get("tags", {}), **resource.tags})
         if a["kind"] == "image":
-            conda = conda_file if isinstance(conda_file, dict) else str(base_dir / conda_file) if conda_file else None
-            env = Environment(image=a["image"], conda_file=conda, **common)
-            return self.clients.ml.environments.create_or_update(env)
+            properties = {"image": a["image"], "tags": common["tags"], "description": common["description"],
+                          "condaFile": conda_text(base_dir, conda_file)}
+            registered = self.clients.versions.register(resource.name, a["version"],
+                                                        {k: v for k, v in properties.items() if v is not None})
+            return str(registered.get("name") or a["version"])
+        from azure.ai.ml.entities import BuildContext, Environment
+
         with tempfile.TemporaryDirectory(prefix="infra-build-") as tmp, quiet_sdk():  # uploads the context
             context = build_files(Path(tmp)) if build_files else base_dir
             # a user's context may name its Dockerfile otherwise (build.dockerfile_path); a template's is "Dockerfile"
             dockerfile = (a.get("build") or {}).get("dockerfile_path") or "Dockerfile"
             env = Environment(build=BuildContext(path=str(context), dockerfile_path=dockerfile), **common)
-            return self.clients.ml.environments.create_or_update(env)
+            return str(self.clients.ml.environments.create_or_update(env).version)

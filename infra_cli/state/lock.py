@@ -65,8 +65,8 @@ class LockHeld(Exception):
         super().__init__(f"the stack is locked by {info.holder} since {info.since} ({info.operation})")
 
 
-def _read(ml: Any, name: str) -> LockInfo:
-    latest = latest_lock_version(ml, name)
+def _read(versions: Any, name: str) -> LockInfo:
+    latest = latest_lock_version(versions, name)
     if latest is None:
         return LockInfo(False, None, None, None, 0)
     version, tags = latest
@@ -107,14 +107,14 @@ def holder_id() -> str:
 
 
 class StackLock:
-    def __init__(self, ml: Any, stack: str, operation: str):
-        self.ml, self.name, self.operation = ml, lock_name(stack), operation
+    def __init__(self, versions: Any, stack: str, operation: str):
+        self.versions, self.name, self.operation = versions, lock_name(stack), operation
         self.version: int | None = None
         self.released: int | None = None   # the "free" version the last release registered (or found landed)
 
     def acquire(self, *, attempts: int = 3) -> None:
         for attempt in range(attempts):
-            info = _read(self.ml, self.name)
+            info = _read(self.versions, self.name)
             if info.held and not info.holder_is_dead_here():
                 raise LockHeld(info)
             version, token = info.version + 1, uuid.uuid4().hex
@@ -123,9 +123,9 @@ class StackLock:
                     "infra.lock.host": socket.gethostname(), "infra.lock.pid": str(os.getpid()),
                     "infra.lock.token": token, **({MACHINE_TAG: machine} if (machine := machine_identity()) else {})}
             try:
-                register_lock_version(self.ml, self.name, version, tags)
+                register_lock_version(self.versions, self.name, version, tags)
             except LockWriteRefused as refused:
-                now = _read(self.ml, self.name)
+                now = _read(self.versions, self.name)
                 if now.token == token:
                     self.version = version      # the service kept our registration before the error
                     return
@@ -146,10 +146,10 @@ class StackLock:
             return
         for attempt in range(attempts):
             try:
-                register_lock_version(self.ml, self.name, self.version + 1, {"infra.lock": "free"})
+                register_lock_version(self.versions, self.name, self.version + 1, {"infra.lock": "free"})
                 break
             except LockWriteRefused as refused:
-                if _read(self.ml, self.name).version > self.version:
+                if _read(self.versions, self.name).version > self.version:
                     break       # the release landed before the error
                 if attempt + 1 == attempts:
                     raise refused.error from None
@@ -163,10 +163,10 @@ class StackLock:
         self.release()
 
 
-def force_unlock(ml: Any, stack: str) -> LockInfo:
+def force_unlock(versions: Any, stack: str) -> LockInfo:
     """Clear a stale lock; returns what it was."""
-    info = _read(ml, lock_name(stack))
+    info = _read(versions, lock_name(stack))
     if info.held:
-        register_lock_version(ml, lock_name(stack), info.version + 1,
+        register_lock_version(versions, lock_name(stack), info.version + 1,
                               {"infra.lock": "free", "infra.lock.cleared": holder_id()})
     return info

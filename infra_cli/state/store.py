@@ -32,16 +32,16 @@ class StateStore:
 
     def lock(self, stack: str, operation: str) -> StackLock:
         """The stack's lock, taken on entering a `with` block and released on leaving it."""
-        return StackLock(self.provider.clients.ml, stack, operation)
+        return StackLock(self.provider.clients.versions, stack, operation)
 
     def force_unlock(self, stack: str) -> LockInfo:
-        return force_unlock(self.provider.clients.ml, stack)
+        return force_unlock(self.provider.clients.versions, stack)
 
     serial_name = staticmethod(serial_name)
 
     def serial(self, stack: str) -> StateSerial:
         """The stack's lineage and serial now (one read of the latest version)."""
-        latest = latest_lock_version(self.provider.clients.ml, serial_name(stack))
+        latest = latest_lock_version(self.provider.clients.versions, serial_name(stack))
         return StateSerial() if latest is None else serial_from_version(stack, *latest)
 
     @staticmethod
@@ -59,11 +59,11 @@ class StateStore:
         token = uuid.uuid4().hex
         at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
-            register_lock_version(self.provider.clients.ml, serial_name(stack), after.serial,
+            register_lock_version(self.provider.clients.versions, serial_name(stack), after.serial,
                                   serial_tags(stack, after, operation, at, token),
                                   description=f"infra state serial of stack {stack} (do not use in jobs)")
         except LockWriteRefused as refused:
-            latest = latest_lock_version(self.provider.clients.ml, serial_name(stack))
+            latest = latest_lock_version(self.provider.clients.versions, serial_name(stack))
             if latest is None or latest[0] != after.serial or latest[1].get(TOKEN_TAG) != token:
                 raise refused.error from None
         return after

@@ -348,3 +348,61 @@ def test_a_subnet_name_without_its_vnet_is_refused_before_anything_goes_out(tmp_
     for fine in ("network_settings: {vnet_name: vnet1, subnet: default}", f"network_settings: {{subnet: {SUBNET_ID}}}"):
         path.write_text(text.replace("network_settings: {subnet: test-subnet-resource-id}", fine))
         load_valid_stack(path)
+
+
+def _sdk_body(cluster, secrets, subnet, vnet_name, subscription, resource_group):
+    """What azure-ai-ml 1.x sends for the same cluster: AmlCompute built from the plan's attributes as infra built
+    it before its writes went over the lean client, serialised by the SDK itself."""
+    from azure.ai.ml.entities import (AmlCompute, AmlComputeSshSettings, IdentityConfiguration,
+                                      ManagedIdentityConfiguration, NetworkSettings)
+    from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, SDK
+
+    a = cluster.attributes
+    ssh = AmlComputeSshSettings(admin_username=secrets.admin_username, admin_password=secrets.admin_password,
+                                ssh_key_value=secrets.ssh_key_value) if secrets.admin_username else None
+    identity = IdentityConfiguration(type=a["identity_type"], user_assigned_identities=[
+        ManagedIdentityConfiguration(resource_id=i) for i in a["user_assigned_identities"]] or None) \
+        if a["identity_type"] else None
+    entity = AmlCompute(name=cluster.name, **{f.sdk: a[f.attribute] for f in CLUSTER_FIELDS if f.plain(SDK)},
+                        ssh_public_access_enabled=a["ssh_public_access_enabled"] if ssh else None, ssh_settings=ssh,
+                        network_settings=NetworkSettings(vnet_name=vnet_name, subnet=subnet) if subnet else None,
+                        identity=identity, tags={**a["tags"], **cluster.tags})
+    entity._set_full_subnet_name(subscription, resource_group)
+    return entity._to_rest_object().as_dict()
+
+
+IDENTITY = ("/subscriptions/00000000-1111-2222-3333-444444444444/resourceGroups/test-rg/providers/"
+            "Microsoft.ManagedIdentity/userAssignedIdentities/trainer")
+
+
+@pytest.mark.parametrize("edit, secrets, subnet, vnet", [
+    ({}, (None, None, None), None, None),
+    ({"size: Standard_NC6": "size: Standard_NC6\n    tier: low_priority",
+      "idle_time_before_scale_down: 300": "idle_time_before_scale_down: 86520"},
+     (None, None, None), None, None),
+    ({"network_settings: {subnet: test-subnet-resource-id}":
+      "network_settings: {vnet_name: vnet1, subnet: default}\n    ssh_public_access_enabled: false\n"
+      "    ssh_settings: {admin_username: azureuser, ssh_key_value: ssh-rsa AAAAB3 contract}"},
+     ("azureuser", None, "ssh-rsa AAAAB3 contract"), "default", "vnet1"),
+    ({"network_settings: {subnet: test-subnet-resource-id}":
+      f"network_settings: {{subnet: {SUBNET_ID}}}\n"
+      f"    identity: {{type: user_assigned, user_assigned_identities: [{{resource_id: {IDENTITY}}}]}}\n"
+      "    ssh_settings: {admin_username: azureuser, admin_password: pw-contract}",
+      "enable_node_public_ip: true": "enable_node_public_ip: false"},
+     ("azureuser", "pw-contract", None), SUBNET_ID, None),
+], ids=["recorded", "low-priority-a-day-idle", "ssh-key-and-short-subnet", "password-identity-and-subnet-id"])
+def test_the_put_body_is_what_azure_ai_ml_serialises(tmp_path, edit, secrets, subnet, vnet):
+    """The cluster's PUT is built without azure-ai-ml (its import cost more than an apply's requests): for the same
+    settings it must be byte-for-byte the JSON azure-ai-ml's AmlCompute._to_rest_object serialises."""
+    from infra_cli.azure.provider import compute_body
+
+    text = STACK
+    for old, new in edit.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    loaded, (cluster,) = desired(tmp_path, text)
+    secrets = ClusterSecrets(*secrets)
+    sub, rg = PARAMS["subscriptionId"], PARAMS["resourceGroupName"]
+    ours = compute_body(cluster, secrets, subnet, vnet, subscription_id=sub, resource_group=rg,
+                        location=cluster.attributes["location"])
+    assert ours == _sdk_body(cluster, secrets, subnet, vnet, sub, rg)

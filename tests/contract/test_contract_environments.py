@@ -182,7 +182,7 @@ def test_create_sends_what_the_spec_and_the_recorded_create_say(tmp_path, client
         mock.put(f"{VERSIONS}/string", status=201,
                  json=version_body(response_body(CREATE_OR_UPDATE, "201"), PARAMS["version"]))
         created = AzureProvider(clients).create_environment_version(env, tmp_path, "conda.yaml", None)
-    assert created.version == PARAMS["version"]
+    assert created == PARAMS["version"]
     (put,) = sent(mock, "PUT")
     body = body_of(put)
     assert problems(body, "EnvironmentVersionResource", request=True, spec=ASSETS_SPEC) == []
@@ -227,3 +227,20 @@ def test_only_environments_the_workspace_lists_are_read(tmp_path, clients):
     (change,) = [c for c in diff(resources, live, stack="contract", source=loaded.source).changes
                  if c.address == "environment.absent"]
     assert change.actions == CREATE and change.after["version"] == "1"
+
+
+def test_the_put_body_is_what_azure_ai_ml_serialises(tmp_path, clients):
+    """The version's PUT is built without azure-ai-ml (its import cost more than an apply's requests): for the
+    same image, conda file, description and tags it must be the JSON azure-ai-ml's Environment serialises."""
+    from azure.ai.ml.entities import Environment
+
+    loaded, (env,) = stack(tmp_path, conda="name: serving\nchannels: [conda-forge]\ndependencies:\n- python=3.10\n"
+                                           "- pip: [torch==2.3.0, {not: a-package}]\n")
+    with replay() as mock:
+        mock.put(f"{VERSIONS}/{env.attributes['version']}", status=201,
+                 json=version_body(response_body(CREATE_OR_UPDATE, "201"), env.attributes["version"]))
+        AzureProvider(clients).create_environment_version(env, tmp_path, "conda.yaml", None)
+    a = env.attributes
+    sdk = Environment(name=env.name, version=a["version"], image=a["image"], conda_file=str(tmp_path / "conda.yaml"),
+                      description=a.get("description"), tags={**a.get("tags", {}), **env.tags})
+    assert body_of(sent(mock, "PUT")[0]) == {"properties": sdk._to_rest_object().as_dict()["properties"]}

@@ -35,13 +35,13 @@ _LOCK_WORKER = textwrap.dedent("""
     state, gate, trials = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     ws = Workspace(subscription_id=sys.argv[4], resource_group="rg-race", name="mlw-race", location="eastus")
     clients = build_clients(ws, local=True, local_dir=state)
-    StackLock(clients.ml, "warm-up-" + str(os.getpid()), "apply").acquire()   # imports and connections made
+    StackLock(clients.versions, "warm-up-" + str(os.getpid()), "apply").acquire()   # imports and connections made
     threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
     print("ready", flush=True)
     for trial in range(trials):
         os.read(gate, 1)
         try:
-            StackLock(clients.ml, f"race{trial}", "apply").acquire()
+            StackLock(clients.versions, f"race{trial}", "apply").acquire()
             print(trial, "won", flush=True)
         except LockHeld:
             print(trial, "refused", flush=True)
@@ -102,7 +102,7 @@ def test_transient_error_taking_the_lock_is_reported_as_such(tmp_path):
         for attempt in range(40):
             server.stats.reset()
             try:
-                StackLock(clients.ml, f"flaky{attempt}", "apply").acquire()
+                StackLock(clients.versions, f"flaky{attempt}", "apply").acquire()
             except LockHeld as exc:
                 pytest.fail(f"nobody holds lock flaky{attempt}, yet: {exc}")
             except HttpResponseError as exc:

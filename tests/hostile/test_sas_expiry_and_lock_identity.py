@@ -64,7 +64,7 @@ def _dead_pid() -> int:
 
 
 def _held_by(clients, stack: str, **extra: str) -> None:
-    register_lock_version(clients.ml, lock_name(stack), 1, {
+    register_lock_version(clients.versions, lock_name(stack), 1, {
         "infra.lock": "held", "infra.lock.holder": "someone@" + socket.gethostname(), "infra.lock.operation": "apply",
         "infra.lock.since": "2026-01-01T00:00:00Z", "infra.lock.host": socket.gethostname(),
         "infra.lock.pid": str(_dead_pid()), "infra.lock.token": "theirs", **extra})
@@ -74,10 +74,10 @@ def _held_by(clients, stack: str, **extra: str) -> None:
 def test_a_lock_held_on_another_machine_of_the_same_name_is_not_taken_over(clients):
     _held_by(clients, "twin", **{MACHINE_TAG: "another-machine"})
     with pytest.raises(LockHeld):
-        StackLock(clients.ml, "twin", "apply").acquire()
+        StackLock(clients.versions, "twin", "apply").acquire()
     _held_by(clients, "older-infra")      # a lock that does not say where its pid lives: not provably dead here
     with pytest.raises(LockHeld):
-        StackLock(clients.ml, "older-infra", "apply").acquire()
+        StackLock(clients.versions, "older-infra", "apply").acquire()
 
 
 @pytest.mark.skipif(not LINUX_IDENTITY, reason="no boot id or pid namespace to tell this machine by")
@@ -85,7 +85,7 @@ def test_a_lock_whose_holder_died_on_this_machine_is_taken_over(clients):
     from infra_cli.state.lock import machine_identity
 
     _held_by(clients, "killed", **{MACHINE_TAG: machine_identity()})
-    lock = StackLock(clients.ml, "killed", "apply")
+    lock = StackLock(clients.versions, "killed", "apply")
     lock.acquire()
     assert lock.version == 2
     lock.release()
