@@ -1,5 +1,5 @@
 """Output values: references checked at validate (an unknown address or attribute is an error at its line),
-evaluated from the live state and smoke records, `(known after apply)` for what a plan creates, and
+evaluated from the live state and smoke records, what a plan sets known and `(known after apply)` for the rest, and
 `infra output` (text, --json, --raw). The CLI on the emulator is in tests/test_variables.py (staging and prod)."""
 
 from __future__ import annotations
@@ -70,6 +70,35 @@ def test_values_come_from_the_live_state_and_the_smoke_record():
     assert planned["id"].value is UNKNOWN and planned["text"].value is UNKNOWN and planned["env"].value is None
 
 
+
+def test_a_plan_knows_what_the_stack_sets_of_what_it_creates():
+    """As Terraform shows values known from configuration (issue 34 walk: ib-a100's cluster_name and
+    cluster_size were `(known after apply)` in the first plan): a cluster the plan creates has its name, size,
+    max_instances, location and ARM id from the change's `after`, only provisioning_state unknown; a new
+    environment version its name, version and asset id; a smoke that will run stays unknown."""
+    from infra_cli.commands.views.outputs import plan_outputs_json
+    from infra_cli.plan.model import ResourceChange
+
+    text = STACK + ('  name: {value: "${cluster.a100.name}"}\n  nodes: {value: "${cluster.a100.max_instances}"}\n'
+                    '  state: {value: "${cluster.a100.provisioning_state}"}\n'
+                    '  version: {value: "${environment.train.version}"}\n')
+    creates = [ResourceChange("cluster.a100", "cluster", "a100", ["create"], None,
+                              {"size": "Standard_ND96asr_v4", "max_instances": 2, "location": "eastus"}),
+               ResourceChange("environment.train", "environment", "train", ["create"], None, {"version": "3"})]
+    planned = output_values(loaded(text), LiveState(), {}, changes=creates, pending=["smoke.ddp"])
+    values = {name: v.value for name, v in planned.items()}
+    assert values["id"].endswith("/workspaces/mlw/computes/a100") and values["name"] == "a100"
+    assert values["nodes"] == 2 and values["env"] == "azureml:train:3" and values["version"] == "3"
+    assert values["state"] is UNKNOWN and values["busbw"] is UNKNOWN and values["text"] is UNKNOWN
+    json_changes = plan_outputs_json(planned)   # the plan JSON's output_changes follow
+    assert json_changes["nodes"] == {"after": 2, "after_unknown": False, "after_sensitive": False}
+    assert json_changes["state"] == {"after": None, "after_unknown": True, "after_sensitive": False}
+    replaced = [ResourceChange("cluster.a100", "cluster", "a100", ["delete", "create"], {"max_instances": 1},
+                               {"size": "Standard_ND96asr_v4", "max_instances": 4, "location": "eastus"})]
+    again = output_values(loaded(text), LiveState(), {}, changes=replaced)
+    assert again["nodes"].value == 4 and again["state"].value is UNKNOWN   # the replacement's, not the live 1
+
+
 def test_output_without_name_refuses_raw(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(STACK)
@@ -77,6 +106,27 @@ def test_output_without_name_refuses_raw(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120,
                           env={**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")})
     assert done.returncode == 1 and "error[output.raw-needs-name]" in done.stderr
+
+
+
+def test_output_of_a_stack_of_which_nothing_exists_is_no_outputs_not_nulls(tmp_path):
+    """Before any apply (and after destroy: tests/test_variables.py), as Terraform with no state: a warning
+    `No outputs found` saying why and what to run, exit 0, `{}` with --json; one named output is an error naming
+    it, exit 1, --raw too (before: every output printed as null)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(STACK)
+    env = {**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "infra_cli", "output", str(path), *a, "--local"],
+                                    capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    shown = run()
+    assert shown.returncode == 0 and shown.stdout == "", shown.stdout + shown.stderr
+    assert "warning[output.none]: No outputs found: nothing of stack 's' exists in workspace 'mlw'" in shown.stderr
+    assert f"hint: `infra apply {path} --local` creates it" in shown.stderr, shown.stderr
+    as_json = run("--json")
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == {}, as_json.stdout + as_json.stderr
+    raw = run("id", "--raw")
+    assert raw.returncode == 1 and raw.stdout == "", raw.stdout
+    assert 'error[output.not-found]: Output "id" not found: nothing of stack' in raw.stderr, raw.stderr
 
 
 @pytest.mark.runs_jobs   # a smoke job on the emulator (tests/conftest.py schedules these first)

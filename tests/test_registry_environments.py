@@ -117,7 +117,24 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
     (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
     assert error["severity"] == "error" and error["line"] == 12 and "acpt-pytorch-9.9" in error["message"]
-    assert "az ml environment list --registry-name azureml" in error["hint"]
+    assert error["hint"].startswith("did you mean ") and "az ml" not in error["hint"], error["hint"]
+
+
+def test_a_version_that_does_not_exist_is_told_the_versions_there_are(tmp_path, clients):
+    """Issue 34 walk: the hint said `az ml environment list --registry-name azureml`, which a `--local` user
+    cannot run; the message names the versions the registry lists of that name, and the hint what to write."""
+    path = tmp_path / "stack.yaml"
+    uri = f"azureml://registries/azureml/environments/{ACPT_22}"
+    newest = latest(ACPT_22)
+    for written, pinned, follow in ((f"{uri}/versions/{newest + 1}", f"{uri}/versions/{newest}", f"{uri}/labels/latest"),
+                                    (f"azureml:AzureML-{ACPT_22}:{newest + 1}", f"azureml:AzureML-{ACPT_22}:{newest}",
+                                     f"azureml:AzureML-{ACPT_22}@latest")):
+        path.write_text(STACK.replace("CURATED", written))
+        outcome = plan_stack(load_stack(path), AzureProvider(clients))
+        (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+        assert error["message"].endswith(f"(registry 'azureml' has versions 1 to {newest} of "
+                                         f"{parse_environment_reference(written).name!r}; label latest is {newest})"), error
+        assert error["hint"] == f"pin a version it has, as `{pinned}`, or follow the newest with `{follow}`"
 
 
 def test_jobs_carry_registry_references_whole_and_render_loads_with_the_sdk(tmp_path):
@@ -325,4 +342,22 @@ def test_a_name_that_resolves_to_nothing_gets_a_did_you_mean_from_the_registry(t
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
     (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
     assert error["hint"].startswith(f"did you mean {suggested}"), error["hint"]
-    assert "az ml environment list --registry-name azureml" in error["hint"]
+    assert "az ml" not in error["hint"], error["hint"]   # the registry's few names are all in reach: no az to run
+
+
+def test_a_name_like_none_the_registry_lists_names_them_or_the_listing(tmp_path, clients, monkeypatch):
+    """A registry that lists few environments (the local Azure's azureml) has them all named in the hint, which a
+    `--local` user can act on; a longer one (Azure's azureml) is `az ml environment list --registry-name R`'s."""
+    from infra_cli.plan import engine
+
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK.replace("CURATED", "azureml://registries/azureml/environments/zzz-qqq/labels/latest"))
+    names = sorted((r.name for r in curated_registries()["azureml"]), key=str.lower)
+    assert len(names) <= engine.NAMES_SAID, "the local registry outgrew the hint: raise NAMES_SAID"
+    outcome = plan_stack(load_stack(path), AzureProvider(clients))
+    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+    assert error["hint"] == "registry 'azureml' lists: " + ", ".join(names), error["hint"]
+    monkeypatch.setattr(engine, "NAMES_SAID", len(names) - 1)
+    outcome = plan_stack(load_stack(path), AzureProvider(clients))
+    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+    assert error["hint"] == "check the name and version with `az ml environment list --registry-name azureml`"

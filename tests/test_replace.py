@@ -44,7 +44,7 @@ def test_replace_a_cluster_and_an_environment(tmp_path):
     assert "  # cluster.gpu will be replaced, as requested\n  # (replace requested)\n  -/+ resource" in plan.stdout
     assert "# environment.train will get a new version (version 2)" in plan.stdout
     assert "Plan: 2 to add, 0 to change, 1 to destroy." in plan.stdout
-    assert '  env = (known after apply)' in plan.stdout
+    assert '  env = "azureml:train:2"' in plan.stdout   # the version the plan assigns (issue 34)
     refused = infra("apply", str(plan_file), "--replace", "cluster.gpu", "--local", state=state)
     assert refused.returncode == 1 and "error[apply.plan-replace]" in refused.stderr
     applied = infra("apply", str(plan_file), "--local", "--no-smoke", state=state)

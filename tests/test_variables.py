@@ -204,7 +204,7 @@ def test_staging_and_prod_are_separate_owners(tmp_path):
     plan_file = tmp_path / "prod.plan"
     r = infra("plan", str(stack), "--var-file", prod, "--local", "--out", str(plan_file), state=state)
     assert r.returncode == 0 and "Plan: 1 to add, 0 to change, 0 to destroy." in r.stdout, r.stdout + r.stderr
-    assert "  cluster_id = (known after apply)\n  nodes      = (known after apply)\n" in r.stdout
+    assert "  cluster_id = \"" + ARM_ID.format(env="prod") + "\"\n  nodes      = 4\n" in r.stdout
     saved = plan_file.read_text()
     recorded = json.loads(saved)["variables"]
     assert recorded["env"] == {"value": "prod"} and recorded["nodes"] == {"value": 4}
@@ -234,6 +234,8 @@ def test_staging_and_prod_are_separate_owners(tmp_path):
     r5 = infra("destroy", str(stack), "--var-file", staging, "--auto-approve", "--local", state=state)
     assert r5.returncode == 0 and "1 destroyed" in r5.stdout, r5.stdout + r5.stderr
     assert infra("state", "list", str(stack), "--var-file", staging, "--local", state=state).stdout == ""
+    gone = infra("output", str(stack), "--json", "--var-file", staging, "--local", state=state)
+    assert gone.returncode == 0 and gone.stdout == "{}\n", gone.stdout + gone.stderr   # no state: {} (issue 34)
     assert infra("state", "list", str(stack), "-var-file", prod, "--local", state=state).stdout == "cluster.a100\n"
     r6 = infra("plan", str(stack), "--var-file", prod, "--local", state=state)
     assert "No changes" in r6.stdout, r6.stdout + r6.stderr

@@ -37,7 +37,7 @@ from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.knowledge.docker_templates import template_dir
 from infra_cli.plan.api import template_build_diagnostics
 from infra_cli.paths import (
-    OutputFile, context_files, link_on_the_way, project_root, read_beneath, remove_beneath, templates_dir,
+    OutputFile, context_files, link_on_the_way, local_project, project_root, read_beneath, remove_beneath, templates_dir,
     write_beneath)
 from infra_cli.smoke.api import distribution_job_files
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
@@ -192,8 +192,10 @@ def _overlaps(loaded: LoadedStack, out: Path) -> list[tuple[tuple | None, str, P
 
 
 def _suggested_out(loaded: LoadedStack) -> str:
-    """An output directory apart from every source: rendered/ beside the stack, else beside its project."""
-    for candidate in (loaded.base_dir / "rendered",
+    """An output directory apart from every source and from what git tracks: .infra/render/STACK in the project
+    (where `--local` keeps its state too; a folder a checkout ignores, as this repository's .gitignore does), else
+    STACK-rendered beside the project (a `code:` folder that is the whole project holds .infra/)."""
+    for candidate in (local_project(loaded.path) / ".infra" / "render" / loaded.path.stem,
                       project_root(loaded.path).parent / f"{loaded.path.stem}-rendered"):
         if not _overlaps(loaded, candidate.resolve()):
             shown = os.path.relpath(candidate)

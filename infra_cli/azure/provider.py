@@ -510,22 +510,46 @@ class AzureProvider:
         return (base if base.endswith("/") else base + "/") + MFE_PATH_PREFIX, found.get("subscriptionId"), \
             found.get("resourceGroup")
 
+    def _version_lists(self, reference: str, registry_base: tuple[str, str, str] | None = None
+                       ) -> tuple[list[str], str]:
+        """The version lists an environment reference may name (a registry's in each form of its name, or the
+        workspace's), with their api-version; none for a registry that discovery does not know."""
+        ref = parse_environment_reference(reference)
+        if ref.registry:
+            base, sub, group = registry_base or self._registry_base(ref.registry)
+            if not base:
+                return [], API_REGISTRY_ASSETS
+            registry = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
+                        f"Microsoft.MachineLearningServices/registries/{ref.registry}/environments")
+            # a curated name as public samples write it (AzureML-acpt-...) is the registry's acpt-... too
+            forms = registry_name_forms(ref.name) if ref.registry.lower() == CURATED_REGISTRY else (ref.name,)
+            return [f"{registry}/{form}/versions" for form in forms], API_REGISTRY_ASSETS
+        return [f"{self._workspace_path}/environments/{ref.name}/versions"], API_ENVIRONMENTS
+
+    def environment_versions(self, reference: str) -> list[str]:
+        """The versions the registry (or the workspace) lists of the environment `reference` names, newest first
+        (label latest is the first): what a reference to a version that does not exist is told to pin instead.
+        [] when the name itself is not there."""
+        candidates, api = self._version_lists(reference)
+        for versions in candidates:
+            try:
+                found = [str(version_values(b)["version"]) for b in
+                         self.clients.arm.pages(versions, api, **{"$orderBy": "createdtime desc"})
+                         if isinstance(b, dict)]
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+                continue
+            if found:
+                return found
+        return []
+
     def resolve_environment(self, reference: str, registry_base: tuple[str, str, str] | None = None) -> str | None:
         """What an environment reference names now, as `azureml://registries/R/environments/N/versions/V` (or
         `azureml:N:V` in the workspace); None when it does not exist. Labels (latest) resolve to a version."""
         ref = parse_environment_reference(reference)
         arm = self.clients.arm
-        if ref.registry:
-            base, sub, group = registry_base or self._registry_base(ref.registry)
-            if not base:
-                return None
-            registry = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
-                        f"Microsoft.MachineLearningServices/registries/{ref.registry}/environments")
-            # a curated name as public samples write it (AzureML-acpt-...) is the registry's acpt-... too
-            forms = registry_name_forms(ref.name) if ref.registry.lower() == CURATED_REGISTRY else (ref.name,)
-            candidates, api = [f"{registry}/{form}/versions" for form in forms], API_REGISTRY_ASSETS
-        else:
-            candidates, api = [f"{self._workspace_path}/environments/{ref.name}/versions"], API_ENVIRONMENTS
+        candidates, api = self._version_lists(reference, registry_base)
         body = None
         for versions in candidates:
             body = (arm.first(versions, api, **{"$orderBy": "createdtime desc", "$top": 1}) if ref.label

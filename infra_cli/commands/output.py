@@ -214,8 +214,9 @@ _COMMAND_NAMED = re.compile(r"`(infra (?:plan|apply|destroy|import|force-unlock|
 # What the engines name to list what Azure holds, which the az CLI cannot do on the local Azure (the emulator
 # refuses its tokens): on a local run, what infra lists there instead, for the stack this run was given. A key
 # matches the az command with whatever arguments follow it (`az ml compute show --name X`), except a registry's
-# listing (`--registry-name R`): the stack's state holds none of a registry's environments, and the hint that names
-# it says the registry's own names (azureml's are public), so it stays as written.
+# listing (`--registry-name R`): the stack's state holds none of a registry's environments, and plan names that
+# listing only for a registry with more names than its hint says (Azure's azureml: its names are public); the local
+# Azure's registry has every name said in the hint (plan/engine.py NAMES_SAID), so it stays as written.
 _LOCAL_INSTEAD = {"az ml compute list": "infra state list {stack}", "az ml compute show": "infra state list {stack}",
                   "az ml environment list": "infra state list {stack}"}
 _AZ_NAMED = re.compile("`(" + "|".join(map(re.escape, _LOCAL_INSTEAD)) + r")(?: (?![^`]*--registry-name)[^`]*)?`")

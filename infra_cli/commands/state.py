@@ -98,7 +98,7 @@ def output(
     """Print the stack's output values, read live from Azure (as `terraform output`)."""
     from infra_cli.commands.backend import provider_for
     from infra_cli.commands.views.outputs import output_lines, outputs_json
-    from infra_cli.plan.outputs import read_outputs
+    from infra_cli.plan.outputs import no_outputs, read_outputs
     from infra_cli.stack.outputs import shown
 
     if raw and name is None:
@@ -108,6 +108,18 @@ def output(
         loaded, values = read_outputs(stack, backend=provider_for(local=local, anchor=stack))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
+    if values is None:   # nothing of the stack exists: as Terraform with no state, no outputs (not every one null)
+        if name is None:
+            if as_json:
+                print("{}")
+            else:
+                print_diagnostics([no_outputs(loaded, stack)])
+            raise typer.Exit(EXIT_OK)
+    if name is not None and name not in loaded.stack.outputs:
+        raise fail([Diagnostic("error", "output.not-found", f"the stack has no output {name!r}", str(stack), None, None,
+                               f"declared: {', '.join(sorted(loaded.stack.outputs)) or 'none'}")])
+    if values is None:
+        raise fail([no_outputs(loaded, stack, name)])
     if name is None:
         if as_json:
             print(json.dumps(outputs_json(values), indent=2))
@@ -116,9 +128,6 @@ def output(
         else:
             print("\n".join(output_lines(values)))
         raise typer.Exit(EXIT_OK)
-    if name not in values:
-        raise fail([Diagnostic("error", "output.not-found", f"the stack has no output {name!r}", str(stack), None, None,
-                               f"declared: {', '.join(sorted(values)) or 'none'}")])
     value = values[name].value
     if raw:
         if value is None or isinstance(value, (list, dict)):

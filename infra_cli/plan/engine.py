@@ -48,41 +48,92 @@ def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[st
                                for t in bad])
 
 
+# A registry that lists no more environments than this has them all named in the hint of a name that is not
+# there (the local Azure's azureml registry does); a longer list is `az ml environment list --registry-name R`'s.
+NAMES_SAID = 12
+VERSIONS_SAID = 6
+
+
+def _names(provider: Provider, registry: str | None, listed: dict[str | None, list[str]]) -> list[str]:
+    if registry not in listed:
+        try:
+            listed[registry] = provider.environment_names(registry)
+        except Exception:  # the list is a courtesy: an error reading it leaves the hint without it
+            listed[registry] = []
+    return listed[registry]
+
+
 def _did_you_mean(provider: Provider, reference: str, listed: dict[str | None, list[str]]) -> str:
     """The reference with its name swapped for the closest names the registry (or workspace) lists."""
     ref = parse_environment_reference(reference)
-    if ref.registry not in listed:
-        try:
-            listed[ref.registry] = provider.environment_names(ref.registry)
-        except Exception:  # the list is a courtesy: an error reading it leaves the hint without it
-            listed[ref.registry] = []
     # written as a workspace-form curated name (AzureML-...): suggested in that form, which names the registry
     prefix = ref.name[:len(CURATED_PREFIX)] if len(registry_name_forms(ref.name)) > 1 else ""
     close = [m if not prefix or m.lower().startswith(CURATED_PREFIX.lower()) else prefix + m
-             for m in close_names(ref.name, listed[ref.registry])]
+             for m in close_names(ref.name, _names(provider, ref.registry, listed))]
     close = [m for m in close if m.lower() != ref.name.lower()]
     return "did you mean " + " or ".join(reference.replace(ref.name, m, 1) for m in close) + "? " if close else ""
+
+
+def _versions_said(versions: list[str]) -> str:
+    """Versions as a registry lists them (newest first): a run of numbers as `versions 1 to 10`, else the newest
+    few and how many older ones there are."""
+    numbers = sorted(int(v) for v in versions if v.isdigit())
+    if len(numbers) == len(versions) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"versions {numbers[0]} to {numbers[-1]}"
+    older = f" and {len(versions) - VERSIONS_SAID} older" if len(versions) > VERSIONS_SAID else ""
+    return ("version " if len(versions) == 1 else "versions ") + ", ".join(versions[:VERSIONS_SAID]) + older
+
+
+def _other_versions(provider: Provider, reference: str) -> list[str]:
+    try:
+        return provider.environment_versions(reference)
+    except Exception:  # a courtesy, as the names: an error reading them leaves the message as it was
+        return []
+
+
+def _pin_instead(reference: str, version: str, newest: str) -> str:
+    """What to write instead of a reference to a version that does not exist: a version there is, or the label
+    latest (`azureml:N:V` -> `azureml:N@latest`, `.../versions/V` -> `.../labels/latest`)."""
+    head = reference[:len(reference) - len(version)]
+    if not reference.endswith(version) or not head.endswith((":", "/versions/")):
+        return ""
+    latest = head.removesuffix("/versions/") + "/labels/latest" if head.endswith("/versions/") else \
+        head[:-1] + "@latest"
+    return f"pin a version it has, as `{head}{newest}`, or follow the newest with `{latest}`"
 
 
 def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
                             resolved: dict[str, str | None], provider: Provider | None = None) -> list[Diagnostic]:
     """An environment reference that names nothing (a typo, a version that does not exist): the job would be
-    refused at submit time, so the plan says so now, at the stack's line, with the closest names the registry
-    (or workspace) lists."""
+    refused at submit time, so the plan says so now, at the stack's line, with what the registry (or workspace)
+    has: the versions of that name, else the closest names it lists (all of them, when there are few)."""
     out = []
     listed: dict[str | None, list[str]] = {}
     for name, reference in references.items():
-        if resolved.get(name) is None:
-            ref = parse_environment_reference(reference)
-            where = f"registry {ref.registry!r}" if ref.registry else f"workspace {loaded.stack.workspace.name!r}"
-            what = f"version {ref.version}" if ref.version else f"label {ref.label!r}"
-            listing = (f"az ml environment list --registry-name {ref.registry}" if ref.registry
-                       else "az ml environment list")
-            out.append(loaded.source.diagnostic(
-                ("environments", name, "curated"), "plan.environment-not-found",
-                f"environment {name!r}: {reference} does not exist ({ref.name!r} with {what} is not in {where})",
-                (_did_you_mean(provider, reference, listed) if provider is not None else "")
-                + f"check the name and version with `{listing}`"))
+        if resolved.get(name) is not None:
+            continue
+        ref = parse_environment_reference(reference)
+        where = f"registry {ref.registry!r}" if ref.registry else f"workspace {loaded.stack.workspace.name!r}"
+        what = f"version {ref.version}" if ref.version else f"label {ref.label!r}"
+        listing = (f"az ml environment list --registry-name {ref.registry}" if ref.registry
+                   else "az ml environment list")
+        versions = _other_versions(provider, reference) if provider is not None and ref.version else []
+        if versions:   # the name is there, the version is not: say the ones there are
+            message = (f"environment {name!r}: {reference} does not exist ({where} has {_versions_said(versions)} "
+                       f"of {ref.name!r}; label latest is {versions[0]})")
+            hint = _pin_instead(reference, ref.version, versions[0]) or f"check the version with `{listing}`"
+        else:
+            message = f"environment {name!r}: {reference} does not exist ({ref.name!r} with {what} is not in {where})"
+            close = _did_you_mean(provider, reference, listed) if provider is not None else ""
+            names = _names(provider, ref.registry, listed) if provider is not None and ref.registry else []
+            if ref.registry and not close and 0 < len(names) <= NAMES_SAID:
+                hint = f"{where} lists: {', '.join(sorted(names, key=str.lower))}"
+            elif ref.registry and close and 0 < len(names) <= NAMES_SAID:
+                hint = close.rstrip()
+            else:
+                hint = close + f"check the name and version with `{listing}`"
+        out.append(loaded.source.diagnostic(("environments", name, "curated"), "plan.environment-not-found",
+                                            message, hint))
     return out
 
 

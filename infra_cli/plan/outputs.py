@@ -1,14 +1,20 @@
-"""Output values read live: `infra output`, apply's closing `Outputs:`, and the plan's `Changes to Outputs:`
-(a value whose resource the plan creates or replaces, or whose smoke will run, is `(known after apply)`)."""
+"""Output values read live: `infra output`, apply's closing `Outputs:`, and the plan's `Changes to Outputs:`.
+
+In a plan, as Terraform shows values known from configuration: a cluster the plan creates or replaces has the
+name, size, max_instances, location and ARM id (workspace + name) the stack sets, only its provisioning_state is
+`(known after apply)`; an environment that gets a new version has its name, the version the plan assigns and its
+asset id; a smoke that will run is unknown until it has run."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.desired import desired_resources
-from infra_cli.plan.live import LiveState, read_live
+from infra_cli.plan.live import LiveRead, LiveState, read_live
 from infra_cli.plan.model import Action, ResourceChange
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
@@ -37,24 +43,30 @@ def output_values(loaded: LoadedStack, live: LiveState, records: dict[str, Smoke
     """Each output's value from the live state; `changes` and `pending` (smoke.NAME) of a plan make the values
     they will change unknown."""
     stack = loaded.stack
-    will_change = {c.address for c in changes or [] if c.action in (Action.CREATE, Action.REPLACE)}
-    will_change |= {c.address for c in changes or [] if c.action is Action.UPDATE and c.type == "environment"}
-    will_change |= set(pending)
+    # the desired state (the change's `after`) of what the plan creates, replaces or versions anew
+    planned = {c.address: c.after or {} for c in changes or []
+               if c.action in (Action.CREATE, Action.REPLACE) or (c.action is Action.UPDATE and c.type == "environment")}
+    unknown = set(pending)   # a smoke that will run: its verdict, figures, job and time come from running it
     updated = {c.address: c.after for c in changes or [] if c.action is Action.UPDATE and c.type == "cluster"}
     ws = stack.workspace
 
+    def cluster(name: str, a: dict, state: Any) -> dict:
+        return {"id": _ARM.format(s=ws.subscription_id, g=ws.resource_group, w=ws.name, n=name), "name": name,
+                "size": a.get("size"), "max_instances": a.get("max_instances"), "location": a.get("location"),
+                "provisioning_state": state}
+
     def lookup(ref: Reference) -> Any:
-        if ref.address in will_change:
+        if ref.address in unknown:
             return UNKNOWN
+        after = planned.get(ref.address)
         if ref.type == "cluster":
+            if after is not None:   # created or replaced: what the stack sets is known, Azure's state is not
+                return cluster(ref.name, after, UNKNOWN).get(ref.attribute)
             r = live.clusters.get(ref.name)
             if r is None or r.owner_stack != stack.stack:
                 return None
             a = updated.get(ref.address) or r.attributes   # an update in place: the values it sets
-            return {"id": _ARM.format(s=ws.subscription_id, g=ws.resource_group, w=ws.name, n=r.name),
-                    "name": r.name, "size": a.get("size"), "max_instances": a.get("max_instances"),
-                    "location": a.get("location"),
-                    "provisioning_state": a.get("provisioning_state") or "Succeeded"}.get(ref.attribute)
+            return cluster(r.name, a, a.get("provisioning_state") or "Succeeded").get(ref.attribute)
         if ref.type == "environment":
             env = stack.environments.get(ref.name)
             if env is None:
@@ -63,6 +75,9 @@ def output_values(loaded: LoadedStack, live: LiveState, records: dict[str, Smoke
                 asset = (resolved or {}).get(ref.name) or env.curated   # a registry's: azureml://registries/...
                 version = (asset.rsplit("/versions/", 1)[1] if "/versions/" in asset
                            else asset.rsplit(":", 1)[1] if asset.count(":") >= 2 and "@" not in asset else None)
+            elif after is not None:   # a new version: the one the plan assigns (pinned or the next number)
+                version = after.get("version") or UNKNOWN
+                asset = f"azureml:{ref.name}:{version}" if version is not UNKNOWN else UNKNOWN
             else:
                 r = live.environments.get(ref.name)
                 version = r.attributes.get("version") if r is not None else None
@@ -80,18 +95,49 @@ def output_values(loaded: LoadedStack, live: LiveState, records: dict[str, Smoke
             for name, o in stack.outputs.items()}
 
 
-def live_outputs(loaded: LoadedStack, provider: Any) -> dict[str, OutputValue]:
-    """The outputs now, read from Azure through `provider`."""
+def _read(loaded: LoadedStack, provider: Any) -> LiveRead:
     stack = loaded.stack
     curated = {name: env.curated for name, env in stack.environments.items() if env.curated}
-    read = read_live(provider, desired_resources(loaded), curated=curated, stack=stack.stack,
+    return read_live(provider, desired_resources(loaded), curated=curated, stack=stack.stack,
                      distributions=list(stack.distributions))
+
+
+def live_outputs(loaded: LoadedStack, provider: Any) -> dict[str, OutputValue]:
+    """The outputs now, read from Azure through `provider`."""
+    read = _read(loaded, provider)
     return output_values(loaded, read.state, read.records, read.resolved)
 
 
-def read_outputs(stack_path: Path, *, backend: Callable[[Any], Any]) -> tuple[LoadedStack, dict[str, OutputValue]]:
-    """`infra output`: load the stack, read Azure through the provider `backend` builds, evaluate its outputs."""
+def _anything_live(stack: str, read: LiveRead) -> bool:
+    """Whether Azure holds anything of the stack: a resource with its tag (an environment's live version) or a
+    smoke record. Never applied, or destroyed: nothing (infra's state is the tags, so there are no outputs)."""
+    live = read.state
+    return any(r.owner_stack == stack for r in live.clusters.values()) or \
+        any(r.owner_stack == stack and r.attributes.get("version") is not None for r in live.environments.values()) or \
+        any(record is not None for record in read.records.values())
+
+
+def read_outputs(stack_path: Path, *, backend: Callable[[Any], Any]
+                 ) -> tuple[LoadedStack, dict[str, OutputValue] | None]:
+    """`infra output`: load the stack, read Azure through the provider `backend` builds, evaluate its outputs;
+    None when nothing of the stack exists in its workspace (Terraform with no state: no outputs to show)."""
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)
     if not loaded.stack.outputs:
         return loaded, {}
-    return loaded, live_outputs(loaded, backend(loaded.stack.workspace))
+    read = _read(loaded, backend(loaded.stack.workspace))
+    if not _anything_live(loaded.stack.stack, read):
+        return loaded, None
+    return loaded, output_values(loaded, read.state, read.records, read.resolved)
+
+
+def no_outputs(loaded: LoadedStack, stack_path: Path | str, name: str | None = None) -> Diagnostic:
+    """Why `infra output` has nothing to show for a stack of which nothing exists, and what to do: as Terraform's
+    `No outputs found` warning (all outputs) and `Output "NAME" not found` error (one)."""
+    why = (f"nothing of stack {loaded.stack.stack!r} exists in workspace {loaded.stack.workspace.name!r} "
+           "(never applied, or destroyed)")
+    hint = (f"`infra apply {shlex.quote(str(stack_path))}` creates it; outputs are read from what the stack "
+            "created, live")
+    if name is None:
+        return Diagnostic("warning", "output.none", f"No outputs found: {why}", str(stack_path), None, None, hint)
+    return Diagnostic("error", "output.not-found", f'Output "{name}" not found: {why}', str(stack_path), None, None,
+                      hint)

@@ -113,7 +113,7 @@ def test_an_out_over_a_source_is_refused_and_nothing_is_written(project, out, re
     assert r.returncode == 1, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
     assert f"error[render.out-overlaps-input]: --out {out} {relation} {what}" in r.stderr, r.stderr
-    assert "hint: render into a folder apart from what the stack reads, e.g. --out rendered" in r.stderr
+    assert "hint: render into a folder apart from what the stack reads, e.g. --out .infra/render/stack;" in r.stderr
     if what == "the build context":
         assert f"stack.yaml:{line_of(project / 'stack.yaml', 'built:')}:" in r.stderr  # at the line naming it
     assert snapshot(project.parent) == before, "render changed or created something while refusing"
@@ -128,10 +128,18 @@ def test_an_out_that_is_a_link_to_a_source_is_refused(project, tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_the_suggested_out_is_accepted(project):
-    r = infra("render", "stack.yaml", "--out", "rendered", cwd=project)
+@pytest.mark.parametrize("code, suggested", [("src", ".infra/render/stack"), (".", "../stack-rendered")])
+def test_the_suggested_out_works_when_pasted(project, code, suggested):
+    """The hint's folder, pasted as it is, renders: under the project's .infra/ (which a checkout ignores, as
+    `--local`'s state there; issue 34 walk: `stacks/rendered` was left untracked in the user's checkout), else
+    beside the project when a `code:` folder is the whole project."""
+    (project / "stack.yaml").write_text(STACK.replace("code: src", f"code: {code}"))
+    refused = infra("render", "stack.yaml", "--out", "ctx", cwd=project)
+    pasted = re.search(r"e\.g\. --out (\S+);", refused.stderr).group(1)
+    assert pasted == suggested, refused.stderr
+    r = infra("render", "stack.yaml", "--out", pasted, cwd=project)
     assert r.returncode == 0, r.stderr
-    assert (project / "rendered" / "clusters" / "gpu.yml").is_file()
+    assert (project / pasted / "clusters" / "gpu.yml").is_file()
 
 
 # ---- links in the output folder ------------------------------------------------------------------------------
