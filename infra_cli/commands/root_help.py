@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x25c88aef
+SOURCES_CRC = 0x092a6667
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
