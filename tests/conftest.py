@@ -44,3 +44,19 @@ def pytest_collection_modifyitems(config, items):
     # Tests that run emulator jobs take up to minutes each: first in the order, they run beside the thousands of
     # short tests instead of trailing behind them (every worker sorts alike, so xdist's order holds).
     items.sort(key=lambda item: item.get_closest_marker("runs_jobs") is None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker sends the collected ids
+def pytest_collection_finish(session):
+    """--dist loadgroup: pytest-xdist 3.8 marks a test's group by renaming `item._nodeid` to `ID@GROUP`, which
+    pytest 9.2 no longer reads (a node's id is `item._id`): every group was spread over the workers, each building
+    the module's fixtures again (an installed wheel, an emulator). Where the id lacks the group, give it here,
+    before the worker reports the ids it collected (its own pytest_collection_finish)."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in session.items:
+        mark = item.get_closest_marker("xdist_group")
+        if mark is not None and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = coerce_node_id(f"{item.nodeid}@{mark.args[0] if mark.args else mark.kwargs.get('name', 'default')}")
