@@ -422,3 +422,44 @@ distributions:
         assert ml.jobs.get(job).status == "Canceled"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("stack", ["mpi-deepspeed", "mpi-per-node"])
+def test_the_image_a_stack_builds_has_the_python_its_smoke_job_calls(stack, tmp_path):
+    # issue 34 walk: the smoke job runs `python preflight.py ...` (as Azure ML's examples call python), and the
+    # openmpi-rdma template's CUDA base with python3-pip has only `python3`: the job would stop at "python: not
+    # found". Its RUN steps, then the rendered job's command as one more step, must need nothing unprovided.
+    import yaml
+
+    from infra_cli.apply.files import render_stack
+    from infra_cli.validate.build_steps import build_step_problems
+
+    out = tmp_path / "rendered"
+    render_stack(ROOT / "stacks" / f"{stack}.yaml", out)
+    [dockerfile] = out.glob("environments/*/context/Dockerfile")
+    [job] = out.glob("jobs/*/smoke-job.yml")
+    command = yaml.safe_load(job.read_text(encoding="utf-8"))["command"]
+    assert command.startswith("python ")
+    problems = build_step_problems(dockerfile.read_text(encoding="utf-8") + f"RUN {command}\n")
+    assert [(p.step, p.message) for p in problems] == []
+
+
+def test_terraforms_own_commands_say_what_to_run_instead():
+    # issue 34 walk: `infra init`, a Terraform user's first command, said "No such command 'init'." and no more
+    done = subprocess.run([sys.executable, "-m", "infra_cli", "init"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "No such command 'init': infra needs no init" in done.stderr and "`infra plan STACK`" in done.stderr
+    # every hint names commands and options infra has
+    import re
+
+    import typer.main
+
+    from infra_cli.commands.root import _TERRAFORM_ONLY, app
+
+    group = typer.main.get_command(app)
+    for name, hint in _TERRAFORM_ONLY.items():
+        assert group.commands.get(name) is None
+        for command, flags in re.findall(r"`infra ([a-z-]+) STACK((?: --[a-z-]+)*)", hint):
+            known = {o for p in group.commands[command].params for o in getattr(p, "opts", ())}
+            assert set(flags.split()) <= known, (name, command, flags)

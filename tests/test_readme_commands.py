@@ -81,3 +81,15 @@ def test_readme_lists_the_command_and_its_options(command):
     missing = [spellings[0] for spellings in options(*command)
                if not any(re.search(rf"{re.escape(s)}(?![\w-])", cells) for s in spellings)]
     assert not missing, f"README.md's row for `infra {' '.join(command)}` does not show {missing}"
+
+
+def test_the_quick_start_makes_the_virtual_environment_it_installs_into():
+    # issue 34 walk: the quick start began at `pip install`, into whatever Python was first on PATH (Debian's
+    # refuses: externally-managed-environment); its venv is one git ignores, in the clone it names
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    lines = [line[4:] for line in text.splitlines() if line.startswith("    ")]
+    venv = re.fullmatch(r"python3 -m venv (\S+) && \. (\S+)/bin/activate", lines[0])
+    assert venv and venv.group(1) == venv.group(2), lines[0]
+    assert lines[1].startswith("pip install -r requirements.lock")
+    ignored = subprocess.run(["git", "check-ignore", "-q", venv.group(1) + "/"], cwd=ROOT, timeout=30)
+    assert ignored.returncode == 0, f"{venv.group(1)}/ is not in .gitignore"

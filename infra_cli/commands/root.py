@@ -46,6 +46,18 @@ def _completion(ctx, param, value):
     raise typer.Exit(EXIT_OK)
 
 
+# Terraform's commands that infra has no command for, with what to run instead (a Terraform user types `infra init`
+# first; "No such command" alone leaves them nowhere).
+_TERRAFORM_ONLY = {
+    "init": "infra needs no init (no providers or modules to download; its state is the tags Azure holds): "
+            "run `infra validate STACK`, then `infra plan STACK` (`--local` for the local Azure)",
+    "refresh": "`infra plan STACK --refresh-only` reports drift, as `terraform plan -refresh-only` does",
+    "taint": "`infra apply STACK --replace ADDR` replaces a resource, as `terraform apply -replace=ADDR` does",
+    "workspace": "a stack's workspace comes from its variables: `infra plan STACK --var-file staging.yaml` "
+                 "(README: Variables)",
+}
+
+
 class _ReportingGroup(Group):
     """Every command runs inside this: an exception no command handled becomes one line (report_error),
     whether a command raised it or an option's callback while the command line was read (--version writing
@@ -61,6 +73,11 @@ class _ReportingGroup(Group):
             if not arg.startswith("-"):   # the command: what follows is its own
                 break
         return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] in _TERRAFORM_ONLY and self.get_command(ctx, args[0]) is None:
+            ctx.fail(f"No such command '{args[0]}': {_TERRAFORM_ONLY[args[0]]}.")
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx):
         """Ctrl-C that no command caught: what was stopped and what it left (typer would exit 130 silently)."""

@@ -188,7 +188,7 @@ export LD_LIBRARY_PATH="${{LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}}"{mpi_lib}
 shift
 daemon="$*"
 daemon="${{daemon#"${{daemon%%[! ]*}}"}}"
-case "$daemon" in orted\ *|prted\ *) daemon={mpi_bin}/"$daemon" ;; esac
+case "$daemon" in orted\\ *|prted\\ *) daemon={mpi_bin}/"$daemon" ;; esac
 exec /bin/sh -c "$daemon"
 """
 
