@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x092a6667
+SOURCES_CRC = 0x5959e491
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
