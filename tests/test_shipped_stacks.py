@@ -111,7 +111,7 @@ def _smoke_with_report(env: dict[str, str], rel: str, report: Path) -> None:
     out = r.stdout
     assert "smoke.ddp: submitted job" in out and "smoke.ddp: Completed" in out
     assert "smoke.ddp: PASSED  transport=gloo-tcp  busbw=" in out
-    assert "pass    check.world_size: WORLD_SIZE 16 == instance_count 2 x process_count_per_instance 8" in out
+    assert "pass    check.world_size: WORLD_SIZE 16 == instance_count 2 x 8 processes per node" in out
     assert "pass    check.replicas_identical" in out
     assert "skipped transport: ran with gloo backend on cpu" in out and "InfiniBand cannot be judged" in out
     assert "skipped busbw: peak all_reduce busbw" in out

@@ -159,7 +159,7 @@ def test_wrong_world_size_fails_with_reason(scripts, tmp_path):
     result = result_of(tmp_path)
     assert not result["passed"]
     failed = failed_checks(result)
-    assert "WORLD_SIZE 2 != instance_count 1 x process_count_per_instance 3 = 3" in failed["world_size"]
+    assert "WORLD_SIZE 2 != instance_count 1 x 3 processes per node = 3" in failed["world_size"]
     assert "SMOKE FAIL" in r.stdout and "failed=world_size" in r.stdout
 
 

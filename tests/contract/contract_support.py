@@ -78,12 +78,16 @@ def workspace(parameters: dict, location: str):
 
 def azure_clients(monkeypatch, parameters: dict, location: str):
     """infra's clients for Azure (build_clients(local=False)) for the example's workspace, with a credential that
-    needs no sign-in and no retries (a replay answers once; a retry would only hide a wrong request)."""
+    needs no sign-in, no retries (a replay answers once; a retry would only hide a wrong request) and no wait
+    between polls of an operation."""
+    import infra_cli.azure.clients as clients
     import infra_cli.azure.credentials as credentials
     from infra_cli.commands.backend import build_clients
 
     credential = RecordingCredential()
     monkeypatch.setattr(credentials, "azure_credential", lambda *authority: credential)
+    # a recorded operation's answer has no Retry-After: poll it at once, not after Azure's 10 s
+    monkeypatch.setitem(clients._POLLING_S, "azure", 0.0)
     return build_clients(workspace(parameters, location), local=False, retry_total=0)
 
 
