@@ -7,8 +7,27 @@ Nothing here loads an SDK: the engines name the interface without paying for its
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
+
+# The names of the threads read_pool starts: the exit (commands/main.py run) does not wait for them either.
+READ_THREADS = "infra-read"
+
+
+@contextmanager
+def read_pool(workers: int) -> Iterator[ThreadPoolExecutor]:
+    """Threads for reads made at once (through the provider, or of an image's layers). Ctrl-C, or any error,
+    abandons the reads still in flight instead of waiting for them: a slow request held the exit for its whole
+    timeout (25 s of a 30 s one after Ctrl-C). A read changes nothing, so nothing is left half-done."""
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=READ_THREADS)
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 class Written(Protocol):   # what a write takes: plan's Resource, or anything with these
@@ -18,7 +37,7 @@ class Written(Protocol):   # what a write takes: plan's Resource, or anything wi
 
 
 class Provider(Protocol):
-    clients: Any   # azure/clients.py AzureClients: the SDK clients the lock and the smoke jobs use
+    clients: Any   # azure/clients.py AzureClients: `versions` for the lock and serial, `ml` for the smoke jobs
 
     # ---- reads: plain data; None where this identity may not read (403) ----------------------------------
     def smoke_record_name(self, stack: str, distribution: str) -> str: ...

@@ -16,7 +16,8 @@ import re
 import tempfile
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -27,7 +28,7 @@ from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.environment_versions import API_ENVIRONMENTS, version_tags
 from infra_cli.azure.lock_store import archive_versions, highest_archived_version
-from infra_cli.azure.protocol import Written
+from infra_cli.azure.protocol import Written, read_pool
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
@@ -403,8 +404,8 @@ def sku_offer(sku: dict, location: str) -> dict[str, Any]:
             "rdma_enabled": None if rdma is None else rdma == "True", "restrictions": reasons}
 
 
-def _pool(n: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=max(1, min(MAX_READ_CONCURRENCY, n)))
+def _pool(n: int) -> Any:
+    return read_pool(min(MAX_READ_CONCURRENCY, n))
 
 
 @dataclass
@@ -484,20 +485,18 @@ class AzureProvider:
         for n in wanted:
             by_lower.setdefault(n.lower(), []).append(n)
         futures: dict[str, Future] = {}
-        pool, wall, cpu = None, time.perf_counter(), time.process_time()
-        try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        with ExitStack() as opened:
+            pool = None
             # each page's versions are read while the next page is fetched; the pool's size is chosen by what the
             # first page cost this process (BUSY_SHARE), and never passes the number of reads
             for lower, version in self.listed_environments():
                 if pool is None:
                     busy = time.process_time() - cpu >= BUSY_SHARE * (time.perf_counter() - wall)
-                    pool = _pool(min(len(wanted), BUSY_READ_CONCURRENCY) if busy else len(wanted))
+                    pool = opened.enter_context(_pool(min(len(wanted), BUSY_READ_CONCURRENCY) if busy else len(wanted)))
                 for n in by_lower.get(lower, ()):   # a name listed twice: its last listing is read
                     futures[n] = pool.submit(self.read_listed_environment, n, wanted[n], version)
             return {n: futures[n].result() if n in futures else None for n in wanted}
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
 
     def _registry_base(self, registry: str) -> tuple[str, str, str]:
         """(MFE base URL, subscription, resource group) of a registry, from the cloud's registry discovery."""

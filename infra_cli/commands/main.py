@@ -50,6 +50,12 @@ def main() -> None:
         sys.exit(130)
 
 
+def _abandoned_read(thread: threading.Thread) -> bool:
+    from infra_cli.azure.protocol import READ_THREADS
+
+    return thread.name.startswith(READ_THREADS)
+
+
 def run() -> None:
     """The `infra` program (its console script and `python -m infra_cli`): main(), then an exit that skips
     the interpreter's teardown. Freeing every module and object of a short-lived process costs 0.05-0.07 s
@@ -64,9 +70,10 @@ def run() -> None:
         print(INTERRUPTED_AT_START, file=sys.stderr)
         code = 130
     # Python joins the threads that are not daemons before it exits, and stops daemon threads wherever
-    # they are, as os._exit does: only a live non-daemon thread needs the usual exit.
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()) \
-            or not (code is None or isinstance(code, int)):
+    # they are, as os._exit does: only a live non-daemon thread needs the usual exit. Reads still in flight
+    # after Ctrl-C or an error (azure/protocol.py read_pool) are not waited for: they change nothing.
+    if any(t.is_alive() and not t.daemon and not _abandoned_read(t) for t in threading.enumerate()
+           if t is not threading.main_thread()) or not (code is None or isinstance(code, int)):
         sys.exit(code)
     atexit._run_exitfuncs()   # what normal exit runs first: logging's flush, temporary directories' cleanup
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from infra_cli.plan.desired import desired_resources, distribution_dependencies
 from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.diff import diff, drift, force_replace, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
-from infra_cli.azure.protocol import Provider
+from infra_cli.azure.protocol import Provider, read_pool
 from infra_cli.plan.live import DEFAULT_READS, LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.outputs import OutputValue, output_values
@@ -235,7 +234,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     check_replace(loaded, desired, replace)
     normal = mode == "normal"
     curated = {name: env.curated for name, env in stack.environments.items() if env.curated} if normal else {}
-    with ThreadPoolExecutor(max_workers=1) as pool:   # reading layers overlaps the live reads
+    with read_pool(1) as pool:   # reading layers overlaps the live reads
         images_f = pool.submit(image_requirement_diagnostics, loaded) if check_images else None
         read = read_live(provider, desired, location=stack.workspace.location if normal else None, curated=curated,
                          stack=stack.stack if normal else None, distributions=list(stack.distributions),
@@ -287,7 +286,7 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
     wanted = {n: desired[f"environment.{n}"].attributes.get("version")
               for n in sorted({dists[d].environment for d in chosen})
               if n in envs and not envs[n].curated and f"environment.{n}" in desired}
-    with ThreadPoolExecutor(max_workers=max(1, len(clusters))) as pool:
+    with read_pool(len(clusters)) as pool:
         live_clusters = dict(zip(clusters, pool.map(provider.read_compute, clusters)))
     live_envs = provider.read_environments(wanted) if wanted else {}
     hint = (f"run `infra apply {loaded.source.file}` first: a smoke job runs on the cluster and environment apply "

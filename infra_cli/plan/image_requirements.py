@@ -7,8 +7,8 @@ line says it was not checked.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 
+from infra_cli.azure.protocol import read_pool
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.api import check_image
 from infra_cli.stack.load import LoadedStack
@@ -56,5 +56,5 @@ def image_requirement_diagnostics(loaded: LoadedStack) -> list[Diagnostic]:
     out = [_not_checked(loaded, n) for n, env in envs.items() if env.build is not None and env.requires]
     if not names:
         return out
-    with ThreadPoolExecutor(max_workers=min(MAX_IMAGES_AT_ONCE, len(names))) as pool:
+    with read_pool(min(MAX_IMAGES_AT_ONCE, len(names))) as pool:
         return out + [d for found in pool.map(lambda n: _check_one(loaded, n), names) for d in found]

@@ -14,11 +14,10 @@ import hashlib
 import re
 
 import yaml
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra_cli.azure.protocol import Provider
+from infra_cli.azure.protocol import Provider, read_pool
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import environment_content_hash
 from infra_cli.plan.model import Resource, content_hash
@@ -247,7 +246,7 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
     wanted = _wanted_environments(desired)
     records = {d: StateStore(provider).record_name(stack, d) for d in distributions or []} if stack else {}
     serial = {StateStore.serial_name(serial_of): None} if serial_of else {}
-    with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
+    with read_pool(parallelism) as pool:
         computes_f = pool.submit(provider.list_computes)
         envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}, **serial})
         ws_f = pool.submit(provider.read_workspace) if location else None
