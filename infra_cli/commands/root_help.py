@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x5959e491
+SOURCES_CRC = 0x16447cc3
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
