@@ -34,7 +34,9 @@ clusters:
 
 
 def _plan_while_first_is_creating(tmp_path: Path):
-    server = start_emulator(tmp_path / "state", provisioning_delay_s=1.5)
+    # long enough that the plan below still reads `first` Creating on a loaded machine (at 1.5 s the newest-versions
+    # run once read it Succeeded: the saved plan then matched and no StalePlan came)
+    server = start_emulator(tmp_path / "state", provisioning_delay_s=4)
     path = tmp_path / "stack.yaml"
     path.write_text(STACK, encoding="utf-8")
     clients = build_clients(load_stack(path).stack.workspace, local=True, emulator=server)
@@ -56,6 +58,7 @@ def _plan_while_first_is_creating(tmp_path: Path):
     outcome = plan_stack(loaded, provider)
     by_address = {c.address: c for c in outcome.plan.resource_changes}
     assert by_address["cluster.first"].actions == NO_OP and by_address["cluster.second"].actions == ["create"]
+    assert outcome.live.clusters["first"].attributes.get("provisioning_state") == "Creating", "the plan saw it settle"
     started.join()   # `first` has now finished provisioning: the live state differs from what the plan saw
     assert "provisioning_state" not in read_cluster(provider, "first").attributes   # kept only when not Succeeded
     return server, outcome
