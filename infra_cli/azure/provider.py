@@ -27,7 +27,7 @@ import yaml
 from infra_cli.conventions import OWNERSHIP_TAGS, TAG_STACK
 from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.environment_versions import API_ENVIRONMENTS, version_tags
-from infra_cli.azure.lock_store import archive_versions, highest_archived_version
+from infra_cli.azure.lock_store import archive_versions, latest_lock_version
 from infra_cli.azure.protocol import Written, read_pool
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
@@ -648,10 +648,8 @@ class AzureProvider:
         name = smoke_record_name(stack, distribution)
         versions = self.clients.versions
         for attempt in range(attempts):
-            latest = versions.latest(name)
-            number = str((latest or {}).get("name") or "")
-            version = (int(number) + 1 if number.isdigit() else 1) if latest is not None else \
-                (highest_archived_version(versions, name) or 0) + 1   # a destroyed stack's
+            latest = latest_lock_version(versions, name)   # past a destroyed stack's archived records too
+            version = (latest[0] if latest else 0) + 1
             try:
                 versions.register(name, str(version), {
                     "image": f"{SMOKE_RECORD_IMAGE}-{uuid.uuid4().hex[:12]}", "tags": tags,
