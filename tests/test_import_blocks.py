@@ -213,6 +213,9 @@ def test_infra_import_adopts_a_forgotten_environment(tmp_path, emulator):
     assert refused.returncode == 1 and "is a curated environment" in refused.stderr, refused.stderr
     adopted = cli("import", "environment.train", "train", str(stack), "--local", emulator=emulator, state=state)
     assert adopted.returncode == 0 and "Imported train version 1 as environment.train." in adopted.stdout, adopted.stderr
+    twice = cli("import", "environment.train", "train", str(stack), "--local", emulator=emulator, state=state)
+    assert twice.returncode == 1 and "error[import.already-managed]" in twice.stderr, twice.stderr
+    assert "environment 'train' (version 1) carries its ownership tags" in twice.stderr, twice.stderr
     after = cli("plan", str(stack), "--local", emulator=emulator, state=state)
     assert after.returncode == 0 and "No changes." in after.stdout, after.stdout + after.stderr
 

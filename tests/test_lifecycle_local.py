@@ -22,6 +22,7 @@ from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import plan_stack
 from infra_cli.plan.planfile import read_plan_file, write_plan_file
 from infra_cli.stack.load import load_stack
+from infra_cli.state.store import StateStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,10 +135,22 @@ def test_untagged_same_name_is_an_error_and_import_adopts_it(tmp_path, clients):
     outcome = plan(path, clients)
     assert "plan.unmanaged-resource" in [d["rule"] for d in outcome.plan.diagnostics]
     assert "cluster.gpu" not in actions(outcome)
+    store = StateStore(AzureProvider(clients))
+    before = store.serial("life")
+    holder = StackLock(clients.versions, "life", "apply")   # an apply of the stack is running
+    holder.acquire()
+    with pytest.raises(LockHeld):
+        import_resource("cluster.gpu", "gpu", path, backend=lambda _: AzureProvider(clients))
+    assert not (clients.ml.compute.get("gpu").tags or {}), "nothing written beside the running apply"
+    holder.release()
     import_resource("cluster.gpu", "gpu", path, backend=lambda _: AzureProvider(clients))
+    assert store.serial("life").serial == before.serial + 1   # plans made before the import are stale
     outcome = plan(path, clients)
     assert not outcome.plan.has_errors()
     assert actions(outcome)["cluster.gpu"] == ["no-op"]
+    with pytest.raises(DiagnosticError) as again:   # Terraform's "Resource already managed"
+        import_resource("cluster.gpu", "gpu", path, backend=lambda _: AzureProvider(clients))
+    assert again.value.diagnostics[0].rule == "import.already-managed"
 
 
 def test_refresh_only_shows_out_of_band_change(tmp_path, clients):

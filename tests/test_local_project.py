@@ -67,3 +67,8 @@ def test_the_repository_root_and_stacks_folder_see_one_cloud(tmp_path):
     assert not (saved.parent / ".infra").exists()
     other = _cli("state", "list", "stacks/ib-a100.yaml", "--local", cwd=repo, INFRA_LOCAL_DIR=str(tmp_path / "o"))
     assert other.returncode == 0 and other.stdout.split() == [] and (tmp_path / "o").is_dir()
+    # after `infra emulator reset`, the next command says the cloud it uses is a new, empty one
+    reset = _cli("emulator", "reset", cwd=repo / "stacks")
+    assert reset.returncode == 0 and f"moved {state / 'state.sqlite3'} to" in reset.stdout, reset.stdout + reset.stderr
+    fresh = _cli("state", "list", "stacks/ib-a100.yaml", "--local", cwd=repo)
+    assert fresh.returncode == 0 and f"Local Azure: a new, empty cloud in {state}" in fresh.stderr, fresh.stderr

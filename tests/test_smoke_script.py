@@ -142,10 +142,16 @@ def test_lightning_style_per_node_without_rank(scripts, tmp_path):
 def test_real_mpirun_four_ranks(scripts, tmp_path):
     port = free_port()
     env = clean_env()
-    cmd = ["mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none",
+    # Each rank's output to its own file, as Azure ML keeps it (std_log_process_N.txt): mpirun's forwarding
+    # of the ranks' stdout to its own once lost rank 0's last line when the rank exited right after it.
+    ranks_out = tmp_path / "ranks"
+    cmd = ["mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none", "--output-filename", str(ranks_out),
            "-x", f"AZ_BATCH_MASTER_NODE=127.0.0.1:{port}", "-x", "CUDA_VISIBLE_DEVICES",
            sys.executable, str(scripts / "ddp_smoke.py"), *smoke_args(tmp_path, 1, 4)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    logs = sorted(ranks_out.rglob("stdout"))
+    assert len(logs) == 4, (logs, r.stdout, r.stderr)
+    r.stdout = "".join(log.read_text() for log in logs)
     result = assert_passed(r, tmp_path, 4, "mpi")
     found = result["launch"]["variables"]
     assert found["OMPI_COMM_WORLD_SIZE"] == "4" and found["AZ_BATCH_MASTER_NODE"] == f"127.0.0.1:{port}"

@@ -51,6 +51,10 @@ def test_state_rm_then_import_round_trip(tmp_path):
 
     adopted = infra("import", "cluster.gpu", "gpu", str(stack), "--local", state=state)
     assert adopted.returncode == 0, adopted.stderr
+    # Terraform's "Resource already managed": a second import would overwrite the hash of what was applied
+    twice = infra("import", "cluster.gpu", "gpu", str(stack), "--local", state=state)
+    assert twice.returncode == 1 and "error[import.already-managed]" in twice.stderr, twice.stdout + twice.stderr
+    assert "cluster.gpu is already managed by stack 'forget'" in twice.stderr and "infra state rm cluster.gpu" in twice.stderr
     stack.write_text(STACK.split("environments:")[0])   # the forgotten environment left out of the stack
     again = infra("plan", str(stack), "--local", state=state)
     assert again.returncode == 0 and "No changes." in again.stdout, again.stdout + again.stderr

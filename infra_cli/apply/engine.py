@@ -283,19 +283,44 @@ def forget_resource(address: str, stack_path: Path, *, backend: Backend) -> str:
                 "as it is, no longer managed.")
 
 
-def _import_environment(loaded: Any, address: str, name: str, provider: Provider,
-                        error: Callable[[str, str], DiagnosticError]) -> str:
-    """Adopt an existing environment: its latest version gets this stack's ownership tags, and the content hash
-    when its content is the stack's (else the next apply registers the stack's content as a new version)."""
+def _import_error(loaded: Any, message: str, hint: str, rule: str = "import.invalid") -> DiagnosticError:
+    return DiagnosticError([Diagnostic("error", rule, message, str(loaded.path), None, None, hint)])
+
+
+def _already_managed(loaded: Any, address: str, what: str) -> DiagnosticError:
+    # Terraform: "Resource already managed by Terraform". Importing again would overwrite the hash of what the
+    # stack last applied with the live values, hiding from the next plan a drift it should show.
+    file = loaded.path
+    return _import_error(loaded, f"{address} is already managed by stack {loaded.stack.stack!r}: {what} carries "
+                         "its ownership tags", f"nothing to import: `infra plan {file}` shows how it differs from "
+                         f"the stack. To adopt it again, run `infra state rm {address} {file}` first",
+                         "import.already-managed")
+
+
+def _unowned(loaded: Any, address: str, live: Any, what: str) -> Any:
+    """`live`, when no stack owns it; an error naming its owner otherwise."""
+    if live.owner_stack == loaded.stack.stack:
+        raise _already_managed(loaded, address, what)
+    if live.owner_stack:
+        raise _import_error(loaded, f"{what} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
+    return live
+
+
+def _importable_environment(loaded: Any, address: str, name: str, provider: Provider) -> Any:
+    """The environment's latest live version, or the reason it cannot be imported."""
     if loaded.stack.environments[name].curated:
-        raise error(f"{address} is a curated environment: infra only reads it, there is nothing to import",
-                    "import an environment the stack registers (image: or build:)")
+        raise _import_error(loaded, f"{address} is a curated environment: infra only reads it, there is nothing "
+                            "to import", "import an environment the stack registers (image: or build:)")
     live = read_environment(provider, name, None)
     if live is None or live.attributes.get("version") is None:
-        raise error(f"there is no environment {name!r} in workspace {loaded.stack.workspace.name!r}",
-                    "check the name with `az ml environment list`")
-    if live.owner_stack and live.owner_stack != loaded.stack.stack:
-        raise error(f"environment {name!r} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
+        raise _import_error(loaded, f"there is no environment {name!r} in workspace {loaded.stack.workspace.name!r}",
+                            "check the name with `az ml environment list`")
+    return _unowned(loaded, address, live, f"environment {name!r} (version {live.attributes['version']})")
+
+
+def _adopt_environment(loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
+    """Its latest version gets this stack's ownership tags, and the content hash when its content is the
+    stack's (else the next apply registers the stack's content as a new version)."""
     desired = next(r for r in desired_resources(loaded) if r.address == address)
     same = live.attributes.get("content_hash") == desired.attributes["content_hash"]
     tags = desired.tags if same else {k: v for k, v in desired.tags.items() if k != TAG_HASH}
@@ -306,41 +331,53 @@ def _import_environment(loaded: Any, address: str, name: str, provider: Provider
             "as a new version."))
 
 
+def _importable_cluster(loaded: Any, address: str, name: str, provider: Provider) -> Any:
+    """The live AmlCompute cluster, or the reason it cannot be imported."""
+    live = read_cluster(provider, name)
+    if live is None:
+        raise _import_error(loaded, f"there is no cluster {name!r} in workspace {loaded.stack.workspace.name!r}",
+                            "check the name with `az ml compute list`")
+    if is_other_compute(live):
+        raise _import_error(loaded, f"{name!r} is a {live.attributes['compute_type']} compute, not an AmlCompute "
+                            "cluster", "infra imports AmlCompute clusters only: give the stack's cluster another name")
+    return _unowned(loaded, address, live, f"cluster {name!r}")
+
+
+def _adopt_cluster(loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
+    """The same PUT with the same values plus this stack's tags (Azure never returns secrets: only the stack's
+    own are sent)."""
+    secrets, secrets_tag = _secrets_for_put(loaded, name, live)
+    tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes)),
+            **secrets_tag}
+    provider.put_cluster(Resource(address, "cluster", name, live.attributes, tags), secrets,
+                         live.attributes["subnet"], None)
+    return f"Imported {name} as {address}."
+
+
 def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:
-    """Adopt an existing cluster or environment: write this stack's ownership tags on it, changing nothing else."""
+    """Adopt an existing cluster or environment: write this stack's ownership tags on it, changing nothing else.
+    Under the stack's lock, moving its serial on as apply does: a plan made before the import is stale (it
+    planned to create, or refused, what the stack now owns), and no apply runs beside it."""
     loaded, _ = load_for_plan(stack_path)  # as plan: an imported cluster exists, the live state judges it
     file = str(loaded.path)
     kind, _, name = address.partition(".")
-
-    def error(message: str, hint: str) -> DiagnosticError:
-        return DiagnosticError([Diagnostic("error", "import.invalid", message, file, None, None, hint)])
-
     if kind not in ("cluster", "environment") or not name:
-        raise error(f"{address!r} is not a cluster or environment address",
-                    "write cluster.NAME or environment.NAME, NAME as in the stack's clusters or environments")
+        raise _import_error(loaded, f"{address!r} is not a cluster or environment address",
+                            "write cluster.NAME or environment.NAME, NAME as in the stack's clusters or environments")
     section = f"{kind}s"
     if name not in getattr(loaded.stack, section):
-        raise error(f"{address} is not declared in the stack", f"add {section}.{name} to {file} first")
+        raise _import_error(loaded, f"{address} is not declared in the stack", f"add {section}.{name} to {file} first")
     if azure_name != name:
-        raise error(f"the stack names this {kind} {name!r} but the Azure {kind} is {azure_name!r}",
-                    f"import it under its Azure name: declare {section}.{azure_name} (Azure ML cannot rename a "
-                    f"{kind}) and run `infra import {kind}.{azure_name} {azure_name} {file}`")
+        raise _import_error(loaded, f"the stack names this {kind} {name!r} but the Azure {kind} is {azure_name!r}",
+                            f"import it under its Azure name: declare {section}.{azure_name} (Azure ML cannot "
+                            f"rename a {kind}) and run `infra import {kind}.{azure_name} {azure_name} {file}`")
     provider = backend(loaded.stack.workspace)
-    if kind == "environment":
-        return _import_environment(loaded, address, name, provider, error)
-    live = read_cluster(provider, azure_name)
-    if live is None:
-        raise error(f"there is no cluster {azure_name!r} in workspace {loaded.stack.workspace.name!r}",
-                    "check the name with `az ml compute list`")
-    if is_other_compute(live):
-        raise error(f"{azure_name!r} is a {live.attributes['compute_type']} compute, not an AmlCompute cluster",
-                    "infra imports AmlCompute clusters only: give the stack's cluster another name")
-    if live.owner_stack and live.owner_stack != loaded.stack.stack:
-        raise error(f"cluster {azure_name!r} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
-    secrets, secrets_tag = _secrets_for_put(loaded, azure_name, live)
-    tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes)),
-            **secrets_tag}
-    # the same PUT with the same values plus our tags (Azure never returns secrets, so none are sent)
-    provider.put_cluster(Resource(address, "cluster", azure_name, live.attributes, tags), secrets,
-                         live.attributes["subnet"], None)
-    return f"Imported {azure_name} as {address}. Run `infra plan {stack_path}` to see how it differs from the stack."
+    importable, adopt = ((_importable_environment, _adopt_environment) if kind == "environment"
+                         else (_importable_cluster, _adopt_cluster))
+    importable(loaded, address, name, provider)   # refused before anything is written, not even the lock
+    store = StateStore(provider)
+    with store.lock(loaded.stack.stack, "import"):
+        live = importable(loaded, address, name, provider)   # again under the lock: what the write is made of
+        store.bump_serial(loaded.stack.stack, store.serial(loaded.stack.stack), "import")
+        done = adopt(loaded, address, name, provider, live)
+    return done + (f" Run `infra plan {stack_path}` to see how it differs from the stack." if kind == "cluster" else "")

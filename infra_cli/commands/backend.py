@@ -78,9 +78,10 @@ def provider_for(*, local: bool, credential: Any = None,
 def local_emulator(local_dir: Path | None = None) -> "EmulatorServer":
     """The emulator this process runs over local_dir, started on an ephemeral port on first use."""
     from infra_cli.emulator.server import EmulatorServer
+    from infra_cli.emulator.state import STATE_FILE
 
     state_dir = Path(local_dir or local_state_dir()).absolute()   # not resolved: a link there is refused, not followed
-    first_use = not state_dir.exists()
+    first_use = not (state_dir / STATE_FILE).exists()   # never made, or moved aside by `infra emulator reset`
     with _emulators_lock:
         server = _emulators.get(state_dir)
         if server is None or not server.running:

@@ -45,11 +45,10 @@ _DIGEST, _HMAC = "sha256:", "hmac-sha256:"
 REPLAN_HINT = "run `infra plan STACK --out FILE` again and apply the new file"
 
 
-def replan_hint(stack: str, plan_file: str | None = None) -> str:
-    """REPLAN_HINT with the stack's path (and the plan file's) filled in, so the command can be copied as it is
-    (the command's view adds --local on a local run)."""
-    if plan_file:
-        return f"run `infra plan {stack} --out {plan_file}` again and apply the new file (`infra apply {plan_file}`)"
+def replan_hint(stack: str) -> str:
+    """What to do when a plan made by this apply no longer holds, with the stack's path filled in so the command
+    can be copied as it is (the command's view adds --local on a local run). A saved plan's hint is the exact
+    command that made it (replan_command)."""
     return f"run `infra plan {stack}` to see what would change now, then `infra apply {stack}` again"
 
 

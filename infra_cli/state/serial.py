@@ -56,7 +56,7 @@ class StateSerial:
 
     def describe(self) -> str:
         if self.lineage is None:
-            return "no state yet (nothing applied)" if self.serial == 0 else \
+            return "serial 0 (nothing applied yet)" if self.serial == 0 else \
                 f"serial {self.serial} without a lineage (a record infra did not write)"
         return f"serial {self.serial} of lineage {self.lineage}"
 

@@ -169,7 +169,7 @@ def test_show_flags_a_plan_whose_stack_workspace_was_edited(tmp_path):
     assert _cli(state, "plan", str(stack), "--local", "--out", str(planfile)).returncode == 0
     r = _cli(state, "show", str(planfile))
     assert r.returncode == 0 and "cluster.gpu" in r.stdout
-    assert "info[show.plan-bound]" in r.stderr and "no state yet" in r.stderr and "checked under the stack's lock at " \
+    assert "info[show.plan-bound]" in r.stderr and "state at serial 0 (nothing applied yet)" in r.stderr and "checked under the stack's lock at " \
         "apply" in r.stderr   # the serial is apply's to check; show says so
 
     stack.write_text(text.replace("name: mlw-test", "name: mlw-other"))
