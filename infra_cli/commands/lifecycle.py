@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Command, Progress,
-                                      fail, for_this_run, for_this_run_diagnostic, interrupt_leaves, local_flag,
+                                      fail, for_this_run, for_this_run_diagnostic, interrupt_leaves, local_flag, locked,
                                       print_diagnostics, progress_stream, smoke_interrupted, var_file_option,
                                       var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -232,9 +232,12 @@ def import_(
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
     from infra_cli.commands.backend import provider_for
+    from infra_cli.state.lock import LockHeld
 
     try:
         print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack))))
+    except LockHeld as exc:
+        raise locked(exc, stack)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -310,11 +313,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                 result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
                                        operation="destroy" if destroy else "apply")
     except LockHeld as exc:
-        info = exc.info
-        print(for_this_run(f"error: stack {outcome.plan.stack!r} is locked by {info.holder} since {info.since} "
-                           f"({info.operation}).\n  hint: wait for it to finish; if that process is gone, run "
-                           f"`infra force-unlock {outcome.loaded.path}`"), file=sys.stderr)
-        raise typer.Exit(EXIT_ERROR)
+        raise locked(exc, outcome.loaded.path)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     code = _summary(result, "Destroy" if destroy else "Apply", stack) if result is not None else EXIT_OK

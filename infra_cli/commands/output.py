@@ -208,7 +208,7 @@ def _plain_usage(piece: str) -> str:
 
 
 # The commands that take --local, as a message names them in backquotes: `infra import cluster.gpu gpu STACK`.
-_COMMAND_NAMED = re.compile(r"`(infra (?:plan|apply|destroy|import|force-unlock|smoke|state list|skus)\b[^`]*)`")
+_COMMAND_NAMED = re.compile(r"`(infra (?:plan|apply|destroy|import|force-unlock|smoke|state list|state rm|skus)\b[^`]*)`")
 
 
 # What the engines name to list what Azure holds, which the az CLI cannot do on the local Azure (the emulator
@@ -298,6 +298,16 @@ def fail(diagnostics: list[Diagnostic], as_json: bool = False) -> typer.Exit:
         print(json.dumps([for_this_run_diagnostic(d).to_json() for d in diagnostics], indent=2))
     else:
         print_diagnostics(diagnostics)
+    return typer.Exit(EXIT_ERROR)
+
+
+def locked(exc: Any, stack_file: str | Path) -> typer.Exit:
+    """A state.lock.LockHeld: another run holds the stack's lock (Terraform's "Error acquiring the state lock"):
+    who, since when, doing what, and how to clear a lock whose process is gone. Nothing was changed."""
+    info = exc.info
+    print(for_this_run(f"error: stack {exc.stack!r} is locked by {info.holder} since {info.since} ({info.operation}); "
+                       f"nothing was changed.\n  hint: wait for it to finish; if that process is gone, run "
+                       f"`infra force-unlock {stack_file}`"), file=sys.stderr)
     return typer.Exit(EXIT_ERROR)
 
 

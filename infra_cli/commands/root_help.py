@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x16447cc3
+SOURCES_CRC = 0x5e467e3e
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

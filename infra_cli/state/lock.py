@@ -60,9 +60,9 @@ class LockInfo:
 
 
 class LockHeld(Exception):
-    def __init__(self, info: LockInfo):
-        self.info = info
-        super().__init__(f"the stack is locked by {info.holder} since {info.since} ({info.operation})")
+    def __init__(self, info: LockInfo, stack: str):
+        self.info, self.stack = info, stack
+        super().__init__(f"stack {stack!r} is locked by {info.holder} since {info.since} ({info.operation})")
 
 
 def _read(versions: Any, name: str) -> LockInfo:
@@ -108,7 +108,7 @@ def holder_id() -> str:
 
 class StackLock:
     def __init__(self, versions: Any, stack: str, operation: str):
-        self.versions, self.name, self.operation = versions, lock_name(stack), operation
+        self.versions, self.stack, self.name, self.operation = versions, stack, lock_name(stack), operation
         self.version: int | None = None
         self.released: int | None = None   # the "free" version the last release registered (or found landed)
 
@@ -116,7 +116,7 @@ class StackLock:
         for attempt in range(attempts):
             info = _read(self.versions, self.name)
             if info.held and not info.holder_is_dead_here():
-                raise LockHeld(info)
+                raise LockHeld(info, self.stack)
             version, token = info.version + 1, uuid.uuid4().hex
             tags = {"infra.lock": "held", "infra.lock.holder": holder_id(), "infra.lock.operation": self.operation,
                     "infra.lock.since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -132,7 +132,7 @@ class StackLock:
                 if now.version < version:
                     raise refused.error from None   # nobody registered it: a transient error, say what it was
                 if now.held and now.token != token:
-                    raise LockHeld(now) from None
+                    raise LockHeld(now, self.stack) from None
                 if attempt + 1 == attempts:
                     raise refused.error from None
                 continue                        # we lost a race to a holder who has already released
