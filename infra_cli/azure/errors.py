@@ -108,6 +108,16 @@ def describe_azure_error(exc: BaseException) -> str:
     return "\n".join([f"{code}: {headline}", *(f"  {d}" for d in details)])
 
 
+# The statuses azure-core's RetryPolicy retries (RetryPolicy._RETRY_CODES, with retry_on_status_codes empty): an
+# error with one of them escaped only after every retry of clients.retry_policy was spent.
+RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def retries_spent(exc: BaseException) -> bool:
+    """Azure answered a status the retry policy retries: the error came after its last retry, not the first try."""
+    return getattr(exc, "status_code", None) in RETRIED_STATUSES
+
+
 def is_sign_in_failure(exc: BaseException) -> bool:
     """The credential found no token (DefaultAzureCredential's chain exhausted, an expired `az login`): raised
     on this machine before any request, so it carries no response, unlike a 401 that Azure answered."""

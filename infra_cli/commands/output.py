@@ -333,12 +333,18 @@ def report_error(exc: BaseException) -> int:
     if isinstance(exc, DiagnosticError):
         print_diagnostics(exc.diagnostics)
     elif _azure_error(exc):
-        from infra_cli.azure.errors import describe_azure_error, is_sign_in_failure
+        from infra_cli.azure.errors import describe_azure_error, is_sign_in_failure, retries_spent
 
         if is_sign_in_failure(exc):
             print(NO_CREDENTIAL, file=sys.stderr)
         else:  # no escape codes; headline, then details
             print(f"error: Azure refused: {describe_azure_error(exc)}", file=sys.stderr)
+            if retries_spent(exc):   # throttled or failing: say it was not given up on at once, and what to do
+                from infra_cli.azure.clients import DEFAULT_RETRY_TOTAL
+
+                print(f"  hint: infra sent the request {1 + DEFAULT_RETRY_TOTAL} times, waiting between tries as "
+                      "Azure's Retry-After asked (else longer each time); run the same command again later (what "
+                      "was done stays done: the next plan shows what remains)", file=sys.stderr)
     elif isinstance(exc, OSError):  # local: a file, a directory, a socket on this machine
         what = exc.strerror or str(exc) or type(exc).__name__
         where = f": {exc.filename}" if exc.filename else ""

@@ -342,6 +342,8 @@ def test_cli_local_reads_fault_settings_from_the_environment(tmp_path):
         r = _cli(["plan", str(path), "--local"], served, INFRA_EMULATOR_URL=server.url)
         assert r.returncode == 1 and "TooManyRequests" in r.stdout + r.stderr, r.stdout + r.stderr
         assert server.stats.by_status() == {429: 1 + DEFAULT_RETRY_TOTAL}, server.stats.records
+        assert f"hint: infra sent the request {1 + DEFAULT_RETRY_TOTAL} times, waiting between tries as Azure's " \
+               "Retry-After asked" in r.stderr, r.stderr
     finally:
         server.stop()
 
