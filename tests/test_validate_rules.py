@@ -93,6 +93,30 @@ def test_every_rule_is_exercised_by_this_file():
     assert not missing, f"rules without a test here: {missing}"
 
 
+# the order the rules run in, so the order diagnostics come out in (the modules of infra_cli/validate/rules/
+# register their rules as infra_cli/validate/rules/__init__.py imports them, each in definition order)
+RULE_ORDER = [
+    "resource_names", "output_references", "import_blocks", "tags",
+    "cluster_size", "cluster_infiniband", "cluster_ssh", "cluster_ssh_secret_inline", "cluster_location",
+    "cluster_node_public_ip", "cluster_subnet_needs_vnet", "cluster_compute_name",
+    "environment_name", "environment_requires", "environment_files", "code_paths", "environment_template_parameters",
+    "environment_build_steps", "environment_image_reference",
+    "distribution_job_bindings", "distribution_job_inputs", "distribution_job_services", "distribution_identity",
+    "distribution_references", "distribution_infiniband", "distribution_gpus", "distribution_instances",
+    "distribution_mpi", "distribution_packages", "distribution_framework",
+    "distribution_command_syntax", "distribution_head_node_launcher", "distribution_launcher",
+    "distribution_launcher_declared", "distribution_launcher_gpus", "distribution_launcher_nodes",
+    "distribution_launcher_rendezvous", "distribution_node_rank_variable", "distribution_lightning",
+    "distribution_tensorflow", "distribution_transformers_local_rank", "distribution_ib_disabled",
+    "distribution_launcher_variables",
+]
+
+
+def test_rules_run_in_their_order():
+    """A new rule goes into this list where it runs; moving rules between modules keeps the order."""
+    assert [fn.__name__ for fn in RULES] == RULE_ORDER
+
+
 # ---- a command job's keys (validators/job_schema.yaml) -----------------------------------------------------
 
 def test_a_command_binding_names_a_declared_input(tmp_path):
