@@ -1,4 +1,4 @@
-"""Each rule in infra_cli/validate/rules.py, on a minimal stack that breaks it: rule id, severity, position, hint.
+"""Each rule in infra_cli/validate/rules/, on a minimal stack that breaks it: rule id, severity, position, hint.
 
 Every test fails if its rule is removed (the rule id would be missing). Stacks are written to a temporary
 file and go through the real loader, so positions are the ones a user sees.
@@ -16,7 +16,7 @@ from infra_cli.knowledge.skus import load_catalog
 from infra_cli.stack.load import load_stack
 from infra_cli.validate.dockerfile import read_dockerfile
 from infra_cli.validate.engine import validate_files, validate_stack
-from infra_cli.validate.rules import RULES
+from infra_cli.validate.rules.registry import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = """\
@@ -84,7 +84,8 @@ def test_example_stacks_have_no_diagnostics(stack):
 
 def test_every_rule_is_exercised_by_this_file():
     source = Path(__file__).read_text(encoding="utf-8")
-    rules_source = (ROOT / "infra_cli" / "validate" / "rules.py").read_text(encoding="utf-8")
+    rules_source = "".join(p.read_text(encoding="utf-8")
+                           for p in sorted((ROOT / "infra_cli" / "validate" / "rules").glob("*.py")))
     import re
 
     ids = set(re.findall(r'"((?:cluster|environment|distribution)\.[a-z-]+)"', rules_source))
