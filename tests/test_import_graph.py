@@ -247,7 +247,7 @@ def test_clients_and_providers_are_built_only_in_the_composition_root():
 
 @pytest.mark.parametrize("module, source, expected", [
     ("infra_cli.azure.clients", "from infra_cli.emulator.server import EmulatorServer\n", "not in SIDEWAYS"),
-    ("infra_cli.stack.model", "from infra_cli.validate.rules import RULES\n", "not in SIDEWAYS"),
+    ("infra_cli.stack.model", "from infra_cli.validate.rules.registry import RULES\n", "not in SIDEWAYS"),
     ("infra_cli.smoke.run", "from infra_cli.plan.desired import desired_resources\n", "not in SIDEWAYS"),
     ("infra_cli.apply.engine", "from infra_cli.plan.diff import diff\n", "not its engine's api"),
     ("infra_cli.apply.engine", "from infra_cli.plan.model import Plan\n", "not its engine's api"),

@@ -1,4 +1,4 @@
-"""Each rule in infra_cli/validate/rules.py, on a minimal stack that breaks it: rule id, severity, position, hint.
+"""Each rule in infra_cli/validate/rules/, on a minimal stack that breaks it: rule id, severity, position, hint.
 
 Every test fails if its rule is removed (the rule id would be missing). Stacks are written to a temporary
 file and go through the real loader, so positions are the ones a user sees.
@@ -16,7 +16,7 @@ from infra_cli.knowledge.skus import load_catalog
 from infra_cli.stack.load import load_stack
 from infra_cli.validate.dockerfile import read_dockerfile
 from infra_cli.validate.engine import validate_files, validate_stack
-from infra_cli.validate.rules import RULES
+from infra_cli.validate.rules.registry import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = """\
@@ -84,13 +84,38 @@ def test_example_stacks_have_no_diagnostics(stack):
 
 def test_every_rule_is_exercised_by_this_file():
     source = Path(__file__).read_text(encoding="utf-8")
-    rules_source = (ROOT / "infra_cli" / "validate" / "rules.py").read_text(encoding="utf-8")
+    rules_source = "".join(p.read_text(encoding="utf-8")
+                           for p in sorted((ROOT / "infra_cli" / "validate" / "rules").glob("*.py")))
     import re
 
     ids = set(re.findall(r'"((?:cluster|environment|distribution)\.[a-z-]+)"', rules_source))
     assert len(RULES) >= 15 and ids
     missing = sorted(i for i in ids if f'"{i}"' not in source)
     assert not missing, f"rules without a test here: {missing}"
+
+
+# the order the rules run in, so the order diagnostics come out in (the modules of infra_cli/validate/rules/
+# register their rules as infra_cli/validate/rules/__init__.py imports them, each in definition order)
+RULE_ORDER = [
+    "resource_names", "output_references", "import_blocks", "tags",
+    "cluster_size", "cluster_infiniband", "cluster_ssh", "cluster_ssh_secret_inline", "cluster_location",
+    "cluster_node_public_ip", "cluster_subnet_needs_vnet", "cluster_compute_name",
+    "environment_name", "environment_requires", "environment_files", "code_paths", "environment_template_parameters",
+    "environment_build_steps", "environment_image_reference",
+    "distribution_job_bindings", "distribution_job_inputs", "distribution_job_services", "distribution_identity",
+    "distribution_references", "distribution_infiniband", "distribution_gpus", "distribution_instances",
+    "distribution_mpi", "distribution_packages", "distribution_framework",
+    "distribution_command_syntax", "distribution_head_node_launcher", "distribution_launcher",
+    "distribution_launcher_declared", "distribution_launcher_gpus", "distribution_launcher_nodes",
+    "distribution_launcher_rendezvous", "distribution_node_rank_variable", "distribution_lightning",
+    "distribution_tensorflow", "distribution_transformers_local_rank", "distribution_ib_disabled",
+    "distribution_launcher_variables",
+]
+
+
+def test_rules_run_in_their_order():
+    """A new rule goes into this list where it runs; moving rules between modules keeps the order."""
+    assert [fn.__name__ for fn in RULES] == RULE_ORDER
 
 
 # ---- a command job's keys (validators/job_schema.yaml) -----------------------------------------------------

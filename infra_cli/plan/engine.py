@@ -22,7 +22,7 @@ from infra_cli.state.records import SmokeInputs, SmokeRecord
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
-from infra_cli.validate.rules import IMPORT_UNDECLARED
+from infra_cli.validate.rules.resources import IMPORT_UNDECLARED
 
 
 @dataclass

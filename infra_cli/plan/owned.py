@@ -21,7 +21,7 @@ from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Resource, ResourceChange
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.validate.engine import load_valid_stack
-from infra_cli.validate.rules import IMPORT_UNDECLARED
+from infra_cli.validate.rules.resources import IMPORT_UNDECLARED
 
 # Plan bookkeeping on a live environment, not a value of the resource.
 _NOT_VALUES = frozenset({"next_version"})

@@ -1,7 +1,7 @@
 """What a build context's Dockerfile says about the image Azure ML builds from it, read without building:
 the final stage's base image (`FROM`, through `FROM stage` aliases, with `ARG` defaults resolved), the files
 its stages COPY or ADD from the context (conda and pip files whose packages the image installs) and the
-packages `RUN pip install` names. Pure: text in, facts out (rules.py reads the files).
+packages `RUN pip install` names. Pure: text in, facts out (validate/rules/carries.py reads the files).
 
 Reference: https://docs.docker.com/reference/dockerfile/ (FROM, ARG before FROM, COPY/ADD, line continuations).
 """

@@ -23,7 +23,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.load import load_stack
 from infra_cli.validate.dockerfile import DockerfileFacts, read_dockerfile, shell_words
 from infra_cli.validate.engine import validate_stack
-from infra_cli.validate.rules import conda_document
+from infra_cli.validate.rules.carries import conda_document
 
 FUZZ = settings(max_examples=int(os.environ.get("INFRA_FUZZ_EXAMPLES", "200")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

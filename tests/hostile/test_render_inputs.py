@@ -273,7 +273,7 @@ def test_a_template_path_is_refused_at_its_line(tmp_path, evil_template, name):
 
 def test_a_template_folder_that_links_out_of_templates_docker_is_refused(tmp_path, evil_template, monkeypatch):
     from infra_cli.knowledge.docker_templates import template_dir, template_meta
-    from infra_cli.validate.rules import build_template_provides
+    from infra_cli.validate.rules.carries import build_template_provides
 
     templates = tmp_path / "templates"
     shutil.copytree(ROOT / "templates", templates)

@@ -1,0 +1,299 @@
+"""Rules on each distribution: its job's bindings, inputs, services and identity, the cluster and environment
+it names, InfiniBand between its nodes, its GPUs and instances, and what its framework needs the environment to
+carry (MPI, packages)."""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import re
+from typing import Iterator
+
+from infra_cli.diagnostics import Diagnostic
+from infra_cli.knowledge.curated import curated_info
+from infra_cli.knowledge.frameworks import FrameworkInfo, types_needing_mpi
+from infra_cli.knowledge.job_schema import job_schema
+from infra_cli.knowledge.size_name import parse_size_name
+from infra_cli.paths import project_root
+from infra_cli.stack.model import Cluster, Distribution
+from infra_cli.stack.source import short_repr
+from infra_cli.validate.job_inputs import input_problem
+from infra_cli.validate.rules.carries import environment_carries
+from infra_cli.validate.rules.command import _command_at, _launched_per_node
+from infra_cli.validate.rules.registry import Context, rule_for_each
+from infra_cli.validate.rules.size_advice import _ib_reason, _ib_sizes
+
+
+# A command job's expression bindings: ${{inputs.NAME}} and ${{outputs.NAME}}
+# (https://learn.microsoft.com/azure/machine-learning/reference-yaml-job-command#expression-syntax-for-configuring-azure-ml-job-inputs-and-outputs).
+_JOB_BINDING = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z0-9_.-]*?)\s*\}\}")
+
+
+@rule_for_each("distributions")
+def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """Each ${{inputs.NAME}} / ${{outputs.NAME}} in the command names an input or output the distribution
+    declares: azure-ai-ml refuses the job otherwise ("Inputs to job does not contain 'NAME'")."""
+    for m in _JOB_BINDING.finditer(dist.command or ""):
+        kind, key = m.groups()
+        declared = dist.inputs if kind == "inputs" else dist.outputs
+        if key in declared:
+            continue
+        close = difflib.get_close_matches(key, list(declared), n=1, cutoff=0.6)
+        listed = ", ".join(sorted(declared)) or "none"
+        yield _command_at(
+            ctx, name, "distribution.job-binding",
+            f"the command of distribution {name!r} names ${{{{{kind}.{key}}}}}, but its {kind} declare no "
+            f"{key!r} (declared: {listed}); Azure ML refuses the job",
+            (f"did you mean ${{{{{kind}.{close[0]}}}}}? " if close else "")
+            + f"declare it under `{kind}:` in the distribution (as in the job's YAML: {kind}: {{{key}: VALUE}})")
+
+
+@rule_for_each("distributions")
+def distribution_job_inputs(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """Each input is written as a job passes it (validate/job_inputs.py): azure-ai-ml's load_job refuses the job
+    file otherwise, so `infra render` could not write one Azure ML takes."""
+    for key, value in dist.inputs.items():
+        problem = input_problem(key, value)
+        if problem is not None:
+            where = ("distributions", name, "inputs", key) + ((problem.key,) if problem.key else ())
+            yield ctx.at(where, "distribution.job-input",
+                         f"input {key!r} of distribution {name!r} {problem.message}", problem.hint)
+
+
+@rule_for_each("distributions")
+def distribution_job_services(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """Each entry of `services:` carries only the keys azure-ai-ml reads (validators/job_schema.yaml
+    `services`, from the pinned azure-ai-ml's own schema): it refuses the job file otherwise."""
+    known = job_schema().services
+    for service, entry in dist.services.items():
+        if not isinstance(entry, dict):
+            yield ctx.at(("distributions", name, "services", service), "distribution.job-key",
+                         f"service {service!r} of distribution {name!r} must be a mapping ({{type: ..., nodes: ...}})",
+                         f"write it as Azure ML's job YAML does: {service}: {{type: vs_code, nodes: all}}")
+            continue
+        for key in entry:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.4) if key != "job_service_type" \
+                else ["type"]  # the preview schema's name of `type`
+            yield ctx.at(("distributions", name, "services", service, key), "distribution.job-key",
+                         f"service {service!r} of distribution {name!r} has key {key!r}, which azure-ai-ml "
+                         f"{job_schema().azure_ai_ml} does not read (it refuses the job: \"Unknown field\")",
+                         (f"did you mean {close[0]!r}? " if close else "")
+                         + f"a service takes {', '.join(k for k in known if not k.startswith('$'))}", key=True)
+
+
+# A command job's identity types as azure-ai-ml reads them, in snake or camel case (its job schema,
+# https://github.com/Azure/azure-sdk-for-python/blob/main/sdk/ml/azure-ai-ml/azure/ai/ml/_schema/job/identity.py).
+JOB_IDENTITY_TYPES = ("user_identity", "managed", "managed_identity", "aml_token")
+
+
+@rule_for_each("distributions")
+def distribution_identity(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    if dist.identity is None:
+        return
+    kind = dist.identity.get("type")
+    known = {t.replace("_", "") for t in JOB_IDENTITY_TYPES}   # UserIdentity, AMLToken, Managed read too
+    if not (isinstance(kind, str) and kind.replace("_", "").lower() in known):
+        where = ("distributions", name, "identity") + (("type",) if "type" in dist.identity else ())
+        yield ctx.at(where, "distribution.identity-type",
+                     f"distribution {name!r} has identity type {short_repr(kind)}, which Azure ML does not read "
+                     "(it refuses the job)", "write identity: {type: user_identity} (or managed, managed_identity, aml_token)")
+
+
+@rule_for_each("distributions")
+def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    for section, ref in (("clusters", dist.cluster), ("environments", dist.environment)):
+        known = list(getattr(ctx.stack, section))
+        if ref not in known:
+            close = difflib.get_close_matches(ref, known, n=1)
+            field = section[:-1]
+            yield ctx.at(("distributions", name, field), "distribution.dangling-reference",
+                         f"distribution {name!r} names {field} {ref!r}, which the stack does not declare",
+                         (f"did you mean {close[0]!r}? " if close else "") +
+                         (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
+
+
+def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, str | None, str] | None:
+    """(why the cluster gives no InfiniBand to NCCL/MPI, why that is an error: "required", "fabric" or None for a
+    warning, the transport between nodes)
+    for a cluster whose size has none, None where it has (or the name says nothing). Errors are what Azure ML
+    or the stack forbids: a cluster that requires InfiniBand, an RDMA size without SR-IOV (NCCL and MPI cannot
+    use its fabric, the how-to-train-distributed-gpu guide's NC24r). Otherwise TCP sockets are a performance
+    matter: a warning for GPUs, and nothing at all for CPU jobs, which run across nodes over TCP (gloo, MPI)."""
+    required = cluster.infiniband == "required"
+    sku = ctx.catalog.get(cluster.size)
+    if sku is not None:
+        if sku.infiniband_eligible:
+            return None
+        fabric_unusable = sku.rdma and not sku.sriov
+        if sku.gpus == 0 and not (required or fabric_unusable):
+            return None
+        return _ib_reason(sku), "fabric" if fabric_unusable else "required" if required else None, \
+            sku.sockets_between_nodes
+    parsed = parse_size_name(cluster.size)
+    if parsed is None or parsed.rdma or (not parsed.family.startswith("N") and not required):
+        return None  # size-unknown says the name is wrong; infiniband-unverified judges an `r` size; a CPU size
+    return (f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand", "required" if required else None,
+            "TCP sockets on Ethernet (its bandwidth not in the catalog)")
+
+
+@rule_for_each("distributions")
+def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    cluster = ctx.stack.clusters.get(dist.cluster)
+    if cluster is None or dist.instance_count < 2:
+        return
+    path = ("distributions", name, "instance_count")
+    parsed = parse_size_name(cluster.size) if ctx.sku(dist.cluster) is None else None
+    if parsed is not None and parsed.rdma:
+        yield ctx.warning(path, "distribution.infiniband-unverified",
+                     f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
+                     "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
+                     "InfiniBand (SR-IOV) is unconfirmed",
+                     "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
+        return
+    found = _multinode_transport(ctx, cluster)
+    if found is None:
+        return
+    reason, error, transport = found
+    ib = ctx.catalog.gpu_infiniband_gbps()
+    against = f" against {ib[0]:,}-{ib[1]:,} Gb/s of InfiniBand per VM on the InfiniBand GPU sizes" if ib else ""
+    message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, but {reason}: "
+               f"inter-node traffic goes over {transport}{against}, so scaling across nodes stays far from linear")
+    sizes = _ib_sizes(ctx, dist.cluster)
+    sku = ctx.sku(dist.cluster)
+    figures = ("figures: validators/skus.yaml" + (f", {sku.name}'s Ethernet from {sku.source.split()[0]}"
+                                                   if sku is not None and sku.ethernet_gbps else "")
+               + ", the InfiniBand sizes' from their sources")
+    if error:
+        yield ctx.at(path, "distribution.multinode-without-infiniband", message,
+                     f"use an SR-IOV InfiniBand size ({sizes}) or run on one node"
+                     + ("" if error != "required" else
+                        f", or set `infiniband: optional` on cluster {dist.cluster!r} to accept TCP sockets")
+                     + f" ({figures})")
+    else:
+        yield ctx.warning(path, "distribution.multinode-without-infiniband", message,
+                     f"for near-linear scaling use an InfiniBand size ({sizes}), or run on one node; the job runs "
+                     f"as it is, slower ({figures})")
+
+
+def _cpu_environment(ctx: Context, dist: Distribution) -> bool:
+    """The distribution's environment is a curated one built for CPUs (curated_environments.yaml `gpu: false`)."""
+    env = ctx.stack.environments.get(dist.environment)
+    info = curated_info(env.curated) if env is not None and env.curated else None
+    return info is not None and not info.gpu
+
+
+@rule_for_each("distributions")
+def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    sku = ctx.sku(dist.cluster)
+    if sku is None or dist.type == "tensorflow":
+        return
+    per_node = dist.processes_per_instance
+    path = ("distributions", name, "process_count_per_instance")
+    if _launched_per_node(dist):
+        return  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
+    if sku.gpus == 0 and dist.type == "mpi" and sku.infiniband_eligible:
+        return  # CPU MPI on an HPC size (HB, HC, HX: InfiniBand over SR-IOV, no GPUs) is what they are for
+    if sku.gpus == 0 and _cpu_environment(ctx, dist):
+        return  # a CPU environment on a CPU size (azure-ai-ml's dist_job_1/2: sklearn ...-cpu on Standard_DS3_v2)
+    if sku.gpus == 0:
+        yield ctx.warning(("distributions", name, "cluster"), "distribution.no-gpus",
+                     f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
+                     "use a GPU size for GPU training; for CPU training use type: mpi on an HPC size (HB, HC, HX: InfiniBand)")
+    elif per_node > sku.gpus:
+        yield ctx.at(path, "distribution.gpus-exceeded",
+                     f"process_count_per_instance {per_node} exceeds the {sku.gpus} GPU(s) of {sku.name}",
+                     f"set process_count_per_instance: {sku.gpus} (one process per GPU)")
+    elif per_node < sku.gpus:
+        yield ctx.warning(path, "distribution.gpus-underused",
+                     f"process_count_per_instance {per_node} uses {per_node} of the {sku.gpus} GPUs of {sku.name}",
+                     f"set process_count_per_instance: {sku.gpus} to use every GPU you pay for")
+
+
+@rule_for_each("distributions")
+def distribution_instances(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    cluster = ctx.stack.clusters.get(dist.cluster)
+    if cluster is not None and dist.instance_count > cluster.max_instances:
+        yield ctx.at(("distributions", name, "instance_count"), "distribution.instance-count",
+                     f"instance_count {dist.instance_count} exceeds max_instances {cluster.max_instances} "
+                     f"of cluster {dist.cluster!r}: the job would queue forever",
+                     f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
+
+
+@rule_for_each("distributions", framework=True)
+def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
+    mpi_types = types_needing_mpi()
+    env = ctx.stack.environments.get(dist.environment)
+    needs = dist.type in mpi_types or bool(fw and dist.type in fw.needs_mpi_with_type)
+    if env is None or not needs:
+        return
+    carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
+    # Open MPI is recommended; another MPI (Intel MPI, MPICH) also runs Azure ML's MPI jobs (the guide).
+    if carries.provides & {"openmpi", "hpcx", "mpi"}:
+        return
+    why = f"distribution {name!r} ({dist.framework + ' under ' if dist.framework else ''}type {dist.type}) " \
+          f"is launched by Azure ML with mpirun"
+    if carries.complete:
+        yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
+                     f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
+                     f"({carries.evidence})",
+                     (f"build FROM an AzureML Open MPI base image (mcr.microsoft.com/azureml/openmpi4.1.0-...) in "
+                      f"{posixpath.normpath(env.build.path + '/' + env.build.dockerfile_path)}, or install an MPI "
+                      f"there and declare `requires: [openmpi>=4.1]` on environments.{dist.environment} (checked "
+                      "by `infra image check`)") if env.build and env.build.path else
+                     f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
+                     "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
+                     "base image, or build it from infra's template: `build: {template: openmpi-rdma}`")
+    else:
+        yield ctx.warning(("distributions", name, "environment"), "distribution.mpi-unverified",
+                     f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
+                     f"{carries.evidence}",
+                     "declare `requires: [openmpi]` on the environment so `infra image check` can prove it")
+
+
+@rule_for_each("distributions", framework=True)
+def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
+    """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
+    env = ctx.stack.environments.get(dist.environment)
+    wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
+    if env is None or not wanted:
+        return
+    carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
+    missing = [p for p in wanted if p not in carries.provides]
+    if not missing:
+        return
+    what = f"{fw.name} under type {dist.type} imports {', '.join(wanted)} on every rank"
+    listed = ", ".join(missing)
+    hint = (f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by "
+            f"`infra image check`){', or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)' if fw.name == 'deepspeed' else ''}")
+    if carries.package_files:   # the files were read: the package goes there (requires would only silence it)
+        hint = (f"add {listed} to {' or '.join(carries.package_files)} (the environment installs what it lists); "
+                "`requires:` would only declare it, not install it")
+    if carries.complete:
+        yield ctx.at(("distributions", name, "environment"), "distribution.packages-missing",
+                     f"{what}, but environment {dist.environment!r} is not known to carry {listed} "
+                     f"({carries.evidence})", hint)
+    else:
+        yield ctx.warning(("distributions", name, "environment"), "distribution.packages-unverified",
+                     f"{what}; whether environment {dist.environment!r} carries {listed} is unknown "
+                     f"({carries.evidence})", hint)
+
+
+@rule_for_each("distributions", framework=True)
+def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
+    if fw is None:
+        return
+    if dist.type not in fw.types:
+        yield ctx.at(("distributions", name, "type"), "distribution.framework-type",
+                     f"framework {fw.name} does not run under distribution type {dist.type}",
+                     f"use type: {' or '.join(fw.types)} ({fw.source})")
+    if dist.launcher not in fw.launchers:
+        declared = ("distributions", name, "launcher") in ctx.loaded.source.keys
+        yield ctx.at(("distributions", name, "launcher" if declared or not dist.command else "command"),
+                     "distribution.framework-launcher",
+                     f"framework {fw.name} is not launched {dist.launcher}"
+                     + ("" if declared else " (the command's launcher starts processes per node)"),
+                     f"use launcher: {' or '.join(fw.launchers)}" if declared else
+                     f"launch {fw.name} {' or '.join(fw.launchers)}: e.g. `command: python train.py` with "
+                     "process_count_per_instance set to the GPUs per node")

@@ -1,0 +1,100 @@
+"""Rules over the stack's resources as a whole: names Azure accepts, outputs, import blocks, tags, and (for
+clusters and environments) a pasted Azure ML YAML's `name:` equal to its key."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from infra_cli.diagnostics import Diagnostic
+from infra_cli.knowledge.names import name_rules, tag_limits
+from infra_cli.stack.outputs import check_outputs
+from infra_cli.validate.rules.registry import Context, rule
+
+
+@rule
+def resource_names(ctx: Context) -> Iterator[Diagnostic]:
+    """Names Azure would refuse (validators/names.yaml), matched whole: `rg/../x`, `../../etc` and a name
+    with a trailing newline never reach a URL or a path."""
+    for r in name_rules():
+        for name, path, is_key in r.names_in(ctx.stack):
+            if not r.pattern.fullmatch(name):
+                yield ctx.at(path, r.rule_id, f"{r.what} {name!r} is not a name Azure accepts",
+                             f"use {r.rule} ({r.source})", key=is_key)
+
+
+@rule
+def output_references(ctx: Context) -> Iterator[Diagnostic]:
+    """Each output refers to an address the stack declares and an attribute its type has (stack/outputs.py)."""
+    yield from check_outputs(ctx.stack, ctx.loaded.source)
+
+
+IMPORT_UNDECLARED = "import.undeclared"  # plan --generate-config-out writes the declaration instead
+
+
+@rule
+def import_blocks(ctx: Context) -> Iterator[Diagnostic]:
+    """An import block names a cluster or environment of the stack under its Azure name, once."""
+    seen: set[str] = set()
+    for i, block in enumerate(ctx.stack.imports):
+        kind, _, name = block.to.partition(".")
+        section = f"{kind}s"
+        if block.id != name:
+            yield ctx.at(("import", i, "id"), "import.name-mismatch",
+                         f"import of {block.to}: Azure's {kind} is {block.id!r}, but the stack would call it {name!r}; "
+                         f"Azure ML cannot rename a {kind}, so infra names it by its Azure name",
+                         f"write `to: {kind}.{block.id}` (and declare {section}.{block.id})")
+        if block.to in seen:
+            yield ctx.at(("import", i, "to"), "import.duplicate", f"{block.to} is imported twice",
+                         "keep one import block for it")
+        seen.add(block.to)
+        declared = getattr(ctx.stack, section).get(name)
+        if kind == "environment" and declared is not None and declared.curated:
+            yield ctx.at(("import", i, "to"), "import.curated",
+                         f"{block.to} is a curated environment: infra only reads it, there is nothing to import",
+                         "remove the import block")
+        if declared is None:
+            yield ctx.at(("import", i, "to"), IMPORT_UNDECLARED,
+                         f"import of {block.to}: the stack declares no {section}.{name}",
+                         f"declare it, or let `infra plan {ctx.loaded.path.name} --generate-config-out FILE` write "
+                         "its declaration from Azure and merge FILE into the stack")
+
+
+@rule
+def tags(ctx: Context) -> Iterator[Diagnostic]:
+    """Azure Resource Manager's tag limits (validators/names.yaml), counting the tags infra adds itself."""
+    limits = tag_limits()
+    room = limits.max_tags - limits.infra_tags
+    for section in ("clusters", "environments"):
+        for name, resource in getattr(ctx.stack, section).items():
+            path = (section, name, "tags")
+            if len(resource.tags) > room:
+                yield ctx.at(path, "tags.count",
+                             f"{section[:-1]} {name!r} has {len(resource.tags)} tags; Azure allows {limits.max_tags} "
+                             f"per resource and infra adds up to {limits.infra_tags} of its own",
+                             f"keep at most {room} tags ({limits.source})", key=True)
+            for tag, value in resource.tags.items():
+                bad = sorted(set(tag) & set(limits.name_forbidden_characters))
+                if len(tag) > limits.max_name_length or bad or not tag.strip():
+                    why = (f"is longer than {limits.max_name_length} characters" if len(tag) > limits.max_name_length
+                           else f"contains {' '.join(bad)}" if bad else "is empty")
+                    yield ctx.at(path + (tag,), "tags.name", f"tag name {tag[:60]!r} {why}",
+                                 f"tag names have 1-{limits.max_name_length} characters, none of "
+                                 f"{' '.join(limits.name_forbidden_characters)} ({limits.source})", key=True)
+                elif tag.lower().startswith(limits.reserved_prefix):
+                    yield ctx.at(path + (tag,), "tags.reserved", f"tag name {tag!r} is reserved for infra's own tags",
+                                 f"choose a name that does not start with {limits.reserved_prefix!r}", key=True)
+                if len(value) > limits.max_value_length:
+                    yield ctx.at(path + (tag,), "tags.value",
+                                 f"the value of tag {tag[:60]!r} has {len(value)} characters; Azure allows "
+                                 f"{limits.max_value_length}", f"shorten it ({limits.source})")
+
+
+def _pasted_name(ctx: Context, section: str, key: str, written: str | None, what: str,
+                 rule: str) -> Iterator[Diagnostic]:
+    """A pasted Azure ML YAML's `name:` equals its key: one name per resource, the plan address (KIND.KEY) and
+    the name in Azure ML."""
+    if written is not None and written != key:
+        kind = section[:-1]
+        yield ctx.at((section, key, "name"), rule,
+                     f"{kind} {key!r} says name: {written!r}; a pasted {what} YAML's name must equal its key under "
+                     f"{section}:", f"rename the key to {written!r} or remove `name:`")
