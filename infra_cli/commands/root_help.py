@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x5e467e3e
+SOURCES_CRC = 0xcdfb0ed6
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
