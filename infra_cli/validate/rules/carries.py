@@ -52,13 +52,12 @@ def _declared(env: Environment) -> set[str]:
     return {parse_requirement(s).name for s in env.requires if _parses(s)}
 
 
-_pip_name = pip_name
 
 
 _READ_LIMIT = 1_000_000  # bytes of a conda file or training script read for what it names
 
 
-def _project_text(path: Path, root: Path) -> str | None:
+def project_text(path: Path, root: Path) -> str | None:
     """The start of a regular file inside the stack's project (never through a symlink out of it), or None."""
     if not (inside(path, root) and path.is_file()):
         return None
@@ -73,7 +72,7 @@ def conda_document(path: Path, root: Path) -> tuple[object, list[Diagnostic]]:
     """A conda file read as the stack itself is (stack/source.py): nesting, values and the text its aliases
     expand to bounded, so a small file of YAML aliases cannot keep validate walking for minutes; `${` is text.
     Returns (the document, or None; the loader's diagnostics when it refused the file)."""
-    text = _project_text(path, root)
+    text = project_text(path, root)
     if not text or not text.strip():
         return None, []
     data, refused = _conda_yaml(text, str(path))
@@ -101,18 +100,18 @@ def _conda_document_packages(data: Any) -> set[str]:
     deps = data.get("dependencies") if isinstance(data, dict) else None
     for dep in deps if isinstance(deps, list) else []:
         if isinstance(dep, str):
-            out.add(_pip_name(dep.split("::")[-1]))
+            out.add(pip_name(dep.split("::")[-1]))
         elif isinstance(dep, dict):
             pip = dep.get("pip")
-            out.update(_pip_name(p) for p in (pip if isinstance(pip, list) else []) if isinstance(p, str))
+            out.update(pip_name(p) for p in (pip if isinstance(pip, list) else []) if isinstance(p, str))
     return out
 
 
 def _pip_requirements(path: Path, root: Path) -> set[str]:
     """Package names a pip requirements file installs (options, -r includes and comments skipped)."""
-    text = _project_text(path, root) or ""
+    text = project_text(path, root) or ""
     lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
-    return {_pip_name(line) for line in lines if line and not line.startswith("-")}
+    return {pip_name(line) for line in lines if line and not line.startswith("-")}
 
 
 def _build_context_carries(env: Environment, base_dir: Path, root: Path) -> tuple[set[str], str, list[str]]:
@@ -121,11 +120,11 @@ def _build_context_carries(env: Environment, base_dir: Path, root: Path) -> tupl
     Returns (provides, evidence, the package files read, relative to the stack)."""
     context = base_dir / env.build.path
     dockerfile = context / env.build.dockerfile_path
-    text = _project_text(dockerfile, root) if inside(dockerfile, context) else None
+    text = project_text(dockerfile, root) if inside(dockerfile, context) else None
     if text is None:
         return set(), "a custom image carries only what it declares", []
     facts = read_dockerfile(text)
-    provides = {_pip_name(p) for p in facts.pip_installs}
+    provides = {pip_name(p) for p in facts.pip_installs}
     evidence = f"{env.build.path}/{env.build.dockerfile_path} builds FROM {facts.base_image or 'an unknown base'}"
     image = image_info(facts.base_image) if facts.base_image else None
     if image is not None:
@@ -167,14 +166,14 @@ def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries
     if env.build and env.build.template:
         template = build_template_provides(env.build.template) or {}
         provides |= set(template)
-        pip = {_pip_name(p) for p in (env.build.parameters.get("pip_packages") or []) if isinstance(p, str)}
+        pip = {pip_name(p) for p in (env.build.parameters.get("pip_packages") or []) if isinstance(p, str)}
         provides |= pip | {extra for p in pip for extra in build_template_pip_extras(env.build.template).get(p, ())}
         evidence = f"templates/docker/{env.build.template} installs it"
     files: list[str] = []
     if env.build and env.build.path:
         built, evidence, files = _build_context_carries(env, base_dir, root)
         provides |= built
-    if env.conda_path and _project_text(base_dir / env.conda_path, root) is not None:
+    if env.conda_path and project_text(base_dir / env.conda_path, root) is not None:
         provides |= _conda_packages(base_dir / env.conda_path, root)
         files.append(env.conda_path)
     elif isinstance(env.conda_file, dict):

@@ -12,11 +12,11 @@ from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.stack.model import Cluster
 from infra_cli.validate.rules.registry import Context, rule_for_each
-from infra_cli.validate.rules.resources import _pasted_name
-from infra_cli.validate.rules.size_advice import _closest_first, _ib_reason, _ib_sizes
+from infra_cli.validate.rules.resources import pasted_name
+from infra_cli.validate.rules.size_advice import closest_first, ib_reason, ib_sizes
 
 
-def _same_family(size: str, catalog: Catalog) -> list[str]:
+def same_family(size: str, catalog: Catalog) -> list[str]:
     """Catalogued sizes of the same family by name (ND for ND, never ND for DS): where a did-you-mean may look."""
     parsed = parse_size_name(size)
     return catalog.family_names(parsed.family) if parsed else []
@@ -31,9 +31,9 @@ def _successors(retired: Sku, ctx: Context, cluster: Cluster) -> str:
     def keeps(sku: Sku) -> bool:
         return (sku.retirement_date is None and sku.gpus >= retired.gpus
                 and (sku.infiniband_eligible or not needs_ib))
-    family = [s for s in map(ctx.catalog.get, _same_family(retired.name, ctx.catalog)) if s and keeps(s)]
+    family = [s for s in map(ctx.catalog.get, same_family(retired.name, ctx.catalog)) if s and keeps(s)]
     pool = family or [s for s in ctx.catalog if keeps(s) and s.gpus > 0 and s.accelerator == retired.accelerator]
-    picks = _closest_first(ctx, retired, pool, cluster)[:3]
+    picks = closest_first(ctx, retired, pool, cluster)[:3]
     return f", e.g. {', '.join(s.name for s in picks)}" if picks else " (`infra skus`)"
 
 
@@ -49,7 +49,7 @@ def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnost
     sku = ctx.catalog.get(cluster.size)
     if sku is None:
         parsed = parse_size_name(cluster.size)
-        family = {n.lower(): n for n in _same_family(cluster.size, ctx.catalog)}  # Azure reads names in any case
+        family = {n.lower(): n for n in same_family(cluster.size, ctx.catalog)}  # Azure reads names in any case
         close = [family[c] for c in difflib.get_close_matches(cluster.size.lower(), list(family), n=1, cutoff=0.75)]
         mean = f"did you mean {close[0]!r}? " if close else ""
         if parsed is None:
@@ -85,13 +85,13 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
     parsed = parse_size_name(cluster.size) if sku is None else None
     if sku is not None and not sku.infiniband_eligible:
         yield ctx.at(path, "cluster.infiniband-ineligible",
-                     f"cluster {name!r} requires InfiniBand but {_ib_reason(sku)}",
-                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx, name)}) or set "
+                     f"cluster {name!r} requires InfiniBand but {ib_reason(sku)}",
+                     f"use an SR-IOV InfiniBand size ({ib_sizes(ctx, name)}) or set "
                      "`infiniband: optional`")
     elif parsed is not None and not parsed.rdma:
         yield ctx.at(path, "cluster.infiniband-ineligible",
                      f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
-                     f"use an SR-IOV InfiniBand size ({_ib_sizes(ctx, name)}) or set "
+                     f"use an SR-IOV InfiniBand size ({ib_sizes(ctx, name)}) or set "
                      "`infiniband: optional`")
     elif parsed is not None:
         yield ctx.warning(path, "cluster.infiniband-unverified",
@@ -165,4 +165,4 @@ def cluster_subnet_needs_vnet(ctx: Context, name: str, cluster: Cluster) -> Iter
 
 @rule_for_each("clusters")
 def cluster_compute_name(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
-    yield from _pasted_name(ctx, "clusters", name, cluster.name, "compute", "cluster.name-mismatch")
+    yield from pasted_name(ctx, "clusters", name, cluster.name, "compute", "cluster.name-mismatch")

@@ -15,32 +15,32 @@ from infra_cli.validate.rules.registry import Context
 
 
 @lru_cache(maxsize=256)
-def _parsed(command: str) -> tuple[tuple[Launch, ...], str | None]:
+def parsed_command(command: str) -> tuple[tuple[Launch, ...], str | None]:
     try:
         return tuple(parse_steps(command, launchers())), None
     except CommandSyntaxError as exc:
         return (), str(exc)
 
 
-def _training(dist: Distribution) -> Launch | None:
-    return training_step(list(_parsed(dist.command)[0])) if dist.command else None
+def training_launch(dist: Distribution) -> Launch | None:
+    return training_step(list(parsed_command(dist.command)[0])) if dist.command else None
 
 
-def _launches(ctx: Context, kind: str) -> Iterator[tuple[str, Distribution, Launch]]:
+def launches_of(ctx: Context, kind: str) -> Iterator[tuple[str, Distribution, Launch]]:
     """(name, distribution, training step) of every distribution whose command starts a `kind` launcher."""
     for name, dist in ctx.stack.distributions.items():
-        step = _training(dist)
+        step = training_launch(dist)
         if step is not None and step.kind == kind:
             yield name, dist, step
 
 
-def _launched_per_node(dist: Distribution) -> bool:
+def launched_per_node(dist: Distribution) -> bool:
     """How the processes really start: a command that starts a per-node launcher is per-node whatever
     `launcher:` declares (distribution.launcher-mismatch says that once; the rules judging per-process
     launch stay quiet rather than pile on)."""
-    step = _training(dist)
+    step = training_launch(dist)
     return dist.launcher == "per-node" or (step is not None and step.kind == "per-node")
 
 
-def _command_at(ctx: Context, name: str, rule_id: str, message: str, hint: str, severity: str = "error") -> Diagnostic:
+def diagnostic_at_command(ctx: Context, name: str, rule_id: str, message: str, hint: str, severity: str = "error") -> Diagnostic:
     return ctx.at(("distributions", name, "command"), rule_id, message, hint, severity)

@@ -19,9 +19,9 @@ from infra_cli.stack.model import Cluster, Distribution
 from infra_cli.stack.source import short_repr
 from infra_cli.validate.job_inputs import input_problem
 from infra_cli.validate.rules.carries import environment_carries
-from infra_cli.validate.rules.command import _command_at, _launched_per_node
+from infra_cli.validate.rules.command import diagnostic_at_command, launched_per_node
 from infra_cli.validate.rules.registry import Context, rule_for_each
-from infra_cli.validate.rules.size_advice import _ib_reason, _ib_sizes
+from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes
 
 
 # A command job's expression bindings: ${{inputs.NAME}} and ${{outputs.NAME}}
@@ -40,7 +40,7 @@ def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> It
             continue
         close = difflib.get_close_matches(key, list(declared), n=1, cutoff=0.6)
         listed = ", ".join(sorted(declared)) or "none"
-        yield _command_at(
+        yield diagnostic_at_command(
             ctx, name, "distribution.job-binding",
             f"the command of distribution {name!r} names ${{{{{kind}.{key}}}}}, but its {kind} declare no "
             f"{key!r} (declared: {listed}); Azure ML refuses the job",
@@ -129,7 +129,7 @@ def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, str | Non
         fabric_unusable = sku.rdma and not sku.sriov
         if sku.gpus == 0 and not (required or fabric_unusable):
             return None
-        return _ib_reason(sku), "fabric" if fabric_unusable else "required" if required else None, \
+        return ib_reason(sku), "fabric" if fabric_unusable else "required" if required else None, \
             sku.sockets_between_nodes
     parsed = parse_size_name(cluster.size)
     if parsed is None or parsed.rdma or (not parsed.family.startswith("N") and not required):
@@ -160,7 +160,7 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
     against = f" against {ib[0]:,}-{ib[1]:,} Gb/s of InfiniBand per VM on the InfiniBand GPU sizes" if ib else ""
     message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, but {reason}: "
                f"inter-node traffic goes over {transport}{against}, so scaling across nodes stays far from linear")
-    sizes = _ib_sizes(ctx, dist.cluster)
+    sizes = ib_sizes(ctx, dist.cluster)
     sku = ctx.sku(dist.cluster)
     figures = ("figures: validators/skus.yaml" + (f", {sku.name}'s Ethernet from {sku.source.split()[0]}"
                                                    if sku is not None and sku.ethernet_gbps else "")
@@ -191,7 +191,7 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
         return
     per_node = dist.processes_per_instance
     path = ("distributions", name, "process_count_per_instance")
-    if _launched_per_node(dist):
+    if launched_per_node(dist):
         return  # torchrun/Lightning start one process per GPU themselves (see distribution_launcher)
     if sku.gpus == 0 and dist.type == "mpi" and sku.infiniband_eligible:
         return  # CPU MPI on an HPC size (HB, HC, HX: InfiniBand over SR-IOV, no GPUs) is what they are for

@@ -15,14 +15,14 @@ from infra_cli.knowledge.requirements import SpecError, parse_requirement
 from infra_cli.paths import context_files, inside, project_root
 from infra_cli.stack.model import Distribution, Environment
 from infra_cli.validate.build_steps import build_step_problems
-from infra_cli.validate.rules.carries import _project_text, build_template_provides, conda_document
+from infra_cli.validate.rules.carries import project_text, build_template_provides, conda_document
 from infra_cli.validate.rules.registry import Context, rule_for_each
-from infra_cli.validate.rules.resources import _pasted_name
+from infra_cli.validate.rules.resources import pasted_name
 
 
 @rule_for_each("environments")
 def environment_name(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
-    yield from _pasted_name(ctx, "environments", name, env.name, "environment", "environment.name-mismatch")
+    yield from pasted_name(ctx, "environments", name, env.name, "environment", "environment.name-mismatch")
 
 
 @rule_for_each("environments")
@@ -184,7 +184,7 @@ def environment_build_steps(ctx: Context, name: str, env: Environment) -> Iterat
         return
     context = ctx.loaded.base_dir / env.build.path
     dockerfile = context / env.build.dockerfile_path
-    text = _project_text(dockerfile, project_root(ctx.loaded.path)) if inside(dockerfile, context) else None
+    text = project_text(dockerfile, project_root(ctx.loaded.path)) if inside(dockerfile, context) else None
     for p in build_step_problems(text) if text else ():
         yield Diagnostic("error", "environment.build-step", p.message, str(dockerfile), p.line, 1, p.hint)
 

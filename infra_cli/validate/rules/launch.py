@@ -13,12 +13,12 @@ from infra_cli.knowledge.launchers import launchers
 from infra_cli.paths import inside, project_root
 from infra_cli.stack.launch import Launch, count, variables
 from infra_cli.stack.model import Distribution
-from infra_cli.validate.rules.carries import _project_text
-from infra_cli.validate.rules.command import _command_at, _launched_per_node, _launches, _parsed, _training
+from infra_cli.validate.rules.carries import project_text
+from infra_cli.validate.rules.command import diagnostic_at_command, launched_per_node, launches_of, parsed_command, training_launch
 from infra_cli.validate.rules.registry import Context, rule, rule_for_each
 
 
-def _tasks_per_node(dist: Distribution) -> int:
+def tasks_per_node(dist: Distribution) -> int:
     return dist.processes_per_instance if dist.type != "tensorflow" else 1
 
 
@@ -45,22 +45,22 @@ def _per_node_processes(step: Launch, dist: Distribution, gpus: int) -> tuple[in
 
 @rule_for_each("distributions")
 def distribution_command_syntax(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
-    error = _parsed(dist.command)[1] if dist.command else None
+    error = parsed_command(dist.command)[1] if dist.command else None
     if error:
-        yield _command_at(ctx, name, "distribution.command-syntax",
+        yield diagnostic_at_command(ctx, name, "distribution.command-syntax",
                           f"the command of distribution {name!r} is not valid shell ({error})",
                           "close the quote or escape the character; Azure ML runs the command with bash")
 
 
 @rule
 def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist, step in _launches(ctx, "head-node"):
-        nodes, per = dist.instance_count, _tasks_per_node(dist)
+    for name, dist, step in launches_of(ctx, "head-node"):
+        nodes, per = dist.instance_count, tasks_per_node(dist)
         started = nodes * per
         script = step.script or "train.py"
         if step.launcher.kind == "per-node":   # deepspeed --hostfile: it ssh-es into every host itself
             flag = next(f for f in step.launcher.head_node_flags if f in step.options)
-            yield _command_at(
+            yield diagnostic_at_command(
                 ctx, name, "distribution.head-node-launcher",
                 f"{step.invoked_as} {flag} starts the processes of every host itself (over ssh), but Azure ML runs the "
                 f"command {started} time(s) ({per} on each of {nodes} node(s)): each copy would start the whole job",
@@ -71,7 +71,7 @@ def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
         np = count(step.role("processes"))
         result = (f"{started} x {np} = {started * np} processes" if np else
                   f"{started} copies of {step.invoked_as}, each starting its own set of ranks")
-        yield _command_at(
+        yield diagnostic_at_command(
             ctx, name, "distribution.head-node-launcher",
             f"the command starts {step.invoked_as}{f' -np {np}' if np else ''}, a head-node launcher, inside an "
             f"Azure ML {dist.type} job that already starts {per} process(es) on each of {nodes} node(s): {result}",
@@ -83,7 +83,7 @@ def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
 def distribution_launcher(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     if dist.launcher != "per-node" or dist.processes_per_instance <= 1 or dist.type == "tensorflow":
         return
-    step = _training(dist)
+    step = training_launch(dist)
     sku = ctx.sku(dist.cluster)
     gpus = sku.gpus if sku else 0
     if step is not None and step.kind == "per-node":
@@ -100,7 +100,7 @@ def distribution_launcher(ctx: Context, name: str, dist: Distribution) -> Iterat
                f"process_count_per_instance {ppi} starts it {ppi} times on each node: {result}")
     hint = "remove process_count_per_instance (or set it to 1): the launcher starts one process per GPU"
     if dist.command and step is not None:
-        yield _command_at(ctx, name, "distribution.per-node-launcher", message, hint)
+        yield diagnostic_at_command(ctx, name, "distribution.per-node-launcher", message, hint)
     else:
         yield ctx.at(("distributions", name, "process_count_per_instance"), "distribution.per-node-launcher",
                      message, hint)
@@ -110,9 +110,9 @@ def distribution_launcher(ctx: Context, name: str, dist: Distribution) -> Iterat
 def distribution_launcher_declared(ctx: Context) -> Iterator[Diagnostic]:
     # A declared per-node launcher with a plain script is fine: the script may start the node's processes
     # itself (the MPI per-node launch of the guides); a per-node launcher declared per-process is not.
-    for name, dist, step in _launches(ctx, "per-node"):
+    for name, dist, step in launches_of(ctx, "per-node"):
         if ("distributions", name, "launcher") in ctx.loaded.source.keys and dist.launcher != "per-node":
-            yield _command_at(ctx, name, "distribution.launcher-mismatch",
+            yield diagnostic_at_command(ctx, name, "distribution.launcher-mismatch",
                               f"distribution {name!r} declares launcher: {dist.launcher}, but its command starts "
                               f"{step.invoked_as}, a per-node launcher",
                               "remove `launcher:` (infra derives it from the command) or set launcher: per-node")
@@ -120,7 +120,7 @@ def distribution_launcher_declared(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule
 def distribution_launcher_gpus(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist, step in _launches(ctx, "per-node"):
+    for name, dist, step in launches_of(ctx, "per-node"):
         sku = ctx.sku(dist.cluster)
         if sku is None or not sku.gpus or dist.processes_per_instance > 1:
             continue
@@ -144,9 +144,9 @@ def _gpus_used(ctx: Context, name: str, used: int, gpus: int, exceeded: tuple[st
     """distribution.gpus-exceeded (an error) or -underused (a warning): `used` of a node's `gpus`; each tuple is
     the message and the hint."""
     if used > gpus:
-        yield _command_at(ctx, name, "distribution.gpus-exceeded", *exceeded)
+        yield diagnostic_at_command(ctx, name, "distribution.gpus-exceeded", *exceeded)
     elif used < gpus:
-        yield _command_at(ctx, name, "distribution.gpus-underused", *underused, "warning")
+        yield diagnostic_at_command(ctx, name, "distribution.gpus-underused", *underused, "warning")
 
 
 def _nodes_range(value: str) -> tuple[int, int] | None:
@@ -158,13 +158,13 @@ def _nodes_range(value: str) -> tuple[int, int] | None:
 
 @rule
 def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
-    for name, dist, step in _launches(ctx, "per-node"):
+    for name, dist, step in launches_of(ctx, "per-node"):
         spec, nodes = step.launcher, dist.instance_count
         value = step.role("nodes")
         flag = spec.flags.get("nodes", ("--nnodes",))[0]
         if value is None:
             if spec.nodes_default is not None and spec.nodes_default != nodes:
-                yield _command_at(ctx, name, "distribution.launcher-nodes",
+                yield diagnostic_at_command(ctx, name, "distribution.launcher-nodes",
                                   f"{step.invoked_as} without {flag} assumes {spec.nodes_default} node(s), but the job "
                                   f"runs on instance_count {nodes}: each node would train alone",
                                   f"pass {flag} {nodes}")
@@ -172,7 +172,7 @@ def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
         span = _nodes_range(value)
         if span is not None and not span[0] <= nodes <= span[1]:
             waits = span[0] > nodes
-            yield _command_at(ctx, name, "distribution.launcher-nodes",
+            yield diagnostic_at_command(ctx, name, "distribution.launcher-nodes",
                               f"{step.invoked_as} {flag} {value} but the job runs on instance_count {nodes} node(s): "
                               + ("the rendezvous waits for nodes that never come" if waits else
                                  "the surplus nodes cannot join the job"),
@@ -183,7 +183,7 @@ def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
 def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
     own = launcher_variables()
     known = {v for sets in own.values() for v in sets}
-    for name, dist, step in _launches(ctx, "per-node"):
+    for name, dist, step in launches_of(ctx, "per-node"):
         if dist.instance_count < 2:
             continue
         spec = step.launcher
@@ -194,21 +194,21 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
             flags = [spec.flags[r][0] for r in ("node_rank", "master_addr", "master_port") if spec.flags.get(r)]
             fix = " ".join(f"{f} {v}" for f, v in zip(flags, suggested)) if suggested else \
                 f"{spec.flags.get('rendezvous', flags)[0]} $AZ_BATCH_MASTER_NODE with $OMPI_COMM_WORLD_RANK as the node rank"
-            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+            yield diagnostic_at_command(ctx, name, "distribution.launcher-rendezvous",
                               f"{step.invoked_as} on {dist.instance_count} nodes without "
                               f"{', '.join(spec.flags[r][0] for r in missing)}: every node starts its own rendezvous "
                               "and waits for the others forever",
                               f"pass {fix} (Azure ML sets these on each node of a {dist.type} job)")
         literal = count(values["node_rank"])
         if literal is not None:
-            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+            yield diagnostic_at_command(ctx, name, "distribution.launcher-rendezvous",
                               f"{step.invoked_as} {spec.flags['node_rank'][0]} {literal} gives every one of the "
                               f"{dist.instance_count} nodes the same rank",
                               f"pass {spec.flags['node_rank'][0]} "
                               f"${node_rank_variables()[0].get(dist.type, 'NODE_RANK')}")
         for flag in spec.multi_node_requires:
             if flag not in step.options:
-                yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+                yield diagnostic_at_command(ctx, name, "distribution.launcher-rendezvous",
                                   f"{step.invoked_as} on {dist.instance_count} nodes needs {flag} to run once per node "
                                   f"(without it, it starts the other nodes itself over ssh)",
                                   f"add {flag} with --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port "
@@ -216,7 +216,7 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
         unset = sorted({v for value in values.values() for v in variables(value)}
                        & known - set(own.get(dist.type, {})) - set(dist.environment_variables))
         for var in unset:
-            yield _command_at(ctx, name, "distribution.launcher-rendezvous",
+            yield diagnostic_at_command(ctx, name, "distribution.launcher-rendezvous",
                               f"the command passes ${var}, which Azure ML does not set in a {dist.type} job",
                               f"use the variables of type {dist.type}: {', '.join(sorted(own.get(dist.type, {})))}")
 
@@ -225,7 +225,7 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
 def distribution_node_rank_variable(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     """A per-node launch whose node rank is a variable that only reads like one (frameworks.yaml
     not_node_rank: OMPI_COMM_WORLD_NODE_RANK is 0 on every node): every node claims rank 0, the job hangs."""
-    step = _training(dist)
+    step = training_launch(dist)
     if step is None or dist.instance_count < 2:
         return
     if step.kind == "per-node":
@@ -240,7 +240,7 @@ def distribution_node_rank_variable(ctx: Context, name: str, dist: Distribution)
         right = ranks.get(dist.type, "NODE_RANK")
         one = " with process_count_per_instance: 1 (one process per node, so a process's rank is its node's)" \
             if dist.type == "mpi" else ""
-        yield _command_at(ctx, name, "distribution.node-rank-variable",
+        yield diagnostic_at_command(ctx, name, "distribution.node-rank-variable",
                           f"{flag} ${var}: despite its name, {var} is not the node's rank (it numbers the processes "
                           f"within one node): it is 0 on every one of the {dist.instance_count} nodes, so each claims "
                           "rank 0 and the rendezvous waits forever",
@@ -253,7 +253,7 @@ def _script_text(ctx: Context, dist: Distribution, script: str | None) -> str | 
     if not (dist.code and script and script.endswith(".py")):
         return None
     code = ctx.loaded.base_dir / dist.code
-    return _project_text(code / script, code) if inside(code, project_root(ctx.loaded.path)) else None
+    return project_text(code / script, code) if inside(code, project_root(ctx.loaded.path)) else None
 
 
 _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
@@ -261,13 +261,13 @@ _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
 
 @rule_for_each("distributions", framework=True)
 def distribution_lightning(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
-    step = _training(dist)
+    step = training_launch(dist)
     sku = ctx.sku(dist.cluster)
     if fw is None or not fw.nodes_flags or step is None or step.kind != "script":
         return
     found: dict[str, tuple[str, str]] = {}   # nodes/devices -> (value, where it was read)
     for key, flags in (("nodes", fw.nodes_flags), ("devices", fw.devices_flags)):
-        for s in _parsed(dist.command)[0]:
+        for s in parsed_command(dist.command)[0]:
             value = s.script_option(flags)
             if value:
                 found[key] = (value, next(f for f in flags if s.script_option([f]) is not None))
@@ -282,7 +282,7 @@ def distribution_lightning(ctx: Context, name: str, dist: Distribution, fw: Fram
     if "nodes" in found:
         value, where = found["nodes"]
         if count(value) is not None and count(value) != dist.instance_count:
-            yield _command_at(ctx, name, "distribution.lightning-trainer",
+            yield diagnostic_at_command(ctx, name, "distribution.lightning-trainer",
                               f"Lightning's {where} {value} but the job runs on instance_count {dist.instance_count} "
                               "node(s): the trainer waits for a world size that never forms",
                               f"set it to {dist.instance_count} (or change instance_count)")
@@ -293,7 +293,7 @@ def distribution_lightning(ctx: Context, name: str, dist: Distribution, fw: Fram
             return
         if dist.launcher == "per-process" and dist.processes_per_instance > 1:
             if devices != dist.processes_per_instance:
-                yield _command_at(ctx, name, "distribution.lightning-trainer",
+                yield diagnostic_at_command(ctx, name, "distribution.lightning-trainer",
                                   f"Lightning's {where} {value} but Azure ML starts {dist.processes_per_instance} "
                                   "processes per node (process_count_per_instance): the ranks disagree on the "
                                   "world size", f"set it to {dist.processes_per_instance}")
@@ -356,13 +356,13 @@ def distribution_tensorflow(ctx: Context, name: str, dist: Distribution) -> Iter
 @rule_for_each("distributions", framework=True)
 def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     needle = fw.per_process_command_must_contain if fw else None
-    if not (needle and dist.command) or _launched_per_node(dist):
+    if not (needle and dist.command) or launched_per_node(dist):
         return
-    steps, error = _parsed(dist.command)
+    steps, error = parsed_command(dist.command)
     # HF's argument parser accepts --local_rank and --local-rank alike
     spellings = (needle, needle.replace("_", "-"))
     if error is None and not any(s.script_option(spellings) is not None for s in steps):
-        yield _command_at(ctx, name, "distribution.transformers-local-rank",
+        yield diagnostic_at_command(ctx, name, "distribution.transformers-local-rank",
                           f"{fw.name} under per-process launch needs {needle} in its command: Azure ML sets only "
                           "the LOCAL_RANK variable",
                           f"append `{needle} $LOCAL_RANK` to the command")

@@ -89,7 +89,7 @@ def tags(ctx: Context) -> Iterator[Diagnostic]:
                                  f"{limits.max_value_length}", f"shorten it ({limits.source})")
 
 
-def _pasted_name(ctx: Context, section: str, key: str, written: str | None, what: str,
+def pasted_name(ctx: Context, section: str, key: str, written: str | None, what: str,
                  rule: str) -> Iterator[Diagnostic]:
     """A pasted Azure ML YAML's `name:` equals its key: one name per resource, the plan address (KIND.KEY) and
     the name in Azure ML."""

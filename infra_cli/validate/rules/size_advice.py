@@ -6,11 +6,11 @@ from __future__ import annotations
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.knowledge.skus import Sku
 from infra_cli.stack.model import Cluster
-from infra_cli.validate.rules.command import _launched_per_node
+from infra_cli.validate.rules.command import launched_per_node
 from infra_cli.validate.rules.registry import Context
 
 
-def _ib_reason(sku: Sku) -> str:
+def ib_reason(sku: Sku) -> str:
     if sku.rdma and not sku.sriov:
         return f"{sku.name} has RDMA but no SR-IOV, so NCCL and MPI inside Azure ML cannot use its InfiniBand"
     return f"{sku.name} has no InfiniBand" + (f" ({sku.note.rstrip('.')})" if sku.note else "")
@@ -21,7 +21,7 @@ def _gpu_model(sku: Sku | None) -> str | None:
     return sku.gpu_model.split()[0].upper() if sku is not None and sku.gpu_model else None
 
 
-def _closest_first(ctx: Context, current: Sku | None, pool, cluster: Cluster | None = None) -> list[Sku]:
+def closest_first(ctx: Context, current: Sku | None, pool, cluster: Cluster | None = None) -> list[Sku]:
     """Suggested sizes ordered by closeness to the current one: the same GPU model first; then sizes with a published
     list price (validators/skus.yaml prices) before those without, since a price is what ranks a class (a size not
     yet priced, like GB200, is the newest and largest); then the same GPU count; then price per node-hour (a larger
@@ -37,7 +37,7 @@ def _closest_first(ctx: Context, current: Sku | None, pool, cluster: Cluster | N
     return sorted(pool, key=closeness)
 
 
-def _ib_sizes(ctx: Context, cluster_name: str) -> str:
+def ib_sizes(ctx: Context, cluster_name: str) -> str:
     # current sizes only (a retiring size is no advice), with the GPUs the processes per node need (a
     # suggestion that distribution.gpus-exceeded refuses next is no advice either), closest to the cluster's first
     gpus, current = _gpus_needed(ctx, cluster_name), ctx.sku(cluster_name)
@@ -51,11 +51,11 @@ def _ib_sizes(ctx: Context, cluster_name: str) -> str:
             return s.gpus == 0 and getattr(parse_size_name(s.name), "active_vcpus", 0) is None
         return s.nccl_over_ib and s.gpus >= gpus
     pool = [s for s in ctx.catalog if s.infiniband_eligible and s.retirement_date is None and fits(s)]
-    return ", ".join(s.name for s in _closest_first(ctx, current, pool, cluster))
+    return ", ".join(s.name for s in closest_first(ctx, current, pool, cluster))
 
 
 def _gpus_needed(ctx: Context, cluster_name: str) -> int:
     """The most processes per node a distribution on the cluster starts one per GPU (per-node launches
     size themselves to the node): a size suggested for the cluster needs that many GPUs."""
     return max((d.processes_per_instance for d in ctx.stack.distributions.values()
-                if d.cluster == cluster_name and d.type != "tensorflow" and not _launched_per_node(d)), default=0)
+                if d.cluster == cluster_name and d.type != "tensorflow" and not launched_per_node(d)), default=0)
