@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Command, Progress,
-                                      fail, for_this_run, for_this_run_diagnostic, interrupt_leaves, local_flag, locked,
+                                      fail, for_this_run, for_this_run_diagnostic, interrupt_leaves, local_flag,
                                       print_diagnostics, progress_stream, smoke_interrupted, var_file_option,
                                       var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -232,12 +232,9 @@ def import_(
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
     from infra_cli.commands.backend import provider_for
-    from infra_cli.state.lock import LockHeld
 
     try:
         print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack))))
-    except LockHeld as exc:
-        raise locked(exc, stack)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -262,7 +259,6 @@ def force_unlock(
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
                       *, destroy: bool, replace: list[str] = ()) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
-    from infra_cli.state.lock import LockHeld
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, plan_key, saved_stack_path
     from infra_cli.commands.views.plan import render_plan
@@ -312,8 +308,6 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
             with Progress() as progress:
                 result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
                                        operation="destroy" if destroy else "apply")
-    except LockHeld as exc:
-        raise locked(exc, outcome.loaded.path)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     code = _summary(result, "Destroy" if destroy else "Apply", stack) if result is not None else EXIT_OK

@@ -301,16 +301,6 @@ def fail(diagnostics: list[Diagnostic], as_json: bool = False) -> typer.Exit:
     return typer.Exit(EXIT_ERROR)
 
 
-def locked(exc: Any, stack_file: str | Path) -> typer.Exit:
-    """A state.lock.LockHeld: another run holds the stack's lock (Terraform's "Error acquiring the state lock"):
-    who, since when, doing what, and how to clear a lock whose process is gone. Nothing was changed."""
-    info = exc.info
-    print(for_this_run(f"error: stack {exc.stack!r} is locked by {info.holder} since {info.since} ({info.operation}); "
-                       f"nothing was changed.\n  hint: wait for it to finish; if that process is gone, run "
-                       f"`infra force-unlock {stack_file}`"), file=sys.stderr)
-    return typer.Exit(EXIT_ERROR)
-
-
 def _azure_error(exc: BaseException) -> bool:
     """Whether the SDKs raised it: every azure-core and azure-ai-ml error derives from AzureError.
     Only checked when azure.core is already imported (an offline command never imports it)."""
@@ -330,8 +320,15 @@ def report_error(exc: BaseException) -> int:
     (unless INFRA_DEBUG=1). Azure's refusals, local OS errors and bugs each read as what they are."""
     if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
         traceback.print_exception(exc, file=sys.stderr)
+    lock = sys.modules.get("infra_cli.state.lock")   # loaded by every command that takes the lock
     if isinstance(exc, DiagnosticError):
         print_diagnostics(exc.diagnostics)
+    elif lock is not None and isinstance(exc, lock.LockHeld):
+        # another run holds the stack's lock (Terraform's "Error acquiring the state lock"): raised before any write
+        info, stack = exc.info, _given_stack() or "STACK"
+        print(for_this_run(f"error: stack {exc.stack!r} is locked by {info.holder} since {info.since} "
+                           f"({info.operation}); nothing was changed.\n  hint: wait for it to finish; if that process "
+                           f"is gone, run `infra force-unlock {stack}`"), file=sys.stderr)
     elif _azure_error(exc):
         from infra_cli.azure.errors import describe_azure_error, is_sign_in_failure, retries_spent
 

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import (EXIT_OK, Command, Group, fail, for_this_run, locked, print_diagnostics, var_file_option,
+from infra_cli.commands.output import (EXIT_OK, Command, Group, fail, for_this_run, print_diagnostics, var_file_option,
                                       var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
@@ -149,12 +149,9 @@ def state_rm(
     """Forget a resource: remove the stack's ownership tags from it, changing nothing else (terraform state rm)."""
     from infra_cli.apply.engine import forget_resource
     from infra_cli.commands.backend import provider_for
-    from infra_cli.state.lock import LockHeld
 
     try:
         print(for_this_run(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack))))
-    except LockHeld as exc:
-        raise locked(exc, stack)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
