@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
 from infra_cli.azure.protocol import Provider
-from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_SECRETS, TAG_STACK
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_secrets, ssh_credentials_hash, Plan,
                                 PlanMode, PlanOutcome, Resource, ResourceChange, canonical_json, changed_smokes,
@@ -345,13 +345,18 @@ def _importable_cluster(loaded: Any, address: str, name: str, provider: Provider
 
 def _adopt_cluster(loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
     """The same PUT with the same values plus this stack's tags (Azure never returns secrets: only the stack's
-    own are sent)."""
+    own are sent). Protection is the stack's and survives adoption: a cluster the stack declares with
+    lifecycle.prevent_destroy (or that still carries the tag) is protected again before import returns, so an
+    apply that then drops it from the stack is refused as it was before `state rm`."""
     secrets, secrets_tag = _secrets_for_put(loaded, name, live)
     tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes)),
             **secrets_tag}
+    protected = loaded.stack.clusters[name].lifecycle.prevent_destroy or live.attributes.get("prevent_destroy")
+    if protected:
+        tags[TAG_PREVENT_DESTROY] = "true"
     provider.put_cluster(Resource(address, "cluster", name, live.attributes, tags), secrets,
                          live.attributes["subnet"], None)
-    return f"Imported {name} as {address}."
+    return f"Imported {name} as {address}" + (", protected by lifecycle.prevent_destroy." if protected else ".")
 
 
 def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:

@@ -64,14 +64,15 @@ def _import_missing(res: Resource, imports: dict[str, str], source: SourceMap) -
                              "list`), or remove the import block to let infra create it")
 
 
-def _protection(name: str, desired: Resource | None, live: Resource, source: SourceMap, what: str,
+def _protection(name: str, desired: dict | None, live: dict, source: SourceMap, what: str,
                 in_stack_hint: str) -> Diagnostic | None:
-    """prevent_destroy from the stack (as written now) or from the live tag (as last applied), either wins."""
-    if desired is not None and desired.attributes.get("prevent_destroy"):
+    """prevent_destroy from the stack (as written now: `desired`, its attributes) or from the live tag (as last
+    applied: `live`'s attributes), either wins."""
+    if desired is not None and desired.get("prevent_destroy"):
         return source.diagnostic(("clusters", name, "lifecycle", "prevent_destroy"), "plan.prevent-destroy",
                                  f"cluster.{name} {what}, but the stack sets lifecycle.prevent_destroy",
                                  in_stack_hint)
-    if live.attributes.get("prevent_destroy"):
+    if live.get("prevent_destroy"):
         if desired is not None:
             return source.diagnostic(("clusters", name), "plan.prevent-destroy",
                                      f"cluster.{name} {what}, but it was applied with lifecycle.prevent_destroy",
@@ -81,6 +82,22 @@ def _protection(name: str, desired: Resource | None, live: Resource, source: Sou
                           None, None, f"put clusters.{name} back in the stack, or set lifecycle.prevent_destroy: "
                           "false on it and apply before removing it")
     return None
+
+
+def _import_replaces(change: ResourceChange, imports: dict[str, str], source: SourceMap) -> Diagnostic | None:
+    """An import block adopts a cluster to keep it: a declaration that differs from it in a field Azure cannot
+    change in place would have the same apply destroy what it imports. A plan error, not `-/+`."""
+    fields = [p[0] for p in change.replace_paths if p[0] != "provisioning_state"]
+    if not fields:   # replaced only because its last operation failed: nothing of the declaration forces it
+        return None
+    live = ", ".join(f"{f} = {change.before.get(f)!r}" for f in fields)
+    return source.diagnostic(
+        _import_at(imports, change.address), "import.forces-replacement",
+        f"import of {change.address}: the stack declares it with another {', '.join(fields)} than the cluster "
+        f"{imports[change.address]!r} has ({live}), which Azure cannot change in place: the apply would destroy "
+        "the cluster it imports and create another", f"declare clusters.{change.name} as it is live "
+        "(`infra plan STACK --generate-config-out FILE` writes it), apply the import, then change it in a later "
+        f"plan (or, to recreate it on purpose, import it first and plan with `--replace {change.address}`)")
 
 
 def _timestamp(value: object) -> float | None:
@@ -199,6 +216,12 @@ def force_replace(changes: list[ResourceChange], replace: list[str], source: Sou
             out.append(c)
         elif c.type == "cluster" and c.actions in (NO_OP, UPDATE, REPLACE):
             out.append(replace_change(c))
+            protected = c.actions != REPLACE and _protection(   # a forced replacement: diff already refused it
+                c.name, c.after, c.before, source, f"would be replaced (--replace {c.address})",
+                f"leave out --replace {c.address}, or set clusters.{c.name}.lifecycle.prevent_destroy: false and "
+                "apply that first")
+            if protected:
+                diagnostics.append(protected)
         elif c.type == "environment" and c.after and c.after.get("kind") != "curated" and c.actions == NO_OP:
             pinned = source.values.get(("environments", c.name, "version"))
             if pinned is not None:
@@ -276,11 +299,13 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, source: Source
                         change = _adopted(change, res.name)
                     if change.actions == REPLACE:
                         fields = ", ".join(p[0] for p in change.replace_paths)
-                        protected = _protection(res.name, res, current, source, f"must be replaced ({fields})",
+                        protected = _protection(res.name, res.attributes, current.attributes, source,
+                                                f"must be replaced ({fields})",
                                                 "set lifecycle.prevent_destroy: false and apply that first, "
                                                 "or keep the old value")
-                        if protected:
-                            diagnostics.append(protected)
+                        refused = protected or (_import_replaces(change, imports, source) if adopt else None)
+                        if refused:
+                            diagnostics.append(refused)
                     changes.append(change)
             else:
                 current = live.environments.get(res.name)
@@ -303,7 +328,9 @@ def diff(desired: list[Resource], live: LiveState, *, stack: str, source: Source
     for name, current in sorted(live.clusters.items()):
         if current.owner_stack != stack or (mode != "destroy" and name in desired_clusters):
             continue
-        protected = _protection(name, desired_clusters.get(name), current, source, "would be destroyed",
+        declared = desired_clusters.get(name)
+        protected = _protection(name, declared.attributes if declared else None, current.attributes, source,
+                                "would be destroyed",
                                 f"set clusters.{name}.lifecycle.prevent_destroy: false and apply it, then destroy")
         if protected:
             diagnostics.append(protected)
