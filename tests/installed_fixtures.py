@@ -4,7 +4,7 @@ virtual environment, commands run by the venv's full path (not activated) from f
 INFRA_INSTALLED_VENV names a venv made the way a user makes one (.ci/run: a fresh venv, the lock, the wheel
 that `python -m build` made from the sdist, both in dist/ beside the venv);
 without it, the wheel is built here and installed, with no dependency resolved, into a venv that sees this
-interpreter's packages (--system-site-packages), so the suite needs no download.
+interpreter's packages (make_venv: the suite's own venv's where it runs in one), so the suite needs no download.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +60,24 @@ def build_distributions(source: Path, out: Path) -> tuple[Path, Path]:
     return out / wheel_name, out / sdist_name
 
 
-def make_venv(path: Path, *, system_site_packages: bool = True) -> Path:
-    args = [sys.executable, "-m", "venv", "--without-pip", str(path)]
-    if system_site_packages:
-        args.insert(3, "--system-site-packages")
-    subprocess.run(args, check=True, timeout=120)
+def make_venv(path: Path, *, see_suite_packages: bool = True) -> Path:
+    """A fresh venv; with `see_suite_packages`, one that also sees the packages of the interpreter running the
+    suite. Not `--system-site-packages`: made from a venv's Python, that sees the BASE interpreter's packages, not
+    the venv's (the README's quick-start venv lacked typer there). A .pth file of plain paths adds this
+    interpreter's site-packages after the new venv's own, so what is installed into the new venv (the wheel) wins
+    and this interpreter's .pth hooks (an editable install of the checkout) are not run there."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    if see_suite_packages:
+        [own] = path.glob("lib/python*/site-packages")
+        suite = [p for p in dict.fromkeys(sys.path) if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+        (own / "zz_infra_suite_packages.pth").write_text("".join(f"{p}\n" for p in suite))
+        # and their console scripts (torchrun: the emulator's per-node launcher), linked, never `infra` itself,
+        # which the wheel installed next must write as its own file
+        scripts, bin_ = Path(sysconfig.get_path("scripts")), path / "bin"
+        for script in scripts.iterdir() if scripts.resolve() != bin_.resolve() else ():
+            if not (bin_ / script.name).exists() and script.name != "infra" and not script.name.startswith(
+                    ("python", "activate", "Activate", "pip")):
+                (bin_ / script.name).symlink_to(script)
     return path
 
 

@@ -96,6 +96,14 @@ def test_each_preflight_line_names_what_is_missing_and_the_fix_for_where_the_job
 
     (tmp_path / "preflight.py").write_text(render_smoke_script("preflight.py", "s", "d"))
     env = without_modules(tmp_path / "hide", {"PATH": str(tmp_path / "no-bin")}, hidden)   # no torchrun on PATH
+    # the framework's other modules present whatever extras this Python has (preflight only locates them), so
+    # exactly `hidden` is missing: accelerate alone, with or without the frameworks extra installed
+    framework = args[args.index("--framework") + 1] if "--framework" in args else ""
+    for module in framework.partition("=")[2].split(","):
+        if module and module.split(".")[0] != hidden:
+            package = tmp_path / "hide" / module.split(".")[0]
+            package.mkdir(exist_ok=True)
+            (package / "__init__.py").touch()
     r = subprocess.run([sys.executable, "preflight.py", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1 and r.stderr == "" and r.stdout.count("\n") == 1, r.stdout + r.stderr
