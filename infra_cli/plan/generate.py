@@ -13,7 +13,7 @@ import yaml
 
 from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.live import read_cluster
+from infra_cli.plan.live import read_cluster, recorded_conda
 from infra_cli.plan.normalise import is_other_compute, split_tags
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS
 from infra_cli.stack.load import LoadedStack
@@ -96,14 +96,12 @@ def environment_declaration(values: dict[str, Any]) -> tuple[dict[str, Any], lis
                      f"{values['name']}-context/ beside the stack (its next apply registers a new version)")
     conda = content.get("conda_file")
     if conda:
-        try:
-            parsed = yaml.safe_load(conda) if isinstance(conda, str) else conda
-        except yaml.YAMLError:
-            parsed = None
-        if isinstance(parsed, dict):
+        parsed, why = recorded_conda(conda)   # under the loader's bounds, as plan reads it
+        if parsed is not None:
             out["conda_file"] = parsed   # inline, as Azure recorded it
         else:
-            notes.append("its conda file as recorded is not a YAML mapping: left out (add conda_file: yourself)")
+            notes.append(f"its conda file as recorded is not a YAML mapping infra reads ({why}): left out (add "
+                         "conda_file: yourself)")
     if content.get("description"):
         out["description"] = content["description"]
     user_tags, _ = split_tags(values.get("tags"))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import re
 
-import yaml
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import environment_content_hash
 from infra_cli.plan.model import Resource, content_hash
 from infra_cli.stack.model import inline_conda_text
+from infra_cli.stack.source import MAX_STACK_BYTES, load_yaml
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.state.records import SmokeRecord
 from infra_cli.state.serial import StateSerial
@@ -136,15 +136,33 @@ def recorded_content_hash(content: dict[str, Any]) -> str | None:
     if not content.get("image") or content.get("build"):
         return None
     conda = content.get("conda_file")
-    try:
-        parsed = yaml.safe_load(conda) if isinstance(conda, str) else conda
-    except yaml.YAMLError:
-        return None
-    text = inline_conda_text(parsed) if isinstance(parsed, dict) else None
+    parsed, _ = recorded_conda(conda) if conda else (None, None)
+    text = inline_conda_text(parsed) if parsed is not None else None
     if conda and text is None:
         return None
     return environment_content_hash({"kind": "image", "image": content["image"], "build": None,
                                      "conda_sha256": hashlib.sha256(text.encode()).hexdigest() if text else None})
+
+
+RECORDED_CONDA = "the conda file recorded in Azure"
+
+
+def recorded_conda(conda: Any) -> tuple[dict | None, str | None]:
+    """An environment version's conda file as Azure recorded it (YAML text), read as the stack loader reads a conda
+    file a stack names (stack/source.py load_yaml: size, nesting, values and the text its aliases expand to bounded;
+    `${` is text), so a few hundred bytes of nested YAML aliases read from Azure cannot keep plan or
+    `--generate-config-out` expanding it for minutes. Returns (the mapping, None), or (None, why it was not read)."""
+    if not isinstance(conda, str):
+        return None, "it is not YAML text"
+    if len(conda) > MAX_STACK_BYTES:
+        return None, f"it is larger than {MAX_STACK_BYTES >> 20} MiB"
+    try:
+        parsed = load_yaml(conda, RECORDED_CONDA, interpolate=False)[0]
+    except DiagnosticError as exc:
+        return None, exc.diagnostics[0].message
+    if not isinstance(parsed, dict):
+        return None, "it is a list" if isinstance(parsed, list) else "it is a single value"
+    return parsed, None
 
 
 def live_skus(offers: dict[str, dict[str, Any]]) -> dict[str, LiveSku]:
