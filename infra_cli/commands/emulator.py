@@ -54,7 +54,7 @@ def reset(
     directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help=STATE_DIR_HELP),
 ) -> None:
     """Move the local cloud's state database aside (kept as state.sqlite3.aside-TIME): the next emulator starts empty.
-    Refused while an `infra emulator serve` holds the directory."""
+    Refused while any infra process uses the directory: an `infra emulator serve`, or a `--local` command running."""
     from infra_cli.diagnostics import DiagnosticError
     from infra_cli.emulator.server import reset_state
     from infra_cli.paths import local_state_dir

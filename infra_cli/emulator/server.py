@@ -98,6 +98,50 @@ def live_serves(state_dir: Path) -> list[dict]:
     return found
 
 
+# ---- every process that runs the local cloud holds its state directory ------------------------------------------
+# Not only a serve: an `infra apply --local` runs its own emulator over the same database, and a reset that moved
+# the database aside under it left it reporting "1 added" in a cloud no later command sees. Every emulator holds
+# DIR/in-use.lock shared (flock) from before it opens the database until it stops; reset takes it exclusive without
+# waiting, and refuses when it cannot. The kernel drops a killed process's flock: nothing stale is left.
+IN_USE_LOCK = "in-use.lock"
+IN_USE_RULE = "local.state-in-use"
+
+
+def _hold_in_use(state_dir: Path) -> int:
+    """A descriptor holding DIR/in-use.lock shared (waits while a reset moves the database aside)."""
+    fd = os.open(Path(state_dir) / IN_USE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _in_use_holders(path: Path) -> list[int]:
+    """The pids holding a flock on `path`, as /proc/locks lists them (Linux; empty where it cannot be read)."""
+    try:
+        inode = str(os.stat(path, follow_symlinks=False).st_ino)
+        lines = Path("/proc/locks").read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return []
+    pids = set()
+    for line in lines:
+        fields = [f for f in line.split()[1:] if f != "->"]
+        if len(fields) >= 5 and fields[0] == "FLOCK" and fields[4].rsplit(":", 1)[-1] == inode and fields[3].isdigit():
+            pids.add(int(fields[3]))
+    return sorted(p for p in pids if p not in (0, os.getpid()))
+
+
+def _command_of(pid: int) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    text = " ".join(w.decode(errors="replace") for w in words if w)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 @contextlib.contextmanager
 def _serve_or_reset(state_dir: Path):
     """Held while a serve records itself and opens the database, and while reset looks for serves and moves the
@@ -112,7 +156,8 @@ def _serve_or_reset(state_dir: Path):
 
 def reset_state(state_dir: Path) -> list[tuple[Path, Path]]:
     """`infra emulator reset`: move the state database aside (state.move_aside), refused (DiagnosticError
-    local.state-served, naming each serve to stop) while an `infra emulator serve` holds the directory."""
+    local.state-served, naming each serve to stop) while an `infra emulator serve` holds the directory, and
+    (local.state-in-use) while any other process runs an emulator over it (an `infra apply --local`)."""
     state_dir = private_state_dir(state_dir, create=False)
     with _serve_or_reset(state_dir):
         return _reset_unless_served(state_dir)
@@ -128,7 +173,23 @@ def _reset_unless_served(state_dir: Path) -> list[tuple[Path, Path]]:
             "would leave it writing to the old database while other commands start a new one (two clouds)",
             None, None, None, f"stop it first (Ctrl-C where it runs, or kill {pids}), then run "
             f"`infra emulator reset --dir {shlex.quote(str(state_dir))}` again")])
-    return move_aside(state_dir)
+    path = state_dir / IN_USE_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holders = _in_use_holders(path)
+            named = "; ".join(f"pid {p}" + (f": {c}" if (c := _command_of(p)) else "") for p in holders)
+            raise DiagnosticError([Diagnostic(
+                "error", IN_USE_RULE, f"another infra process{f' ({named})' if named else ''} is using the local "
+                f"cloud in {state_dir} (an `infra ... --local` running its own emulator): moving its state aside now "
+                "would leave it writing to the old database, reporting changes no later command sees", None, None,
+                None, "wait for it to finish (or stop it" + (f": kill {' '.join(map(str, holders))}" if holders else "")
+                + f"), then run `infra emulator reset --dir {shlex.quote(str(state_dir))}` again")]) from None
+        return move_aside(state_dir)     # under the exclusive lock: an emulator starting now waits for it
+    finally:
+        os.close(fd)
 
 
 class EmulatorServer:
@@ -139,6 +200,7 @@ class EmulatorServer:
         self.state_dir = Path(state_dir)
         self._hold_directory = hold_directory
         self._serve_lock: Path | None = None
+        self._in_use: int | None = None     # DIR/in-use.lock, held shared while this emulator runs
         self.faults = faults or FaultConfig()
         self.stats = RequestStats()
         self._port = port
@@ -158,10 +220,12 @@ class EmulatorServer:
             with _serve_or_reset(self.state_dir) if self._hold_directory else contextlib.nullcontext():
                 if self._hold_directory:      # before the database is opened: a reset from now on sees this serve
                     self._write_serve_lock(None)
+                self._in_use = _hold_in_use(self.state_dir)   # before the database is opened, as the serve's lock
                 service = EmulatedService(self.state_dir, load_world(self._world_path), FaultInjector(self.faults))
             httpd = _Server((LOOPBACK, self._port), _Handler)
         except BaseException:
             self._release_serve_lock()
+            self._release_in_use()
             raise
         if self._hold_directory:
             self._write_serve_lock(f"https://{LOOPBACK}:{httpd.server_address[1]}/")
@@ -194,6 +258,12 @@ class EmulatorServer:
             self.backend.close()
         self._httpd = self._thread = None
         self._release_serve_lock()
+        self._release_in_use()
+
+    def _release_in_use(self) -> None:
+        if self._in_use is not None:
+            os.close(self._in_use)      # closing drops the lock
+            self._in_use = None
 
     def _write_serve_lock(self, url: str | None) -> None:
         self._serve_lock = _serve_lock_path(self.state_dir, os.getpid())
