@@ -245,11 +245,17 @@ def test_a_plan_file_nested_900_deep_is_refused_by_its_depth(tmp_path, key):
 
 
 def test_a_plan_file_just_within_the_depth_reads_on_to_its_seals(tmp_path):
-    path = tmp_path / "ok.plan"
-    body = nested_plan(MAX_PLAN_DEPTH - 2, None)
-    path.write_text(body["text"])
-    r = cli("show", str(path))
-    assert "nested more than" not in r.stderr   # the depth is not what refuses it
+    """A plan file nested exactly MAX_PLAN_DEPTH deep is read on past its seals (refused only later, for the
+    fields this forged body lacks); one level more is refused by its depth."""
+    # the plan's own object is level 1, nested_plan's n objects under "deep" levels 2 to n + 1
+    at_bound, one_over = tmp_path / "at.plan", tmp_path / "over.plan"
+    at_bound.write_text(nested_plan(MAX_PLAN_DEPTH - 1, None)["text"])
+    one_over.write_text(nested_plan(MAX_PLAN_DEPTH, None)["text"])
+    r = cli("show", str(at_bound))
+    assert r.returncode == 1 and "nested more than" not in r.stderr, r.stderr   # the depth is not what refuses it
+    assert "plan file is missing 'workspace'" in r.stderr, r.stderr   # its seals held: read on to its fields
+    r = cli("show", str(one_over))
+    assert r.returncode == 1 and f"nested more than {MAX_PLAN_DEPTH} levels deep" in r.stderr, r.stderr
 
 
 # ---- a full disk -----------------------------------------------------------------------------------------
