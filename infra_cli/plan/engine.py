@@ -17,6 +17,7 @@ from infra_cli.plan.live import DEFAULT_READS, LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.outputs import OutputValue, output_values
 from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
+from infra_cli.stack.addresses import EVERY_KIND, parsed
 from infra_cli.stack.load import LoadedStack
 from infra_cli.state.records import SmokeInputs, SmokeRecord
 from infra_cli.validate.engine import load_valid_stack
@@ -38,7 +39,17 @@ class PlanOutcome:
     replace: list[str] = field(default_factory=list)   # --replace ADDR: what apply plans again with, under the lock
 
 
+def check_addresses(file: str, targets: list[str] = (), replace: list[str] = ()) -> None:
+    """--target and --replace held to the address grammar (stack/addresses.py): called before the provider is
+    built, so text that is not an address never reaches Azure, nor anything read from it."""
+    for t in targets:
+        parsed(t, EVERY_KIND, file=file, what="--target")
+    for a in replace:
+        parsed(a, file=file, what="--replace")
+
+
 def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[str]) -> None:
+    check_addresses(str(loaded.path), targets=targets)   # the grammar first, then whether the stack has it
     known = {r.address for r in desired} | {f"smoke.{d}" for d in loaded.stack.distributions}
     bad = [t for t in targets if t not in known]
     if bad:
@@ -176,6 +187,8 @@ def with_sensitive(changes: list[ResourceChange], source) -> list[ResourceChange
             key = _ATTRIBUTE_OF_FIELD.get(p[2], p[2])
             sensitive = (key, p[3]) if key == "tags" and len(p) >= 4 else (key,)
             paths.setdefault(f"{p[0][:-1]}.{p[1]}", set()).add(sensitive)
+            if key == "curated":   # what a sensitive reference resolves to names the same registry
+                paths[f"{p[0][:-1]}.{p[1]}"].add(("resolved",))
     return [replace(c, sensitive=tuple(sorted(paths[c.address]))) if c.address in paths else c for c in changes]
 
 
@@ -211,6 +224,7 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
 
 def check_replace(loaded: LoadedStack, desired: list[Resource], replace: list[str]) -> None:
     """--replace names a cluster or an environment of the stack."""
+    check_addresses(str(loaded.path), replace=replace)   # the grammar first, then whether the stack has it
     known = sorted(r.address for r in desired if r.type == "cluster" or
                    r.type == "environment" and r.attributes.get("kind") != "curated")
     bad = [a for a in replace if a not in known]
