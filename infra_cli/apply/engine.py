@@ -33,6 +33,7 @@ from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_
                                 live_comparable, load_for_plan, load_planned_stack, other_workspace, plan_stack,
                                 planned_changes, read_cluster, read_environment, read_plan_file, refresh,
                                 replan_command, replan_hint, stack_changed_since)
+from infra_cli.stack.addresses import AddressError, check_name, parsed, refused
 from infra_cli.stack.model import Workspace
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
@@ -252,15 +253,14 @@ def forget_resource(address: str, stack_path: Path, *, backend: Backend) -> str:
     """`infra state rm ADDR STACK` (Terraform's `state rm`): remove this stack's ownership tags from the resource,
     changing nothing else, under the stack's lock; the serial moves on (plans made before are stale). The plan
     then no longer owns it: a cluster still declared is a same-named resource to adopt (`infra import`)."""
+    target = parsed(address, file=str(stack_path))   # the grammar first: nothing is read or written before it
     loaded, _ = load_for_plan(stack_path)
     file, stack = str(loaded.path), loaded.stack.stack
-    kind, _, name = address.partition(".")
+    kind, name = target.kind, target.name
 
     def error(message: str, hint: str) -> DiagnosticError:
         return DiagnosticError([Diagnostic("error", "state-rm.invalid", message, file, None, None, hint)])
 
-    if kind not in ("cluster", "environment") or not name:
-        raise error(f"{address!r} is not a cluster or environment address", "write cluster.NAME or environment.NAME")
     provider = backend(loaded.stack.workspace)
     store = StateStore(provider)
     with store.lock(stack, "state rm"):
@@ -363,12 +363,14 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
     """Adopt an existing cluster or environment: write this stack's ownership tags on it, changing nothing else.
     Under the stack's lock, moving its serial on as apply does: a plan made before the import is stale (it
     planned to create, or refused, what the stack now owns), and no apply runs beside it."""
+    target = parsed(address, file=str(stack_path))   # the grammar first: nothing is read or written before it
+    try:
+        check_name(target.kind, azure_name, what="AZURE_NAME")
+    except AddressError as exc:
+        raise refused(exc, str(stack_path)) from None
     loaded, _ = load_for_plan(stack_path)  # as plan: an imported cluster exists, the live state judges it
     file = str(loaded.path)
-    kind, _, name = address.partition(".")
-    if kind not in ("cluster", "environment") or not name:
-        raise _import_error(loaded, f"{address!r} is not a cluster or environment address",
-                            "write cluster.NAME or environment.NAME, NAME as in the stack's clusters or environments")
+    kind, name = target.kind, target.name
     section = f"{kind}s"
     if name not in getattr(loaded.stack, section):
         raise _import_error(loaded, f"{address} is not declared in the stack", f"add {section}.{name} to {file} first")

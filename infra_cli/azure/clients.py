@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra_cli.azure.url import workspace_path
 from infra_cli.conventions import EMULATOR_CLOUD_PREFIX
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.clouds import Cloud, clouds
@@ -72,8 +73,7 @@ class AzureClients:
     @property
     def workspace_path(self) -> str:
         """The workspace's ARM id, without the leading slash."""
-        return (f"subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
-                f"/providers/Microsoft.MachineLearningServices/workspaces/{self.workspace_name}")
+        return workspace_path(self.subscription_id, self.resource_group, self.workspace_name)
 
     @property
     def versions(self) -> "EnvironmentVersions":
@@ -198,8 +198,7 @@ class EmulatorTarget:
 
         from infra_cli.azure.loopback import LoopbackTransport  # a served emulator is loopback: no requests import
 
-        path = (f"subscriptions/{workspace.subscription_id}/resourceGroups/{workspace.resource_group}/providers/"
-                f"Microsoft.MachineLearningServices/workspaces/{workspace.name}")
+        path = workspace_path(workspace.subscription_id, workspace.resource_group, workspace.name)
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         params = {"api-version": _ML_API_VERSION}
         with PipelineClient(self.url, policies=[retry_policy(retry_total, "local")],

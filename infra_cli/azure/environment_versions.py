@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra_cli.azure.url import segment
+
 # The api-version azure-ai-ml 1.35 sends for environments (provider.py reads with the same).
 API_ENVIRONMENTS = "2023-04-01-preview"
 # readOnly in EnvironmentVersionProperties: never sent back in a PUT
@@ -30,14 +32,14 @@ class EnvironmentVersions:
         self.arm, self._path = arm, workspace_path.strip("/")
 
     def _versions(self, name: str) -> str:
-        return f"{self._path}/environments/{name}/versions"
+        return f"{self._path}/environments/{segment(name)}/versions"
 
     def latest(self, name: str) -> dict | None:
         """Label latest as azure-ai-ml resolves it: the newest active version; None when there is none."""
         return self.arm.first(self._versions(name), API_ENVIRONMENTS, **{"$orderBy": "createdtime desc", "$top": 1})
 
     def get(self, name: str, version: str) -> dict | None:
-        return self.arm.get(f"{self._versions(name)}/{version}", API_ENVIRONMENTS)
+        return self.arm.get(f"{self._versions(name)}/{segment(version)}", API_ENVIRONMENTS)
 
     def list(self, name: str, view: str = ACTIVE_ONLY) -> list[dict]:
         """Every version in `view`; none when the environment does not exist."""
@@ -52,7 +54,7 @@ class EnvironmentVersions:
         """PUT a version. A version is immutable: Azure refuses other content under a registered number
         (HttpResponseError), which is what makes a lock or a record registration atomic."""
         body = {"properties": {"isAnonymous": False, "isArchived": False, **properties}}
-        return self.arm.put(f"{self._versions(name)}/{version}", API_ENVIRONMENTS, body)
+        return self.arm.put(f"{self._versions(name)}/{segment(version)}", API_ENVIRONMENTS, body)
 
     def rewrite(self, name: str, version: str, *, tags: dict[str, str] | None = None,
                 archived: bool | None = None) -> None:
@@ -68,4 +70,4 @@ class EnvironmentVersions:
             properties["tags"] = tags
         if archived is not None:
             properties["isArchived"] = archived
-        self.arm.put(f"{self._versions(name)}/{version}", API_ENVIRONMENTS, {"properties": properties})
+        self.arm.put(f"{self._versions(name)}/{segment(version)}", API_ENVIRONMENTS, {"properties": properties})

@@ -30,6 +30,7 @@ from infra_cli.azure.environment_versions import API_ENVIRONMENTS, version_tags
 from infra_cli.azure.lock_store import archive_versions, latest_lock_version
 from infra_cli.azure.protocol import Written, read_pool
 from infra_cli.azure.sdk_chatter import quiet_sdk
+from infra_cli.azure.url import segment
 from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
 
@@ -427,7 +428,7 @@ class AzureProvider:
         return [compute_values(b) for b in self.clients.arm.list(f"{self._workspace_path}/computes", API_COMPUTES)]
 
     def read_compute(self, name: str) -> dict[str, Any] | None:
-        body = self.clients.arm.get(f"{self._workspace_path}/computes/{name}", API_COMPUTES)
+        body = self.clients.arm.get(f"{self._workspace_path}/computes/{segment(name)}", API_COMPUTES)
         return None if body is None else compute_values(body)
 
     def listed_environments(self) -> Iterator[tuple[str, str | None]]:
@@ -441,7 +442,7 @@ class AzureProvider:
         """The pinned version (if the stack pins one) or the latest (as azure-ai-ml asks for label latest: the
         newest created, `$orderBy=createdtime desc&$top=1`), plus the next free version number; None when the
         environment has no version."""
-        versions = f"{self._workspace_path}/environments/{name}/versions"
+        versions = f"{self._workspace_path}/environments/{segment(name)}/versions"
         latest = self.clients.arm.first(versions, API_ENVIRONMENTS, **{"$orderBy": "createdtime desc", "$top": 1})
         if latest is None:
             # every version archived (a destroyed stack's, archive_environment): none is live, and the next
@@ -456,7 +457,7 @@ class AzureProvider:
         latest_version = version_values(latest)["version"]
         next_version = str(int(latest_version) + 1) if str(latest_version).isdigit() else None
         if pinned and pinned != latest_version:
-            body = self.clients.arm.get(f"{versions}/{pinned}", API_ENVIRONMENTS)
+            body = self.clients.arm.get(f"{versions}/{segment(pinned)}", API_ENVIRONMENTS)
             if body is None:
                 return {"name": name, "version": None, "tags": dict((latest.get("properties") or {}).get("tags")
                                                                     or {}), "next_version": next_version}
@@ -469,7 +470,7 @@ class AzureProvider:
         there, or no latest named: read_environment's own reads decide."""
         if latest is None:
             return self.read_environment(name, pinned)
-        body = self.clients.arm.get(f"{self._workspace_path}/environments/{name}/versions/{pinned or latest}",
+        body = self.clients.arm.get(f"{self._workspace_path}/environments/{segment(name)}/versions/{segment(pinned or latest)}",
                                     API_ENVIRONMENTS)
         if body is None or (body.get("properties") or {}).get("isArchived"):
             return self.read_environment(name, pinned)
@@ -502,7 +503,7 @@ class AzureProvider:
         """(MFE base URL, subscription, resource group) of a registry, from the cloud's registry discovery."""
         arm = self.clients.arm
         found = arm.get(f"{self.clients.registry_discovery_url.rstrip('/')}/registrymanagement/v1.0/registries/"
-                        f"{registry}/discovery", API_REGISTRY_DISCOVERY)
+                        f"{segment(registry)}/discovery", API_REGISTRY_DISCOVERY)
         if found is None:
             return "", "", ""
         base = str(found.get("primaryRegionResourceProviderUri") or "")
@@ -518,12 +519,12 @@ class AzureProvider:
             base, sub, group = registry_base or self._registry_base(ref.registry)
             if not base:
                 return [], API_REGISTRY_ASSETS
-            registry = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
-                        f"Microsoft.MachineLearningServices/registries/{ref.registry}/environments")
+            registry = (f"{base}/subscriptions/{segment(sub)}/resourceGroups/{segment(group)}/providers/"
+                        f"Microsoft.MachineLearningServices/registries/{segment(ref.registry)}/environments")
             # a curated name as public samples write it (AzureML-acpt-...) is the registry's acpt-... too
             forms = registry_name_forms(ref.name) if ref.registry.lower() == CURATED_REGISTRY else (ref.name,)
-            return [f"{registry}/{form}/versions" for form in forms], API_REGISTRY_ASSETS
-        return [f"{self._workspace_path}/environments/{ref.name}/versions"], API_ENVIRONMENTS
+            return [f"{registry}/{segment(form)}/versions" for form in forms], API_REGISTRY_ASSETS
+        return [f"{self._workspace_path}/environments/{segment(ref.name)}/versions"], API_ENVIRONMENTS
 
     def environment_versions(self, reference: str) -> list[str]:
         """The versions the registry (or the workspace) lists of the environment `reference` names, newest first
@@ -552,7 +553,7 @@ class AzureProvider:
         body = None
         for versions in candidates:
             body = (arm.first(versions, api, **{"$orderBy": "createdtime desc", "$top": 1}) if ref.label
-                    else arm.get(f"{versions}/{ref.version}", api))
+                    else arm.get(f"{versions}/{segment(ref.version)}", api))
             if body is not None:
                 break
         if body is None:
@@ -570,8 +571,8 @@ class AzureProvider:
         base, sub, group = self._registry_base(registry)
         if not base:
             return []
-        listing = (f"{base}/subscriptions/{sub}/resourceGroups/{group}/providers/"
-                   f"Microsoft.MachineLearningServices/registries/{registry}/environments")
+        listing = (f"{base}/subscriptions/{segment(sub)}/resourceGroups/{segment(group)}/providers/"
+                   f"Microsoft.MachineLearningServices/registries/{segment(registry)}/environments")
         return [str(b.get("name")) for b in self.clients.arm.pages(listing, API_REGISTRY_ASSETS)
                 if isinstance(b, dict) and b.get("name")]
 
@@ -608,7 +609,7 @@ class AzureProvider:
         """A subscription-scope list, None when this identity may not read it (403): an identity with a role on
         the workspace only can still plan, without the region's facts."""
         try:
-            return self.clients.arm.list(f"subscriptions/{self.clients.subscription_id}/providers/{path}",
+            return self.clients.arm.list(f"subscriptions/{segment(self.clients.subscription_id)}/providers/{path}",
                                          api_version, **query)
         except Exception as exc:
             if is_forbidden(exc):
@@ -625,7 +626,7 @@ class AzureProvider:
     def usages(self, location: str) -> list[dict[str, Any]] | None:
         """Azure ML's vCPU usage and quota in a region, which AmlCompute draws on (not Microsoft.Compute's VM
         quota): [{id, type, name, current, limit}], one paged list; None: not readable by this identity."""
-        usages = self._subscription_list(f"Microsoft.MachineLearningServices/locations/{location}/usages", API_USAGES)
+        usages = self._subscription_list(f"Microsoft.MachineLearningServices/locations/{segment(location)}/usages", API_USAGES)
         if usages is None:
             return None
         out = []
@@ -669,13 +670,13 @@ class AzureProvider:
         c = self.clients
         body = compute_body(resource, secrets, subnet, vnet_name, subscription_id=c.subscription_id,
                             resource_group=c.resource_group, location=c.location)
-        return compute_values(c.arm.put(f"{self._workspace_path}/computes/{resource.name}", API_COMPUTES, body))
+        return compute_values(c.arm.put(f"{self._workspace_path}/computes/{segment(resource.name)}", API_COMPUTES, body))
 
     def delete_cluster(self, name: str, *, wait_gone_s: float = 600.0, poll_s: float = 0.5) -> None:
         """Delete and wait until a GET says 404: a same-name recreate that races the delete comes back with
         the OLD size (azure-rest-api-specs #18889)."""
         try:   # azure-ai-ml's begin_delete: the nodes' resources go with the cluster
-            self.clients.arm.delete(f"{self._workspace_path}/computes/{name}", API_COMPUTES,
+            self.clients.arm.delete(f"{self._workspace_path}/computes/{segment(name)}", API_COMPUTES,
                                     underlyingResourceAction="Delete")
         except Exception as exc:
             if not is_not_found(exc):

@@ -102,9 +102,10 @@ def parallelism_option():
 def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) -> "PlanOutcome":
     """Load and validate the stack, build the clients and the provider (Azure, or the local emulator) and plan."""
     from infra_cli.commands.backend import build_provider
-    from infra_cli.plan.engine import load_for_plan, plan_stack
+    from infra_cli.plan.engine import check_addresses, load_for_plan, plan_stack
 
     loaded, warnings = load_for_plan(stack, generating=generating)
+    check_addresses(str(loaded.path), options.get("targets") or [], options.get("replace") or [])
     provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
     return plan_stack(loaded, provider, warnings=warnings, **options)
 

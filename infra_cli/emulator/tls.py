@@ -5,11 +5,18 @@ The pair is reused across restarts (clients may have pinned the file) and regene
 The expiry is written beside the pair (cert.expiry, the certificate's notAfter as a Unix time) when it is made, so
 a start reads one number instead of importing cryptography (~0.15 s) to parse the certificate; a missing, unreadable
 or passed expiry regenerates the pair.
+
+One pair per directory, whatever runs at once: the pair is made under an exclusive lock (DIR/cert.lock, flock), and
+looked at again once the lock is had, so two first runs over a fresh directory use the pair the first one made.
+Without it each made its own, and a client trusting DIR/cert.pem met the other's certificate
+(CERTIFICATE_VERIFY_FAILED: self-signed certificate). A complete pair is read without the lock: the expiry is
+written last, and a pair being renewed has an expiry that sends every reader to the lock.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import ipaddress
 import os
 import stat
@@ -22,6 +29,7 @@ from infra_cli.paths import write_private_file
 CERT_FILE = "cert.pem"
 KEY_FILE = "key.pem"
 EXPIRY_FILE = "cert.expiry"
+LOCK_FILE = "cert.lock"
 _VALID_DAYS = 365
 _RENEW_BEFORE_S = 86400  # renewed a day ahead, so a long run does not outlive its certificate
 
@@ -29,10 +37,21 @@ _RENEW_BEFORE_S = 86400  # renewed a day ahead, so a long run does not outlive i
 def ensure_certificate(state_dir: Path) -> tuple[Path, Path]:
     """Return (cert_path, key_path) under state_dir, creating or renewing them if needed."""
     cert_path, key_path = state_dir / CERT_FILE, state_dir / KEY_FILE
-    if _own_file(cert_path) and _own_file(key_path) and not _expires_soon(state_dir / EXPIRY_FILE):
+    if _usable(state_dir):
         return cert_path, key_path
-    _write_self_signed(cert_path, key_path, state_dir / EXPIRY_FILE)
+    fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not _usable(state_dir):     # another process may have made it while this one waited
+            _write_self_signed(cert_path, key_path, state_dir / EXPIRY_FILE)
+    finally:
+        os.close(fd)                   # closing drops the lock
     return cert_path, key_path
+
+
+def _usable(state_dir: Path) -> bool:
+    return (_own_file(state_dir / CERT_FILE) and _own_file(state_dir / KEY_FILE)
+            and not _expires_soon(state_dir / EXPIRY_FILE))
 
 
 def _own_file(path: Path) -> bool:

@@ -15,6 +15,7 @@ import yaml
 
 from infra_cli.stack.fields import (ANY, GRAMMAR_CHECKED, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf,
                                     Str)
+from infra_cli.stack.addresses import AddressError, parse_address
 from infra_cli.stack.launch import launcher_for as derived_launcher
 
 _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -521,13 +522,14 @@ def inline_conda_text(conda: dict) -> str:
     return yaml.safe_dump(conda, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
-_IMPORT_ADDRESS = re.compile(r"^(cluster|environment)\.[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
 def _import_address(v: str) -> str:
-    if not _IMPORT_ADDRESS.match(v):
-        raise ValueError("must be cluster.NAME or environment.NAME (only clusters and environments are imported)")
-    return v
+    try:
+        return str(parse_address(v))   # the one address grammar (stack/addresses.py)
+    except AddressError as exc:
+        raise ValueError("must be cluster.NAME or environment.NAME (only clusters and environments are imported)"
+                         + (f": {exc.detail}" if exc.detail else "") + f"; {exc.hint}") from None
+
+
 
 
 class Import(Model):
@@ -536,7 +538,9 @@ class Import(Model):
     it; once adopted the block changes nothing."""
 
     to = Field(Text, description="the address it becomes: cluster.NAME or environment.NAME", after=_import_address)
-    id = Field(Text, description="its name in the Azure ML workspace (Azure ML cannot rename: the same as NAME)")
+    # held to the address grammar's rule for NAME by validate's import_blocks (it depends on `to`'s kind), which
+    # says what a name is where an empty one is refused too
+    id = Field(Str(), description="its name in the Azure ML workspace (Azure ML cannot rename: the same as NAME)")
 
 
 def _empty_list(v: Any) -> Any:
