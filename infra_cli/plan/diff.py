@@ -95,9 +95,10 @@ def _import_replaces(change: ResourceChange, imports: dict[str, str], source: So
         _import_at(imports, change.address), "import.forces-replacement",
         f"import of {change.address}: the stack declares it with another {', '.join(fields)} than the cluster "
         f"{imports[change.address]!r} has ({live}), which Azure cannot change in place: the apply would destroy "
-        "the cluster it imports and create another", f"declare clusters.{change.name} as it is live "
-        "(`infra plan STACK --generate-config-out FILE` writes it), apply the import, then change it in a later "
-        f"plan (or, to recreate it on purpose, import it first and plan with `--replace {change.address}`)")
+        "the cluster it imports and create another",
+        f"declare clusters.{change.name} as it is live (`infra plan {source.file} --generate-config-out FILE` writes "
+        "it), apply the import, then change it in a later plan (or, to recreate it on purpose, import it first and "
+        f"plan with `--replace {change.address}`)")
 
 
 def _timestamp(value: object) -> float | None:
