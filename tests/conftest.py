@@ -1,5 +1,6 @@
 import compileall
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -25,10 +26,34 @@ os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 # (emulator_fixtures.py), and a real registry with real images (image_fixtures.py, built on first use).
 from emulator_fixtures import clients, emulator, test_workspace  # noqa: E402,F401
 from image_fixtures import images, registry  # noqa: E402,F401
+from system_tools import require  # noqa: E402
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "runs_jobs: runs jobs on the emulator (a minute or more); scheduled first")
+    config.addinivalue_line("markers", "system_tools(*programs): needs these programs of Debian packages "
+                                       "(tests/system_tools.py): skipped naming the package where absent")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("system_tools"):
+        require(*mark.args)
+
+
+EXTRA_SKIP = re.compile(r"pip install -e '\.\[(\w+)\]'")
+
+
+def pytest_runtest_logreport(report):
+    """.ci/run runs the suite in the quick-start venv (no tf or frameworks extra), then again the files of the tests
+    that skipped for an extra, with every extra installed: INFRA_EXTRA_SKIPS_FILE gets one `FILE [EXTRA]` line per
+    such test (the test's own file: a skip raised in a shared helper reports the helper's file)."""
+    listed = os.environ.get("INFRA_EXTRA_SKIPS_FILE")
+    if not (listed and report.skipped and isinstance(report.longrepr, tuple)):
+        return
+    extra = EXTRA_SKIP.search(str(report.longrepr[2]))
+    if extra:
+        with open(listed, "a") as out:
+            out.write(f"{report.nodeid.split('::')[0]} [{extra.group(1)}]\n")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its worker's hook, --dist loadgroup)

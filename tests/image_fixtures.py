@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from system_tools import IMAGE_TOOLS, require
+
 OPENMPI_DEBS = ["openmpi-bin", "libopenmpi3", "openmpi-common", "libibverbs1", "ibverbs-providers", "libucx0"]
 MPICH_DEBS = ["mpich", "libmpich12"]
 CACHE = Path(os.environ.get("INFRA_TEST_CACHE") or Path.home() / ".cache" / "infra-tests")
@@ -31,6 +33,7 @@ MPICH_ALTERNATIVES = {"/usr/bin/mpirun": "/usr/bin/mpirun.mpich", "/usr/bin/mpie
 
 
 def run(*cmd: str, cwd: Path | None = None) -> str:
+    require(cmd[0])   # every Debian program the images are made with: a skip naming its package where it is absent
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -286,6 +289,7 @@ def manifest_of(layout: Path, tag: str) -> dict:
 
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory) -> Registry:
+    require(*IMAGE_TOOLS)   # every test on the registry or its images skips naming the packages (fails in CI)
     reg = Registry(tmp_path_factory.mktemp("registry"))
     yield reg
     reg.stop()

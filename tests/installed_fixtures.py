@@ -101,7 +101,7 @@ class Installed:
     def env(self, **extra: str) -> dict[str, str]:
         """The environment of a command run by its full path: the venv not activated, no INFRA_* of the suite's."""
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("INFRA_", "VIRTUAL_ENV", "PYTHON")) or k in ("INFRA_REQUIRE_CHROMIUM",)}
+               if not k.startswith(("INFRA_", "VIRTUAL_ENV", "PYTHON"))}
         env["PATH"] = BARE_PATH
         env.update(extra)
         return env

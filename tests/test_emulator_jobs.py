@@ -8,7 +8,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -89,7 +88,7 @@ def test_pytorch_gloo_all_reduce_job_completes_and_output_comes_back(ready, tmp_
     assert "rank 1 of 2" in (artifacts / "user_logs" / "std_log_process_1.txt").read_text()
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI (mpirun) is not installed")
+@pytest.mark.system_tools("mpirun")
 def test_mpi_job_runs_under_a_real_mpirun(ready, tmp_path):
     job = command(code=str(_code(tmp_path, "env.py", DUMP_ENV)), command="python env.py", environment="runtime:1",
                   compute="cpu", instance_count=2, distribution=MpiDistribution(process_count_per_instance=2))

@@ -123,7 +123,7 @@ def test_image_check_reads_the_evidence_it_ships(installed: Installed, images, t
 
 
 @pytest.mark.runs_jobs
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI (mpirun) is not installed")
+@pytest.mark.system_tools("mpirun")
 def test_an_unactivated_venv_runs_the_smoke_of_an_mpi_per_node_stack(installed: Installed, tmp_path):
     """venv/bin/infra with nothing of the venv on PATH: the emulator's jobs run in infra's own environment, whose
     torchrun (the per-node launcher) lives in the venv's bin/ (or the base's, for a --system-site-packages venv;

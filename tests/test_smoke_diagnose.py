@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 
@@ -199,7 +198,8 @@ def test_an_empty_first_rank_log_gives_way_to_the_launchers_log():
     assert findings[0].lines == ("launcher said this",) and "system_logs/mpirun.txt" in findings[0].cause
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None or os.geteuid() != 0, reason="needs Open MPI's mpirun, run as root")
+@pytest.mark.system_tools("mpirun")
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs mpirun as root, as Azure ML does")
 def test_a_real_mpirun_refusing_root_is_a_finding_with_its_fix():
     # What Azure ML's root user meets when the job starts mpirun itself without --allow-run-as-root.
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from system_tools import require
 from test_smoke_script import tensorflow_or_skip
 
 pytestmark = pytest.mark.runs_jobs   # jobs on the emulator: scheduled first (tests/conftest.py)
@@ -50,8 +51,7 @@ def need(*modules: str) -> None:
 
 
 def need_mpirun() -> None:
-    if shutil.which("mpirun") is None:
-        pytest.skip("Open MPI (mpirun) is not installed")
+    require("mpirun")
 
 
 def write_stack(path: Path, name: str, clusters: dict, distributions: dict, environments: dict | None = None) -> Path:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
 from xml.etree import ElementTree
 
-import pytest
+from system_tools import require
 
 from infra_cli.smoke.diagnose import Finding
 from infra_cli.smoke.judge import Judgement, SmokeVerdict
@@ -82,11 +81,8 @@ def test_report_is_self_contained_and_escapes_what_the_logs_say(tmp_path):
 
 
 def test_report_renders_in_a_real_headless_browser(tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("INFRA_REQUIRE_CHROMIUM"):
-            pytest.fail("INFRA_REQUIRE_CHROMIUM is set but chromium is not installed")
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    require("chromium")
+    chromium = shutil.which("chromium")
     page = write_report(tmp_path / "r", [_verdict(), _verdict("tf", passed=False)], "ib-a100")
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",

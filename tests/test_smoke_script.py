@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import shlex
 import subprocess
@@ -138,7 +137,7 @@ def test_lightning_style_per_node_without_rank(scripts, tmp_path):
     assert_passed(runs[0], tmp_path, 2, "per-node")
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Debian's openmpi-bin (apt-get install openmpi-bin)")
+@pytest.mark.system_tools("mpirun")
 def test_real_mpirun_four_ranks(scripts, tmp_path):
     port = free_port()
     env = clean_env()

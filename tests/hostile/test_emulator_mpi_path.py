@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_emulator_jobs import DUMP_ENV, _code, _download, _stream, ready  # noqa: E402,F401
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI (mpirun) is not installed")
+@pytest.mark.system_tools("mpirun")
 def test_an_mpi_job_whose_path_puts_another_daemon_first_still_runs_open_mpis_own(ready, tmp_path):
     """A job's PATH (a stack's environment_variables) with a folder holding another `orted` ahead of Open MPI's:
     the ranks see that PATH, and the node's daemon is still mpirun's own (a mismatched daemon fails the job)."""
