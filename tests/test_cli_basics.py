@@ -273,8 +273,9 @@ def test_broken_catalog_is_a_diagnostic(tmp_path, args):
 
 
 def test_import_refuses_what_is_not_a_cluster_address_before_touching_azure():
-    cases = {("nonsense", "x"): "'nonsense' is not a cluster or environment address",
-             ("smoke.ddp", "x"): "'smoke.ddp' is not a cluster or environment address",
+    grammar = "is not an address: an address here is cluster.NAME or environment.NAME"   # stack/addresses.py
+    cases = {("nonsense", "x"): f"'nonsense' {grammar}",
+             ("smoke.ddp", "x"): f"'smoke.ddp' {grammar}",
              ("environment.nope", "nope"): "environment.nope is not declared in the stack",
              ("cluster.a100", "other"): "import it under its Azure name: declare clusters.other"}
     for (address, name), expected in cases.items():
