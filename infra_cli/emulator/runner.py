@@ -30,9 +30,9 @@ import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from infra_cli.conventions import EMULATED_NODE_VARIABLE
+from infra_cli.conventions import EMULATED_NODE_VARIABLE, OUTPUTS_LEFT_OUT_LOG
 from infra_cli.emulator.service import EmulatedService, Scope
-from infra_cli.emulator.blobs import ACCOUNT
+from infra_cli.emulator.blobs import ACCOUNT, BlobError
 from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, find_mpirun, free_port, node_dir,
                                       plan_launches)
 from infra_cli.emulator.ml_workspace import artifact_container
@@ -329,11 +329,28 @@ class JobRunner:
         return files
 
     def _collect_outputs(self, workdir: Path, nodes: int, container: str, prefix: str) -> None:
+        """Each node's outputs/ uploaded as the job's outputs: regular files only, reached through no link (a link
+        to /etc/passwd or to a file of gigabytes is never followed: the node is this machine), each at most
+        MAX_OUTPUT_FILE_BYTES and all at most MAX_OUTPUT_BYTES, read in one bounded read. What is left out is
+        said, one line each, in the job's OUTPUTS_LEFT_OUT_LOG."""
+        left_out: list[str] = []
+        total = 0
         for node in range(nodes):
             outputs = node_dir(workdir, node) / "outputs"
-            for path in sorted(p for p in outputs.rglob("*") if p.is_file()):
-                rel = path.relative_to(outputs).as_posix()
-                self._service.blobs.write(container, f"{prefix}outputs/{rel}", path.read_bytes())
+            for rel, why, data in _output_files(outputs, MAX_OUTPUT_FILE_BYTES):
+                if data is not None and total + len(data) > MAX_OUTPUT_BYTES:
+                    why, data = f"the job's outputs are past {_mib(MAX_OUTPUT_BYTES)} in all", None
+                if data is not None:
+                    try:
+                        self._service.blobs.write(container, f"{prefix}outputs/{rel}", data)
+                        total += len(data)
+                        continue
+                    except BlobError as exc:
+                        why = exc.message
+                left_out.append(f"outputs/{_shown(rel)} (node {node}): {_shown(why)}: not uploaded")
+        if left_out:
+            self._service.blobs.write(container, prefix + OUTPUTS_LEFT_OUT_LOG, "".join(
+                f"{line}\n" for line in left_out).encode("utf-8"), content_type="text/plain")
 
     def _set_status(self, scope: Scope, name: str, status: str, error: dict | None = None) -> None:
         store = self._service.store
@@ -373,3 +390,58 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+# What the emulator uploads of a job's outputs/: the node is this machine, so what a job leaves there is read here
+MAX_OUTPUT_FILE_BYTES = 64 << 20
+MAX_OUTPUT_BYTES = 256 << 20
+
+
+def _shown(text: str) -> str:
+    """A name a job chose, on one line of a log: as ascii() writes it when it holds a line break or escape code."""
+    return text if text.isprintable() else ascii(text)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
+
+
+def _output_files(outputs: Path, cap: int):
+    """(relative name, why it is left out or None, its bytes or None) for each entry below `outputs`, walked
+    without following a link; a regular file is opened through no link (open_beneath) and read at most `cap`."""
+    try:
+        info = os.lstat(outputs)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):   # the job replaced the folder itself (by a link to /home, say)
+        yield "", (f"a symbolic link (to {os.readlink(outputs)}): links are never followed"
+                   if stat.S_ISLNK(info.st_mode) else "not a folder"), None
+        return
+    for folder, dirs, files in os.walk(outputs):   # followlinks=False: a linked folder is listed, never entered
+        base = Path(folder)
+        for name in sorted(dirs + files):
+            path = base / name
+            rel = path.relative_to(outputs).as_posix()
+            info = os.lstat(path)
+            if stat.S_ISDIR(info.st_mode):
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                yield rel, f"a symbolic link (to {os.readlink(path)}): links are never followed", None
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                yield rel, "not a regular file", None
+                continue
+            try:
+                fd = open_beneath(outputs, rel, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            except OSError as exc:   # a link swapped in since: never followed
+                yield rel, f"not opened without following a link ({exc.strerror})", None
+                continue
+            with os.fdopen(fd, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    yield rel, "not a regular file", None
+                elif size > cap:
+                    yield rel, f"{size} bytes, over the {_mib(cap)} a file of a job's outputs may be here", None
+                else:
+                    data = fh.read(cap + 1)
+                    yield (rel, None, data) if len(data) <= cap else (rel, f"grew past {_mib(cap)}", None)

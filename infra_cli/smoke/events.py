@@ -56,6 +56,13 @@ class NoResult:
 
 
 @dataclass(frozen=True)
+class OutputsLeftOut(JobEvent):
+    """What of the job's outputs was not downloaded (a link never followed, a file over infra's bound), one line
+    each, `outputs/NAME: why`."""
+    entries: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Judged:
     verdict: SmokeVerdict
 
@@ -73,5 +80,5 @@ class Interrupted(JobEvent):
     error: str | None = None
 
 
-SmokeEvent = Union[JobSubmitted, JobStatusChanged, JobStillWaiting, JobTimedOut, NoResult, Judged, RecordLost,
-                   Interrupted]
+SmokeEvent = Union[JobSubmitted, JobStatusChanged, JobStillWaiting, JobTimedOut, NoResult, OutputsLeftOut, Judged,
+                   RecordLost, Interrupted]

@@ -18,13 +18,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from infra_cli.azure.errors import describe_azure_error
+from infra_cli.azure.errors import clean_text, describe_azure_error
+from infra_cli.conventions import OUTPUTS_LEFT_OUT_LOG
 from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, job_status, submit_job
 from infra_cli.azure.protocol import Provider
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.events import (Interrupted, JobStatusChanged, JobStillWaiting, JobSubmitted, JobTimedOut,
-                                    Judged, NoResult, RecordLost, SmokeEvent)
+                                    Judged, NoResult, OutputsLeftOut, RecordLost, SmokeEvent)
 from infra_cli.smoke.judge import SmokeVerdict, judge
 from infra_cli.smoke.job_templates import smoke_jobs, write_smoke_job
 from infra_cli.smoke.spec import RESULT_FILE, SmokeJob, safe_name
@@ -58,6 +59,7 @@ class JobOutputs:
     nccl_logs: list[str] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)
     why_no_result: str | None = None
+    left_out: list[str] = field(default_factory=list)   # what of its outputs was not downloaded, and why
 
 
 _LOG_TAIL_BYTES = 256 * 1024  # of each log: errors are at the end, and a chatty rank's log can be huge
@@ -81,10 +83,13 @@ def keep_logs(downloaded: Path, job_name: str) -> str | None:
     return str(kept)
 
 
-def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
-    """Download the job's outputs and logs; the result is None (with why) when there is none to judge."""
+def fetch_outputs(ml: Any, job_name: str, into: Path, **bounds: int) -> JobOutputs:
+    """Download the job's outputs and logs, bounded (azure/jobs.py download_job: no file over its cap, nothing read
+    whole into memory); the result is None (with why) when there is none to judge. What the download, or the
+    local emulator's upload (OUTPUTS_LEFT_OUT_LOG: a link in outputs/ is never followed), left out is in
+    `left_out`."""
     try:
-        download_job(ml, job_name, into)
+        left_out = download_job(ml, job_name, into, **bounds)
     except Exception as exc:  # any SDK failure here means: no result to judge, said in the verdict
         return JobOutputs(None, why_no_result=f"could not download the outputs of job {job_name}: "
                                               f"{type(exc).__name__}: {exc}")
@@ -95,13 +100,14 @@ def fetch_outputs(ml: Any, job_name: str, into: Path) -> JobOutputs:
     logs = {name(p): _read_tail(p) for p in sorted([*into.rglob("user_logs/*.txt"), *into.rglob("system_logs/*.txt"),
                                                     *into.rglob("nccl/*.log")])}
     nccl_logs = [logs[n] for n in nccl]
+    left_out += [clean_text(line) for line in logs.get(OUTPUTS_LEFT_OUT_LOG, "").splitlines() if line.strip()]
     found = sorted(into.rglob(RESULT_FILE))
     if not found:
-        return JobOutputs(None, nccl_logs, logs, f"job {job_name} wrote no {RESULT_FILE} under outputs/")
+        return JobOutputs(None, nccl_logs, logs, f"job {job_name} wrote no {RESULT_FILE} under outputs/", left_out)
     try:
-        return JobOutputs(json.loads(found[0].read_text(encoding="utf-8")), nccl_logs, logs)
+        return JobOutputs(json.loads(found[0].read_text(encoding="utf-8")), nccl_logs, logs, left_out=left_out)
     except ValueError as exc:
-        return JobOutputs(None, nccl_logs, logs, f"{found[0].name} of job {job_name} is not JSON: {exc}")
+        return JobOutputs(None, nccl_logs, logs, f"{found[0].name} of job {job_name} is not JSON: {exc}", left_out)
 
 
 def latest_steps(logs: dict[str, str]) -> str:
@@ -241,6 +247,8 @@ def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder
             status = wait_for(ml, name, job.name, dist.smoke.timeout_minutes * 60 + _WAIT_MARGIN_S,
                               emit, poll_s, still_every_s)
             outputs = fetch_outputs(ml, name, work / "download" / name)
+            if outputs.left_out:
+                emit(OutputsLeftOut(job.name, name, tuple(outputs.left_out)))
             if outputs.why_no_result:
                 emit(NoResult(job.name, outputs.why_no_result))
             verdict = judge(outputs.result, job.sku, job.name, dist, outputs.nccl_logs, job_name=name,

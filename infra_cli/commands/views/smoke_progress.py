@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, get_args
 
 from infra_cli.smoke.events import (JobStatusChanged, JobStillWaiting, JobSubmitted, JobTimedOut, Judged, NoResult,
-                                    RecordLost, SmokeEvent)
+                                    OutputsLeftOut, RecordLost, SmokeEvent)
 from infra_cli.smoke.judge import SmokeVerdict
 
 
@@ -57,6 +57,9 @@ def event_lines(event: SmokeEvent) -> list[str]:
         return [f"{label}: still {event.status} after {event.timeout_s:.0f}s, canceling job {event.job_name}"]
     if isinstance(event, NoResult):
         return [f"{label}: {event.why}"]
+    if isinstance(event, OutputsLeftOut):
+        return [f"{label}: warning: {len(event.entries)} of job {event.job_name}'s outputs left out (a link is never "
+                "followed, a file over infra's bound is never read):"] + [f"  {entry}" for entry in event.entries]
     if isinstance(event, RecordLost):
         return [f"{label}: could not record the result on Azure (the next plan will show this smoke as pending): "
                 f"{event.why}"]
