@@ -22,6 +22,7 @@ from azure.core.pipeline.policies import BearerTokenCredentialPolicy, HeadersPol
 from azure.core.rest import HttpRequest
 
 from infra_cli.knowledge.clouds import clouds
+from infra_cli.stack.secret import revealed
 
 _MAX_PAGES = 1000  # a nextLink that never ends must not loop forever
 _TERMINAL = ("succeeded", "failed", "canceled", "cancelled")
@@ -63,8 +64,9 @@ class ArmClient:
         return path_or_url if "://" in path_or_url else self.base_url + path_or_url.lstrip("/")
 
     def _request(self, method: str, url: str, params: dict[str, Any], body: Any = None) -> Any:
-        """The answer to one request (retried by the pipeline); an error answer raised as the SDKs raise it."""
-        response = self._client.send_request(HttpRequest(method, url, params=params, json=body))
+        """The answer to one request (retried by the pipeline); an error answer raised as the SDKs raise it. The
+        body is where a secret (stack/secret.py) is sent in clear: here, and nowhere else infra writes."""
+        response = self._client.send_request(HttpRequest(method, url, params=params, json=revealed(body)))
         if response.status_code == 404:
             raise ResourceNotFoundError(response=response)
         if response.status_code == 409:

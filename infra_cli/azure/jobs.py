@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra_cli.stack.secret import revealed
+
 if TYPE_CHECKING:
     from azure.ai.ml.entities import Command
 
@@ -30,11 +32,12 @@ def sdk_command_job(spec: Any, code_dir: Path | None) -> "Command":
         compute=spec.compute.removeprefix("azureml:"),
         instance_count=spec.instance_count,
         distribution=distribution,
-        environment_variables=dict(spec.environment_variables),
+        # the request body: a secret (stack/secret.py) is sent in clear here, as nowhere else
+        environment_variables=revealed(dict(spec.environment_variables)),
         experiment_name=spec.experiment_name,
         display_name=spec.display_name,
-        description=spec.description,
-        tags=dict(spec.tags),
+        description=revealed(spec.description),
+        tags=revealed(dict(spec.tags)),
         timeout=spec.timeout_s,
     )
 

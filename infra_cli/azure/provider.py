@@ -33,6 +33,7 @@ from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.azure.url import segment
 from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, REST, SDK
+from infra_cli.stack.secret import revealed
 
 MAX_READ_CONCURRENCY = 32   # one round of single reads for a stack of 60 resources, each waiting on the network
 # A list this process was busy for, at least BUSY_SHARE of the time it took, was answered by this process (the
@@ -731,8 +732,9 @@ class AzureProvider:
         """Register a new, immutable version (never rewrite one); returns the version registered. conda_file: a
         path relative to base_dir, or the conda YAML inline (a mapping, which azure-ai-ml sends as its YAML text)."""
         a = resource.attributes
-        common = dict(name=resource.name, version=a["version"], description=a.get("description"),
-                      tags={**a.get("tags", {}), **resource.tags})
+        # what azure-ai-ml sends below is the request body: a secret goes there in clear (stack/secret.py)
+        common = revealed(dict(name=resource.name, version=a["version"], description=a.get("description"),
+                               tags={**a.get("tags", {}), **resource.tags}))
         if a["kind"] == "image":
             properties = {"image": a["image"], "tags": common["tags"], "description": common["description"],
                           "condaFile": conda_text(base_dir, conda_file)}

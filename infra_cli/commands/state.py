@@ -100,6 +100,7 @@ def output(
     from infra_cli.commands.views.outputs import output_lines, outputs_json
     from infra_cli.plan.outputs import no_outputs, read_outputs
     from infra_cli.stack.outputs import shown
+    from infra_cli.stack.secret import revealed
 
     if raw and name is None:
         raise fail([Diagnostic("error", "output.raw-needs-name", "--raw prints one output: name it", None, None, None,
@@ -128,7 +129,8 @@ def output(
         else:
             print("\n".join(output_lines(values)))
         raise typer.Exit(EXIT_OK)
-    value = values[name].value
+    # asked for by name, as Terraform's `output NAME`: the one place a sensitive output is shown in clear
+    value = revealed(values[name].value)
     if raw:
         if value is None or isinstance(value, (list, dict)):
             why = "has no value (is the stack applied?)" if value is None else f"is a {type(value).__name__}"

@@ -19,6 +19,7 @@ from infra_cli.plan.model import Resource, content_hash
 from infra_cli.stack.cluster_fields import (CLUSTER_FIELDS, DESIRED, TAG_CARRIED, normalise_location, normalised,
                                            path_value)
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.secret import Secret, contains_secret
 from infra_cli.stack.model import Cluster, Environment, Stack, Workspace
 
 
@@ -156,7 +157,9 @@ def desired_resources(loaded: LoadedStack) -> list[Resource]:
     for name, cluster in stack.clusters.items():
         attrs = cluster_attributes(stack, name, cluster)
         address = f"cluster.{name}"
-        tags = {TAG_STACK: stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(attrs))}
+        digest = content_hash(live_comparable(attrs))   # of a secret's clear text: a secret itself (a fast hash)
+        tags = {TAG_STACK: stack.stack, TAG_ADDRESS: address,
+                TAG_HASH: Secret(digest) if contains_secret(attrs) else digest}
         if attrs["ssh_credentials_hash"]:
             tags[TAG_SECRETS] = attrs["ssh_credentials_hash"]
         if attrs["prevent_destroy"]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from infra_cli.conventions import TAG_STACK
 from infra_cli.plan.cost import costs_json
+from infra_cli.stack.secret import revealed
 from infra_cli.state.serial import StateSerial
 
 FORMAT_VERSION = "1.0"
@@ -68,11 +69,14 @@ class PlanMode(str, Enum):
 
 
 def canonical_json(value: Any) -> str:
+    """Secrets (stack/secret.py) as their redacted form: compare sealed or revealed values, never these."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def content_hash(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:16]
+    """What tells a resource's content from another's: compared with the same hash of what Azure reads back (plain
+    text), so it is taken of secrets' clear values; a hash of a secret is a Secret itself (plan/desired.py)."""
+    return hashlib.sha256(canonical_json(revealed(value)).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Plan files: the diff, the desired state and the live fingerprint a plan saw, and where and when it was made.
-Mode 0600, no secrets.
+Mode 0600, no secrets: every secret (stack/secret.py) is written as its keyed digest, HMAC-SHA256 under
+INFRA_PLAN_KEY, else scrypt under a random salt of the plan's own (`secret_salt`), never a fast hash.
 
 Applying one re-reads the stack (for the secrets a create needs, which the file never holds) and refuses if
 the stack's desired state or the live state's fingerprint no longer match what was planned (apply/engine.py then
@@ -20,10 +21,11 @@ import errno
 import hashlib
 import hmac
 import json
+import secrets
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.paths import write_private_file
@@ -33,6 +35,7 @@ from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, Plan
                                   canonical_json, describe_workspace, same_workspace, workspace_identity)
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.secret import keyed_digest, sealed
 from infra_cli.stack.variables import Inputs, command_words
 from infra_cli.state.serial import StateSerial
 from infra_cli.stack.source import MAX_DEPTH
@@ -42,6 +45,7 @@ KIND = "infra-plan"
 PLAN_KEY_ENV = "INFRA_PLAN_KEY"
 _SEALS = ("digest", "hmac")   # the fields that seal the others
 _DIGEST, _HMAC = "sha256:", "hmac-sha256:"
+SECRET_MARK = "(sensitive value) "   # what precedes a secret's keyed digest in a plan file
 REPLAN_HINT = "run `infra plan STACK --out FILE` again and apply the new file"
 
 
@@ -61,6 +65,9 @@ class SavedPlan:
     variables: dict = field(default_factory=dict)  # the variable values it was made with (variables.recorded_values)
     file: str | None = None
     replace: list[str] = field(default_factory=list)   # --replace ADDR it was made with
+    # what the file keeps of each secret (stack/secret.py keyed_digest under its key and salt): the stack's values
+    # now, sealed by it, compare with the file's
+    seal: Callable[[Any], str] = field(default=lambda clear: "")
 
 
 def plan_key(environ: Mapping[str, str]) -> bytes | None:
@@ -89,11 +96,26 @@ def content_hmac(body: dict, key: bytes) -> str:
     return _HMAC + hmac.new(key, _sealed_content(body), hashlib.sha256).hexdigest()
 
 
+def secret_seal(key: bytes | None, salt: str) -> Callable[[Any], str]:
+    """How a plan file keeps a secret (every Secret of the plan, a sensitive variable's value): its keyed digest,
+    HMAC-SHA256 under INFRA_PLAN_KEY, else scrypt under the plan's own random salt (stack/secret.py keyed_digest)."""
+    done: dict[str, str] = {}
+
+    def seal(clear: Any) -> str:
+        text = clear if isinstance(clear, str) else json.dumps(clear, sort_keys=True)
+        if text not in done:
+            done[text] = SECRET_MARK + keyed_digest(text, key, salt)
+        return done[text]
+    return seal
+
+
 def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str], *, key: bytes | None = None,
                     variables: dict | None = None, replace: list[str] | None = None) -> None:
     """`key`: sign the file with HMAC-SHA256 under it (INFRA_PLAN_KEY); the digest is written either way.
-    `variables`: the values of the stack's variables (variables.recorded_values: a sensitive one as its digest)."""
-    body = json.loads(json.dumps({   # as a reader will see it: the seals cover what is read back
+    `variables`: the values of the stack's variables (variables.recorded_values: a sensitive one as a Secret).
+    Every Secret is written as its keyed digest (secret_seal), whoever put it in the plan."""
+    salt = secrets.token_hex(16)
+    body = json.loads(json.dumps(sealed({   # as a reader will see it: the seals cover what is read back
         "kind": KIND,
         **plan.to_json(mask_sensitive=False),
         "stack_path": str(stack_path),
@@ -101,7 +123,8 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
         "desired": [r.to_json() for r in plan.desired],
         "variables": variables or {},
         "replace": replace or [],
-    }))
+        "secret_salt": salt,
+    }, secret_seal(key, salt))))
     body["digest"] = content_digest(body)
     if key is not None:
         body["hmac"] = content_hmac(body, key)
@@ -218,7 +241,11 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         replace = data.get("replace") or []
         if not isinstance(replace, list) or not _strings(replace):
             raise TypeError("replace is a list of addresses")
-        return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings, recorded, str(path), replace)
+        salt = data.get("secret_salt", "")
+        if not isinstance(salt, str):
+            raise TypeError("secret_salt is a string")
+        return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings, recorded, str(path), replace,
+                         secret_seal(key, salt))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
 
@@ -359,13 +386,13 @@ def binding_note(saved: SavedPlan, path: Path) -> Diagnostic:
 
 def load_planned_stack(saved: SavedPlan) -> LoadedStack:
     """The stack a saved plan came from, as it is now (the rules the plan judged live are not judged again)."""
-    inputs = Inputs(recorded=saved.variables, plan_file=saved.file)  # the plan's values, never this run's
+    inputs = Inputs(recorded=saved.variables, plan_file=saved.file, seal=saved.seal)  # the plan's, never this run's
     return load_valid_stack(saved.stack_path, judged_live=LIVE_JUDGED_RULES, inputs=inputs)[0]
 
 
 def stack_changed_since(saved: SavedPlan, loaded: LoadedStack) -> bool:
     """Whether the stack now asks for other resources than the saved plan planned."""
-    now = [r.to_json() for r in desired_resources(loaded)]
+    now = sealed([r.to_json() for r in desired_resources(loaded)], saved.seal)   # secrets as the file keeps them
     return canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired])
 
 

@@ -10,12 +10,14 @@ same settings still counts as changed. Pure: no I/O here.
 
 from __future__ import annotations
 
-from typing import Callable
+import json
+from typing import Any, Callable
 
 from infra_cli.plan.desired import secret_digest
 from infra_cli.knowledge.update_semantics import semantics
 from infra_cli.plan.model import DELETE, NO_OP, UPDATE, Resource, ResourceChange, content_hash
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.secret import SHOWN, sealed
 from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeInputs, SmokeRecord
 
 NEVER_RAN = "never ran"
@@ -52,8 +54,13 @@ def _cluster_key(cluster: Resource) -> str:
 def _distribution_settings(loaded: LoadedStack, name: str) -> dict:
     """The distribution's settings as its record's hash sees them. The hash is stored on Azure, so values from
     ${VAR} (secrets, as Terraform's `sensitive`) enter only through secret_digest, never a fast hash."""
-    settings = loaded.stack.distributions[name].model_dump(mode="json")
-    secrets = []
+    secrets: list[str] = []
+
+    def taken_out(clear: Any) -> str:   # each Secret enters the digest below; its place holds the redacted form
+        secrets.append(str(clear))
+        return SHOWN
+
+    settings = json.loads(json.dumps(sealed(loaded.stack.distributions[name].model_dump(), taken_out), default=str))
     for path in sorted(loaded.source.interpolated, key=repr):
         if tuple(path[:2]) != ("distributions", name) or len(path) < 3:
             continue

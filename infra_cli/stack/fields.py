@@ -22,6 +22,8 @@ import math
 import re
 from typing import Any, Callable, NamedTuple
 
+from infra_cli.stack.secret import Secret as SensitiveValue
+
 # Error messages by type, pydantic's own texts (https://docs.pydantic.dev/latest/errors/validation_errors/).
 MESSAGES = {
     "missing": "Field required",
@@ -129,7 +131,13 @@ class Kind:
     def __init__(self, *, before: Callable[[Any], Any] | None = None, after: Callable[[Any], Any] | None = None):
         self.before, self.after = before, after
 
+    # A number, a switch or a choice is read from a sensitive value's clear text (stack/secret.py): only text keeps
+    # one (Str's keeps_secret), and kinds that hold others (optional, list, mapping, model, any) pass it on.
+    passes_secrets = False
+
     def check(self, value: Any, loc: tuple, problems: list[Problem]) -> Any:
+        if isinstance(value, SensitiveValue) and not self.passes_secrets:
+            value = value.reveal()
         raw = value
         if self.before is not None:
             try:
@@ -164,6 +172,8 @@ class Kind:
 
 class _Optional(Kind):
     """`kind | None`: None is taken as is, before the kind's own validators run."""
+    passes_secrets = True
+
 
     def __init__(self, inner: Kind):
         self.inner = inner
@@ -178,6 +188,8 @@ class _Optional(Kind):
 class _Wrapped(Kind):
     """A field's own before/after validators, around its kind (and around `| None`), as pydantic's
     field_validator wraps the whole field."""
+    passes_secrets = True
+
 
     def __init__(self, inner: Kind, before, after):
         super().__init__(before=before, after=after)
@@ -195,14 +207,25 @@ class Str(Kind):
     is, in any text."""
 
     def __init__(self, *, pattern: str | None = None, before=None, after=None, free_text: bool = False,
-                 grammar_checked: bool = False):
+                 grammar_checked: bool = False, keeps_secret: bool = False):
         super().__init__(before=before, after=after)
         self.pattern = pattern
+        # keeps_secret: a sensitive value here (stack/secret.py: a sensitive variable, a ${ENV} value, text built
+        # from one) stays a Secret for every stage after the loader (a description, a tag, a job's command). Other
+        # text (names, ids, sizes: what becomes part of a URL) is checked and kept as its clear text; the loader's
+        # sensitive paths (SourceMap.interpolated) still mask it in views.
+        self.keeps_secret = keeps_secret
         # grammar_checked: a rule holds the value to a grammar that names its control characters itself (an image
         # reference, an environment variable's name), with a hint about that grammar
         self._controls = None if grammar_checked else _CONTROL_IN_FREE_TEXT if free_text else _CONTROL
         # pydantic matches with Rust's regex, whose `$` is the end of the text only (Python's \Z): "a\n" fails
         self._regex = re.compile(pattern.replace("$", r"\Z")) if pattern else None
+
+    def check(self, value, loc, problems):
+        if isinstance(value, SensitiveValue):   # judged as its clear text; kept a Secret where the field keeps one
+            out = super().check(value.reveal(), loc, problems)
+            return SensitiveValue(out) if self.keeps_secret and isinstance(out, str) else out
+        return super().check(value, loc, problems)
 
     def read(self, value, loc, problems):
         if not isinstance(value, str):
@@ -217,9 +240,13 @@ class Str(Kind):
 
 
 class _SecretText(Kind):
+    passes_secrets = True
+
     def read(self, value, loc, problems):
         if isinstance(value, Secret):
             return value
+        if isinstance(value, SensitiveValue):
+            value = value.reveal()
         return Secret(value) if isinstance(value, str) else _fail(problems, loc, "string_type", value)
 
     def schema(self, defs):
@@ -414,6 +441,8 @@ class _Anything(Kind):
     """Any YAML value (a job's inputs, services, properties as azure-ai-ml reads them); its texts, keys and values
     at any depth, are free text: no control character but tabs and line breaks. `grammar_checked`: a rule holds
     every value to its own grammar (a Dockerfile template's parameters)."""
+    passes_secrets = True
+
 
     def __init__(self, *, grammar_checked: bool = False):
         super().__init__()
@@ -425,6 +454,8 @@ class _Anything(Kind):
         pending = [(value, loc)]
         while pending:
             item, at = pending.pop()
+            if isinstance(item, SensitiveValue):
+                item = item.reveal()
             if isinstance(item, str):
                 found = _controls_found(_CONTROL_IN_FREE_TEXT, item)
                 if found:
@@ -445,6 +476,8 @@ GRAMMAR_CHECKED = _Anything(grammar_checked=True)
 
 
 class ListOf(Kind):
+    passes_secrets = True
+
     def __init__(self, item: Any):
         self.item = as_kind(item)
 
@@ -460,6 +493,8 @@ class ListOf(Kind):
 
 class DictOf(Kind):
     """A mapping with text keys; the key's own problems are at (key, "[key]"), as pydantic reports them."""
+    passes_secrets = True
+
 
     def __init__(self, value: Any, *, before=None, key: "Str | None" = None):
         self.value, self.before = as_kind(value), before
@@ -482,6 +517,8 @@ class DictOf(Kind):
 
 
 class _Nested(Kind):
+    passes_secrets = True
+
     def __init__(self, model: type["Model"]):
         self.model = model
 
@@ -688,7 +725,7 @@ def _dumped(value: Any, mode: str, exclude_none: bool) -> Any:
     if isinstance(value, (list, tuple)):
         return [_dumped(v, mode, exclude_none) for v in value]
     if mode == "json":
-        if isinstance(value, Secret):
+        if isinstance(value, (Secret, SensitiveValue)):
             return str(value)
         if isinstance(value, float) and not math.isfinite(value):
             return None  # JSON has no NaN or Infinity

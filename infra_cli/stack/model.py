@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from infra_cli.stack.secret import revealed
 from infra_cli.stack.fields import (ANY, GRAMMAR_CHECKED, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf,
                                     Str)
 from infra_cli.stack.addresses import AddressError, parse_address
@@ -44,6 +45,9 @@ def _number_not_bool(v: Any) -> Any:
 Text = Str(after=_filled)
 # Free text (a command, a description): the same, with its tabs and line breaks.
 FreeText = Str(after=_filled, free_text=True)
+# Where a sensitive value may stand and stays one (stack/secret.py): tags, descriptions, a job's variables.
+Secretive = Str(keeps_secret=True)
+SecretiveText = Str(free_text=True, keeps_secret=True)
 
 
 def _path_text(v: str) -> str:
@@ -169,8 +173,8 @@ class Cluster(Model):
     network_settings = Field(NetworkSettings | None, None)
     identity = Field(Identity | None, None)
     location = Field(Text | None, None, description="region of the cluster; defaults to the workspace's")
-    tags = Field(DictOf(Str()), factory=dict, description="Azure tags (text values)")
-    description = Field(Str(free_text=True) | None, None, description="free text shown in Azure ML studio")
+    tags = Field(DictOf(Secretive), factory=dict, description="Azure tags (text values)")
+    description = Field(SecretiveText | None, None, description="free text shown in Azure ML studio")
     infiniband = Field(OneOf("required", "optional") | None, None,
                        description="required: the size must give InfiniBand to NCCL/MPI (an error otherwise); "
                        "optional (as unset): TCP sockets allowed, a warning for GPU jobs across nodes")
@@ -252,8 +256,8 @@ class Environment(Model):
     requires = Field(ListOf(Str()), factory=list, description="image requirement specs, e.g. openmpi>=4.1")
     version = Field(Text | None, None, before=_version_text,
                     description="environment version; default: derived from the content")
-    tags = Field(DictOf(Str()), factory=dict, description="Azure tags (text values)")
-    description = Field(Str(free_text=True) | None, None, description="free text")
+    tags = Field(DictOf(Secretive), factory=dict, description="Azure tags (text values)")
+    description = Field(SecretiveText | None, None, description="free text")
     os_type = Field(OneOf("linux"), "linux", description="only Linux images run distributed GPU training (any case: Linux)")
 
     def _check(self) -> None:
@@ -438,7 +442,7 @@ class Distribution(Model):
                                  "per node does (torchrun, deepspeed, accelerate launch, Lightning). Derived from "
                                  "`command` and `framework` when not given; a declared one must agree")
     framework = Field(Framework | None, None, description="the training framework, for its launch rules")
-    environment_variables = Field(DictOf(Str(), key=Str(grammar_checked=True)), factory=dict, before=_env_text,
+    environment_variables = Field(DictOf(Secretive, key=Str(grammar_checked=True)), factory=dict, before=_env_text,
                                   description="set in every process")   # names: distribution.environment-variable-name
     smoke = Field(Smoke, factory=Smoke)
     command = Field(FreeText | None, None, description="your own training command, rendered next to the smoke job")
@@ -459,11 +463,11 @@ class Distribution(Model):
     queue_settings = Field(JobQueueSettings | None, None, description="a command job's queue_settings block")
     identity = Field(DictOf(ANY) | None, None, description="a command job's identity ({type: user_identity | "
                      "managed | aml_token})")
-    tags = Field(DictOf(Str()), factory=dict, before=_env_text, description="tags of the training job")
+    tags = Field(DictOf(Secretive), factory=dict, before=_env_text, description="tags of the training job")
     properties = Field(DictOf(ANY), factory=dict, description="properties of the training job")
     display_name = Field(Text | None, None, description="the training job's name in Azure ML studio")
     experiment_name = Field(Text | None, None, description="the training job's experiment")
-    description = Field(Str(free_text=True) | None, None, description="the training job's description")
+    description = Field(SecretiveText | None, None, description="the training job's description")
 
     @classmethod
     def _prepare(cls, data: Any) -> Any:
@@ -519,7 +523,8 @@ class Output(Model):
 
 def inline_conda_text(conda: dict) -> str:
     """A conda file written inline, as the YAML text infra renders to a file, hashes and registers."""
-    return yaml.safe_dump(conda, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    # sent to Azure as the environment's conda file (a secret in it, e.g. a package index token, in clear)
+    return yaml.safe_dump(revealed(conda), sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def _import_address(v: str) -> str:
@@ -528,8 +533,6 @@ def _import_address(v: str) -> str:
     except AddressError as exc:
         raise ValueError("must be cluster.NAME or environment.NAME (only clusters and environments are imported)"
                          + (f": {exc.detail}" if exc.detail else "") + f"; {exc.hint}") from None
-
-
 
 
 class Import(Model):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from infra_cli.diagnostics import Diagnostic
+from infra_cli.stack.secret import Secret, contains_secret
 from infra_cli.stack.variables import as_text
 
 # type -> attribute -> what it is
@@ -66,7 +67,14 @@ def check_outputs(stack: Any, source: Any) -> list[Diagnostic]:
     out = []
     for name, output in stack.outputs.items():
         path = ("outputs", name, "value")
-        texts = [output.value] if isinstance(output.value, str) else []
+        value = output.value.reveal() if isinstance(output.value, Secret) else output.value
+        if contains_secret(output.value) and not output.sensitive:   # Terraform: "Output refers to sensitive values"
+            written = source.written.get(path) or "a sensitive value"
+            out.append(source.diagnostic(path, "output.sensitive", f"output {name!r} refers to sensitive values: "
+                                         f"{short_text(written)} holds a sensitive variable or a ${{ENV}} value",
+                                         "add `sensitive: true` to the output (it is then shown only when asked for "
+                                         "by name: `infra output STACK NAME`), or leave the sensitive value out"))
+        texts = [value] if isinstance(value, str) else []
         if not texts or not any(True for _ in references(texts[0])):
             out.append(source.diagnostic(path, "output.no-reference", f"output {name!r} refers to no resource",
                                          "write a reference such as \"${cluster.NAME.id}\" (see `infra schema`)"))
@@ -87,9 +95,16 @@ def check_outputs(stack: Any, source: Any) -> list[Diagnostic]:
     return out
 
 
+def short_text(text: str) -> str:
+    return text if len(text) <= 80 else text[:60] + "..."
+
+
 def evaluate(value: Any, lookup: Callable[[Reference], Any]) -> Any:
     """The output's value: exactly one reference keeps the attribute's type; text around references is text.
-    UNKNOWN when a reference is not known yet (`lookup` returns UNKNOWN)."""
+    UNKNOWN when a reference is not known yet (`lookup` returns UNKNOWN). Text holding a secret is a secret."""
+    if isinstance(value, Secret):
+        got = evaluate(value.reveal(), lookup)
+        return got if got is UNKNOWN else Secret(got)
     if not isinstance(value, str):
         return value
     refs = list(references(value))

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.stack import variables
+from infra_cli.stack import secret as secret_text, variables
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error. Azure ML's own
@@ -133,12 +133,14 @@ class _Builder:
                 if found.sensitive:
                     self.source.interpolated.add(path)
                     self.source.written[path] = value
+                    return secret_text.wrap(found.value)   # text, and every text of a list or map, a Secret
                 return copy.deepcopy(found.value)
             secret = [False]
             interpolated = self._interpolate(value, node, secret, outputs=path[:1] == ("outputs",))
-            if secret[0]:
+            if secret[0]:   # text built from a secret is a secret
                 self.source.interpolated.add(path)
                 self.source.written[path] = value
+                return secret_text.Secret(interpolated)
             value = interpolated
         return value
 

@@ -12,22 +12,21 @@ written to a plan file (a saved plan records its sha256 digest only).
 from __future__ import annotations
 
 import difflib
-import hashlib
+import hmac
 import json
 import re
-import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.stack.secret import SHOWN as SENSITIVE_SHOWN, Secret, contains_secret, revealed
 
 ENV_PREFIX = "INFRA_VAR_"
 TYPES = ("string", "number", "bool", "list", "map")
 KEYS = ("type", "default", "allowed", "description", "sensitive")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-SENSITIVE_SHOWN = "(sensitive value)"
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
@@ -48,6 +47,7 @@ class Inputs:
     command_line: tuple[VarInput, ...] = ()
     recorded: Mapping[str, Any] | None = None
     plan_file: str | None = None
+    seal: Callable[[Any], str] | None = None   # how the plan keeps a secret (plan/planfile.py secret_seal)
 
 
 @dataclass(frozen=True)
@@ -103,22 +103,21 @@ def command_line_inputs() -> Inputs:
     return Inputs(_command_line)
 
 
-def digest(value: Any, salt: str) -> str:
-    """`sha256:HEX` of a value under a random salt kept beside it (a short password is not looked up in a table)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(f"{salt}:{text}".encode()).hexdigest()
-
-
 def recorded_values(values: Mapping[str, Value]) -> dict[str, Any]:
-    """What a saved plan keeps of the values it was made with: each value, a sensitive one as its salted digest."""
+    """What a saved plan keeps of the values it was made with: each value, a sensitive one as a Secret, which the
+    plan file writes as its keyed digest (plan/planfile.py secret_seal: HMAC or scrypt, never a fast hash)."""
     out: dict[str, Any] = {}
     for name, v in sorted(values.items()):
         if v.sensitive:
-            salt = secrets.token_hex(16)
-            out[name] = {"sensitive": True, "salt": salt, "digest": digest(v.value, salt)}
+            out[name] = {"sensitive": True, "digest": Secret(_digest_text(v.value))}
         else:
             out[name] = {"value": v.value}
     return out
+
+
+def _digest_text(value: Any) -> str:
+    """A value as its digest is taken of (a list or map as canonical JSON)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def type_name(value: Any) -> str:
@@ -254,6 +253,8 @@ class _Resolver:
             self.error(path + ("sensitive",), "stack.invalid", f"variables.{name}.sensitive must be true or false",
                        "write true or false")
             return
+        if contains_secret(decl.get("default")):   # a default built from ${ENV}: the variable's value is a secret
+            decl["default"], sensitive = revealed(decl["default"]), True
         allowed = decl.get("allowed")
         if allowed is not None:
             if not isinstance(allowed, list) or not allowed:
@@ -386,7 +387,9 @@ class _Resolver:
                 self._accept(name, entry["value"], False, "the saved plan", chosen, self._plan_fail(name))
                 continue
             now = env_values.get(name)
-            if now is None or digest(now.value, str(entry.get("salt", ""))) != entry.get("digest"):
+            seal = self.inputs.seal
+            if now is None or seal is None or not hmac.compare_digest(
+                    seal(_digest_text(now.value)).encode(), str(entry.get("digest", "")).encode()):
                 self.out.errors.append(Diagnostic(
                     "error", "variable.plan-sensitive", f"variable {name!r} is sensitive: the saved plan keeps only "
                     "its digest, and " + ("no value is set here" if now is None else "the value set here differs"),

@@ -210,6 +210,8 @@ def render_plan(plan: Plan, *, colour: bool = False, generated: int = 0) -> str:
                and c.action_reason.startswith("curated")]
     for c in curated:
         after = c.after or {}
+        if ("curated",) in c.sensitive:   # what it resolves to names the same (sensitive) registry
+            after = {**after, "curated": SENSITIVE_MARK, "resolved": None}
         now = f" = {after['resolved']}" if after.get("resolved") and after["resolved"] != after.get("curated") else ""
         out.append(f"  (reads {c.address}: {after.get('curated')}{now})")
     out.extend(render_smoke_jobs(plan, paint))
