@@ -9,6 +9,7 @@ catalog.
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import sys
 import functools
@@ -309,6 +310,61 @@ def refuse_link(path: Path) -> None:
                          "state", f"remove the link: rm {shlex.quote(str(path))}")
 
 
+def user_state_dir() -> Path:
+    """What infra keeps for the user rather than for a project (render's manifest key): $XDG_STATE_HOME/infra,
+    else ~/.local/state/infra (https://specifications.freedesktop.org/basedir-spec/latest/)."""
+    base = os.environ.get("XDG_STATE_HOME")
+    if not base or not Path(base).is_absolute():   # a relative XDG_STATE_HOME is invalid by the spec
+        base = str(Path.home() / ".local" / "state")
+    return Path(base) / "infra"
+
+
+def private_key_file(path: Path, size: int = 32) -> bytes:
+    """The random key kept in `path` (`size` bytes), made on first use, mode 0600, atomically (two first runs
+    agree on one key: link() fails for the second, which reads the first's). Its folder is trusted as
+    private_state_dir trusts one; the file must be a regular file of this user that nobody else may read
+    (DiagnosticError local.state-untrusted otherwise, naming the fix)."""
+    path = Path(path)
+    private_state_dir(path.parent)
+    try:
+        return _read_private_key(path, size)
+    except FileNotFoundError:
+        pass
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(os.urandom(size))
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+    finally:
+        temporary.unlink(missing_ok=True)
+    return _read_private_key(path, size)
+
+
+def _read_private_key(path: Path, size: int) -> bytes:
+    quoted = shlex.quote(str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise _untrusted(f"{path} is a symbolic link: infra follows no link in its state", f"rm {quoted}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise _untrusted(f"{path} must be a regular file of this user that only it may read (it is "
+                             f"{stat.filemode(info.st_mode)}, owned by {_owner(info.st_uid)})",
+                             f"delete it (rm {quoted}): a new key is made on the next run")
+        key = handle.read(size + 1)
+    if len(key) != size:
+        raise _untrusted(f"{path} holds no key of {size} bytes", f"delete it (rm {quoted}): a new key is made on "
+                         "the next run")
+    return key
+
+
 def write_private_file(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace `path` with a new file of `data` (mode `mode`), atomically: written to a fresh file (O_EXCL,
     O_NOFOLLOW) beside it, then renamed over it, so a link at `path` is replaced, never written through."""
@@ -372,6 +428,8 @@ class OutputFile:
     relative: str            # '/'-separated, below the output folder
     text: str | None = None
     source: Path | None = None
+    # the stack paths whose sensitive values the file holds in clear (`infra render --write-secrets`): written 0600
+    secrets: tuple = ()
 
 
 def link_on_the_way(root: Path, relative: str) -> str | None:
@@ -403,7 +461,7 @@ def write_beneath(root: Path, output: OutputFile) -> str:
     """Write `output` below `root` through no symbolic link (directories made as needed, mode 0777 less the
     umask) and return the sha256 of what was written. The content goes to a fresh file (O_EXCL, O_NOFOLLOW)
     beside its place and is renamed over it, so a link planted at the place is replaced, never written through,
-    and a reader never sees half a file."""
+    and a reader never sees half a file. A file that holds secrets (`output.secrets`) is mode 0600."""
     parts = _relative_parts(root, output.relative)
     dir_fd = _open_dir_beneath(root, parts[:-1], make_dirs=True, dir_mode=0o777)
     temporary = f".{parts[-1]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
@@ -422,6 +480,8 @@ def write_beneath(root: Path, output: OutputFile) -> str:
                     data = (output.text or "").encode("utf-8")
                     digest.update(data)
                     out.write(data)
+                if output.secrets:
+                    os.fchmod(out.fileno(), 0o600)
             os.replace(temporary, parts[-1], src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             try:

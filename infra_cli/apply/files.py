@@ -6,22 +6,33 @@ Layout under the output directory:
     environments/NAME/                      its assets: the copied conda file, the build context
     environments/NAME.curated.txt           curated environments are referenced, not created
     jobs/...  code/...                      smoke and training jobs, a training job's code (smoke/job_templates.py)
-    .infra-render.json                      the manifest: every file render wrote, with its sha256
+    .infra-render.json                      the manifest: per stack, every file render wrote, with its sha256 and
+                                            an HMAC of both under the user's render key
 
 What render writes never harms what it reads: an output directory that is, holds or lies inside a file or
 folder the stack reads (the stack, its conda files, build contexts, code, infra's templates) is refused before
 anything is written; every file is written beneath the output directory through no symbolic link
 (paths.write_beneath: a link at a file's place is replaced, never written through, and a link on the way is
-refused before anything is written); and a re-render removes the files of the previous manifest the stack no
-longer has, only while each is still exactly what render wrote.
+refused before anything is written); and a re-render removes the files of its stack's previous manifest entries
+the stack no longer has, only while each is still exactly what render wrote.
 
-Secrets (ssh_settings.admin_password, ssh_settings.ssh_key_value) are never written: the file says how to
-pass them with `--set`.
+Render owns its files per stack: several stacks render into one --out, each removing only its own files, and
+a file another stack's render wrote (and still holds) is refused, not overwritten. A manifest entry counts only
+with a valid HMAC under a key of this user's (INFRA_PLAN_KEY when set, else a random key made 0600 in
+paths.user_state_dir()): a forged entry, even with the right sha256 of a file, removes nothing.
+
+Secrets: ssh_settings.admin_password and ssh_settings.ssh_key_value are never written (the file says how to
+pass them with `--set`), nor one environment variable from ${VAR} (the job file holds its reference). Any other
+sensitive value a file would hold (a sensitive map given whole, a ${VAR} in a command, a SAS URL) is refused at
+its value, unless `write_secrets`: then the file holding it is mode 0600 and every run warns of it.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -37,8 +48,8 @@ from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.knowledge.docker_templates import template_dir
 from infra_cli.plan.api import template_build_diagnostics
 from infra_cli.paths import (
-    OutputFile, context_files, link_on_the_way, local_project, project_root, read_beneath, remove_beneath, templates_dir,
-    write_beneath)
+    OutputFile, context_files, link_on_the_way, local_project, private_key_file, project_root, read_beneath,
+    remove_beneath, templates_dir, user_state_dir, write_beneath)
 from infra_cli.smoke.api import distribution_job_files
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
@@ -46,7 +57,9 @@ from infra_cli.stack.model import AML_ENVIRONMENT_SCHEMA, Cluster, Environment
 from infra_cli.validate.engine import load_valid_stack
 
 MANIFEST = ".infra-render.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2   # 1 (unsigned, one stack) is read as entries nobody can vouch for: it removes nothing
+RENDER_KEY_FILE = "render.key"
+_HMAC = "hmac-sha256:"
 MANIFEST_LIMIT = 16 << 20   # a manifest larger than this was not written by render: it is not read
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 COMPUTE_SCHEMA = "https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json"
@@ -74,6 +87,21 @@ def compute_document(name: str, cluster: Cluster) -> dict[str, Any]:
     return doc
 
 
+def _holding(loaded: LoadedStack, base: tuple, *fields: tuple) -> tuple[tuple, ...]:
+    """The stack paths below `base` (a resource) of the sensitive values (from a sensitive variable or ${VAR}) that a
+    file writing `fields` of it holds in clear: a path at, inside or around one of them (a map given whole)."""
+    n = len(base)
+    return tuple(sorted((tuple(p) for p in loaded.source.interpolated
+                         if tuple(p[:n]) == base and len(p) > n
+                         and any(tuple(p[n:n + len(f)]) == f or f[:len(p) - n] == tuple(p[n:]) for f in fields)),
+                        key=repr))
+
+
+# What of a cluster its file writes: the fields stack/cluster_fields.py renders (a section whole)
+_CLUSTER_FILE_FIELDS = tuple(dict.fromkeys(
+    tuple(f.stack.split(".")[:1] if f.render == "section" else f.stack.split(".")) for f in rows(RENDER)))
+
+
 def _secret_note(name: str, cluster: Cluster) -> str:
     ssh = cluster.ssh_settings
     given = [f for f in SECRET_SSH_FIELDS if ssh is not None and getattr(ssh, f) is not None]
@@ -97,11 +125,13 @@ def _environment_base(name: str, env: Environment) -> dict[str, Any]:
 
 
 def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list[OutputFile]:
+    at = ("environments", name)
     if env.curated:
         return [OutputFile(f"environments/{name}.curated.txt",
                            f"Environment {name!r} is the curated Azure ML environment {env.curated}.\n"
                            "Curated environments are referenced by jobs, not created: nothing to `az ml environment "
-                           f"create`.\nWhat it names now: {_show_command(env.curated)}\n")]
+                           f"create`.\nWhat it names now: {_show_command(env.curated)}\n",
+                           secrets=_holding(loaded, at, ("curated",)))]
     files: list[OutputFile] = []
     doc = _environment_base(name, env)
     if env.image:
@@ -112,7 +142,8 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
             doc["conda_file"] = conda
         elif env.inline_conda:  # written inline: rendered to a file, as `az ml environment create -f` reads it
             conda = f"{name}/conda.yml"
-            files.append(OutputFile(f"environments/{conda}", env.inline_conda))
+            files.append(OutputFile(f"environments/{conda}", env.inline_conda,
+                                    secrets=_holding(loaded, at, ("conda_file",))))
             doc["conda_file"] = conda
     elif env.build.path:
         # the context as it is uploaded (paths.context_files): no symlink followed out of it, ignored files left
@@ -122,10 +153,12 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": env.build.dockerfile_path}
     else:
         files.append(OutputFile(f"environments/{name}/context/Dockerfile",
-                                render_dockerfile(env.build.template, dict(env.build.parameters))))
+                                render_dockerfile(env.build.template, dict(env.build.parameters)),
+                                secrets=_holding(loaded, at, ("build", "template"), ("build", "parameters"))))
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": "Dockerfile"}
     header = f"# az ml environment create -f environments/{name}.yml\n"
-    files.append(OutputFile(f"environments/{name}.yml", header + _yaml(doc)))
+    files.append(OutputFile(f"environments/{name}.yml", header + _yaml(doc), secrets=_holding(
+        loaded, at, ("description",), ("tags",), ("version",), ("image",), ("os_type",), ("build", "dockerfile_path"))))
     return files
 
 
@@ -146,7 +179,8 @@ def _outputs(loaded: LoadedStack) -> list[OutputFile]:
     """Every file of the stack's render, in order (nothing written yet: a template that refuses a value stops
     the render before the output directory is touched)."""
     files = [OutputFile(f"clusters/{name}.yml", f"# az ml compute create -f clusters/{name}.yml\n"
-                        + _secret_note(name, cluster) + _yaml(compute_document(name, cluster)))
+                        + _secret_note(name, cluster) + _yaml(compute_document(name, cluster)),
+                        secrets=_holding(loaded, ("clusters", name), *_CLUSTER_FILE_FIELDS))
              for name, cluster in loaded.stack.clusters.items()]
     for name, env in loaded.stack.environments.items():
         files += _environment_files(loaded, name, env)
@@ -221,27 +255,85 @@ def _refuse_overlap(loaded: LoadedStack, out_given: Path, out: Path) -> None:
     raise DiagnosticError(diagnostics)
 
 
-# ---- the manifest: what render wrote, so a re-render removes exactly that -----------------------------------
+# ---- the manifest: per stack, what render wrote, so a re-render removes exactly that ------------------------
 
-def _previous_manifest(out: Path, warnings: list[Diagnostic]) -> dict[str, str]:
-    """relative path -> sha256 of each file the previous render wrote ({} when there was none). A manifest that
-    is not one render wrote (a link, unreadable, malformed entries) removes nothing, with a warning."""
+Entries = dict[str, dict[str, str]]   # stack -> {relative path: sha256}, only entries signed under a key of ours
+
+
+def render_keys(plan_key: bytes | None, warnings: list[Diagnostic]) -> list[bytes]:
+    """The keys a manifest entry may be signed under, the signing one first: INFRA_PLAN_KEY's when set (derived for
+    render, so an entry's HMAC is never a plan file's), and this user's render key (made 0600 on first use, in
+    paths.user_state_dir()). Without either, render signs nothing, so no later render removes what it writes."""
+    keys = []
+    if plan_key is not None:
+        keys.append(hmac.new(plan_key, b"infra render manifest", hashlib.sha256).digest())
+    path = user_state_dir() / RENDER_KEY_FILE
+    try:
+        keys.append(private_key_file(path))
+    except (DiagnosticError, OSError) as exc:
+        why = exc.diagnostics[0].message if isinstance(exc, DiagnosticError) else f"{path}: {exc.strerror or exc}"
+        hint = exc.diagnostics[0].hint if isinstance(exc, DiagnosticError) else None
+        if not keys:
+            warnings.append(Diagnostic("warning", "render.key-unavailable", f"no render key ({why}): the files "
+                                       "written now are listed unsigned, so no later render removes them", None,
+                                       None, None, hint or "set XDG_STATE_HOME to a folder of your own"))
+    return keys
+
+
+def _entry_hmac(key: bytes, stack: str, relative: str, sha256: str) -> str:
+    message = json.dumps(["infra render", stack, relative, sha256]).encode()
+    return _HMAC + hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def _signed(entry: object, keys: list[bytes], stack: str, relative: str) -> str | None:
+    """The sha256 of a manifest entry signed under one of `keys` for (stack, relative), else None."""
+    if not isinstance(entry, dict) or not _clean_relative(relative):
+        return None
+    sha, mac = entry.get("sha256"), entry.get("hmac")
+    if not (isinstance(sha, str) and _SHA256.fullmatch(sha) and isinstance(mac, str)):
+        return None
+    return sha if any(hmac.compare_digest(mac, _entry_hmac(k, stack, relative, sha)) for k in keys) else None
+
+
+def _previous_manifest(out: Path, keys: list[bytes], warnings: list[Diagnostic]) -> Entries:
+    """Per stack, relative path -> sha256 of each file an earlier render wrote ({} when there was none), only
+    the entries signed under one of `keys`. A manifest that is not one render wrote (a link, unreadable,
+    malformed) and entries nobody of ours signed remove nothing, with a warning."""
     if not os.path.lexists(out / MANIFEST):
         return {}
     data = read_beneath(out, MANIFEST, MANIFEST_LIMIT)
     try:
         doc = json.loads(data) if data is not None and len(data) < MANIFEST_LIMIT else None
-        files = doc["files"] if isinstance(doc, dict) and doc.get("format_version") == MANIFEST_FORMAT else None
-        if not isinstance(files, dict):
+        if isinstance(doc, dict) and doc.get("format_version") == 1 and isinstance(doc.get("files"), dict):
+            stacks = {"": {"files": doc["files"]}}   # an older infra's: unsigned, vouched for by nobody
+        elif isinstance(doc, dict) and doc.get("format_version") == MANIFEST_FORMAT and isinstance(doc.get("stacks"), dict):
+            stacks = doc["stacks"]
+        else:
             raise ValueError
-        return {rel: sha for rel, sha in files.items()
-                if isinstance(rel, str) and isinstance(sha, str) and _SHA256.fullmatch(sha) and _clean_relative(rel)}
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+    except (ValueError, TypeError, UnicodeDecodeError):
         warnings.append(Diagnostic("warning", "render.manifest-unreadable",
                                    f"{out / MANIFEST} is not a manifest infra render wrote: no file of an earlier "
                                    "render was removed", str(out / MANIFEST), None, None,
                                    "delete it (render writes a new one) and remove stale files by hand"))
         return {}
+    entries: Entries = {}
+    unsigned = 0
+    for stack, body in stacks.items():
+        files = body.get("files") if isinstance(body, dict) else None
+        for relative, entry in (files.items() if isinstance(files, dict) else ()):
+            sha = _signed(entry, keys, stack, relative) if stack else None
+            if sha is None:
+                unsigned += 1
+            else:
+                entries.setdefault(stack, {})[relative] = sha
+    if unsigned:
+        warnings.append(Diagnostic(
+            "warning", "render.manifest-unsigned", f"{unsigned} entr{'y' if unsigned == 1 else 'ies'} of {out / MANIFEST} "
+            "carry no valid signature of this user's render key (an entry render did not write, or one written by "
+            "another user, under another key or by an older infra): their files were left alone and the entries "
+            "dropped", str(out / MANIFEST), None, None, "remove by hand what an earlier render left that you no "
+            "longer need"))
+    return entries
 
 
 def _clean_relative(relative: str) -> bool:
@@ -249,9 +341,34 @@ def _clean_relative(relative: str) -> bool:
     return relative != MANIFEST and all(p not in ("", ".", "..") for p in parts) and "\0" not in relative
 
 
-def _manifest_text(stack: str, files: dict[str, str]) -> str:
-    return json.dumps({"format_version": MANIFEST_FORMAT, "generator": "infra render", "stack": stack,
-                       "files": files}, indent=1, sort_keys=True) + "\n"
+def _manifest_text(entries: Entries, key: bytes | None) -> str:
+    """The manifest of `entries`, each signed under `key` (unsigned without one: then no render trusts it)."""
+    stacks = {stack: {"files": {relative: {"sha256": sha, **({"hmac": _entry_hmac(key, stack, relative, sha)}
+                                                             if key is not None else {})}
+                                for relative, sha in files.items()}}
+              for stack, files in entries.items() if files}
+    return json.dumps({"format_version": MANIFEST_FORMAT, "generator": "infra render", "stacks": stacks},
+                      indent=1, sort_keys=True) + "\n"
+
+
+def _refuse_other_stacks_files(loaded: LoadedStack, out: Path, out_given: Path, outputs: list[OutputFile],
+                               others: Entries) -> None:
+    """Render writes over no file another stack's render wrote and still has there (a file its owner's render
+    would keep or remove as its own); a file since deleted is free."""
+    owner = {relative: stack for stack, files in others.items() for relative in files}
+    taken: dict[str, list[str]] = {}
+    for f in outputs:
+        if f.relative in owner and os.path.lexists(out / f.relative):
+            taken.setdefault(owner[f.relative], []).append(f.relative)
+    if taken:
+        raise DiagnosticError([Diagnostic(
+            "error", "render.file-of-another-stack",
+            f"{len(files)} file{'s' if len(files) != 1 else ''} of stack {loaded.stack.stack!r}'s render "
+            f"({out_given / files[0]}{', ...' if len(files) > 1 else ''}) {'were' if len(files) > 1 else 'was'} written "
+            f"into {out_given} by stack {stack!r}'s render, which still owns {'them' if len(files) > 1 else 'it'}: "
+            "render writes over no other stack's file; nothing was written", str(loaded.path), None, None,
+            f"render each stack into its own folder (e.g. --out {_suggested_out(loaded)}), or delete stack "
+            f"{stack!r}'s files from {out_given} first") for stack, files in sorted(taken.items())])
 
 
 def _remove_stale(out: Path, out_given: Path, previous: dict[str, str], current: dict[str, str]) -> list[Diagnostic]:
@@ -271,17 +388,65 @@ def _remove_stale(out: Path, out_given: Path, previous: dict[str, str], current:
     return notes
 
 
+# ---- secrets: refused where the stack gives them, or written 0600 when told -----------------------------------
+
+_KEY_VAULT_WAY = ("read it in the job at run time from a Key Vault secret (the workspace's Key Vault, through the "
+                  "job's identity: https://learn.microsoft.com/azure/machine-learning/how-to-use-secrets-in-runs)")
+_FLAG_WAY = "pass --write-secrets to write it in clear (those files mode 0600, with a warning on every run)"
+
+
+def _secret_what(loaded: LoadedStack, path: tuple) -> tuple[str, str]:
+    """What the secret at `path` is (never its value), and the better way than writing it."""
+    if path not in loaded.source.interpolated:
+        return ("a SAS URL (its `sig=` signature is a credential to the data)",
+                "name the data by a datastore URI (azureml://datastores/NAME/paths/...), whose credentials Azure ML "
+                f"keeps, or {_KEY_VAULT_WAY}")
+    references = ", ".join(dict.fromkeys(re.findall(r"\$\{[^{}]*\}", loaded.source.written.get(path, ""))))
+    origin = f" (from {references})" if references else ""
+    if path[-1] == "environment_variables":
+        return (f"a sensitive map given whole{origin}", "give each variable its own ${VAR} under "
+                "environment_variables (the job file then holds the reference and says how to --set it), or "
+                f"{_KEY_VAULT_WAY}")
+    return f"a sensitive value{origin}", _KEY_VAULT_WAY
+
+
+def _secrets(loaded: LoadedStack, outputs: list[OutputFile], out_given: Path, write: bool) -> list[Diagnostic]:
+    """An error at each secret a file would hold in clear, or with `write` a warning naming the files (0600)."""
+    held: dict[tuple, list[str]] = {}
+    for f in outputs:
+        for path in f.secrets:
+            held.setdefault(tuple(path), []).append(f.relative)
+    found = []
+    for path, files in sorted(held.items(), key=lambda item: (loaded.source.position(item[0]), repr(item[0]))):
+        what, better = _secret_what(loaded, path)
+        where = ".".join(map(str, path))
+        shown = ", ".join(str(out_given / r) for r in files)
+        if write:
+            found.append(loaded.source.diagnostic(
+                path, "render.secret-written", f"{where} is {what}: written in clear into {shown} (--write-secrets, "
+                "mode 0600)", f"keep these files out of version control and of uploaded code; better: {better}",
+                severity="warning"))
+        else:
+            found.append(loaded.source.diagnostic(
+                path, "render.secret", f"{where} is {what}: render would write it in clear into {shown} (and a job "
+                "uploads its folder); nothing was written", f"{better}; or {_FLAG_WAY}"))
+    return found
+
+
 def _write_error(exc: OSError, out_given: Path) -> DiagnosticError:
     return DiagnosticError([Diagnostic("error", "render.write", f"cannot write {exc.filename or out_given}: "
                                        f"{exc.strerror or exc}", str(out_given), None, None,
                                        "pass an --out directory you can write to")])
 
 
-def render_stack(stack_path: str | Path, out_dir: str | Path) -> tuple[list[Path], list[Diagnostic]]:
+def render_stack(stack_path: str | Path, out_dir: str | Path, *, write_secrets: bool = False,
+                 plan_key: bytes | None = None) -> tuple[list[Path], list[Diagnostic]]:
     """Validate the stack and write its Azure ML CLI v2 files; returns (written paths, warnings and notes).
 
     Raises DiagnosticError, with nothing written, when the stack has errors, when the output directory is, holds
-    or lies inside something the stack reads, or when a symbolic link or a non-directory is on the way to a file.
+    or lies inside something the stack reads, when a symbolic link or a non-directory is on the way to a file,
+    when a file would hold a secret in clear (unless `write_secrets`: then it is written 0600, with a warning), or
+    when a file is another stack's render's. `plan_key`: INFRA_PLAN_KEY, which signs the manifest when given.
     """
     loaded, warnings = load_valid_stack(Path(stack_path))
     unbuildable = template_build_diagnostics(loaded)   # a Dockerfile Azure ML could not build is not written
@@ -293,26 +458,43 @@ def render_stack(stack_path: str | Path, out_dir: str | Path) -> tuple[list[Path
     if os.path.lexists(out) and not out.is_dir():
         raise _write_error(NotADirectoryError(errno.ENOTDIR, "not a directory", str(out_given)), out_given)
     outputs = _outputs(loaded)
+    secrets = _secrets(loaded, outputs, out_given, write_secrets)
+    if secrets and not write_secrets:
+        raise DiagnosticError(warnings + secrets)
     in_the_way = [why for f in [*outputs, OutputFile(MANIFEST)] if (why := link_on_the_way(out, f.relative))]
     if in_the_way:
         raise DiagnosticError([Diagnostic(
             "error", "render.output-link", f"{why}: render writes no file through a link or over a folder in its "
             "output directory; nothing was written", str(out_given), None, None,
             "remove it, or render into a fresh --out directory") for why in dict.fromkeys(in_the_way)])
-    diagnostics = list(warnings)
-    previous = _previous_manifest(out, diagnostics) if out.is_dir() else {}
+    diagnostics = list(warnings) + secrets
+    keys = render_keys(plan_key, diagnostics)
+    key = keys[0] if keys else None
+    stack = loaded.stack.stack
     written: dict[str, str] = {}
     try:
         out.mkdir(parents=True, exist_ok=True)
+        lock = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise _write_error(exc, out_given) from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # renders into one folder take turns: each reads the manifest another wrote
+        entries = _previous_manifest(out, keys, diagnostics)
+        previous = entries.pop(stack, {})
+        _refuse_other_stacks_files(loaded, out, out_given, outputs, entries)
+        mine = {f.relative for f in outputs}   # a file another stack left and deleted since is this one's now
+        others = {s: {r: sha for r, sha in files.items() if r not in mine} for s, files in entries.items()}
         try:
             for f in outputs:
                 written[f.relative] = write_beneath(out, f)
         except BaseException:
             # what render wrote so far stays listed with the earlier render's, so the next render removes it
-            write_beneath(out, OutputFile(MANIFEST, _manifest_text(loaded.stack.stack, {**previous, **written})))
+            write_beneath(out, OutputFile(MANIFEST, _manifest_text({**others, stack: {**previous, **written}}, key)))
             raise
         diagnostics += _remove_stale(out, out_given, previous, written)
-        write_beneath(out, OutputFile(MANIFEST, _manifest_text(loaded.stack.stack, written)))
+        write_beneath(out, OutputFile(MANIFEST, _manifest_text({**others, stack: written}, key)))
     except OSError as exc:
         raise _write_error(exc, out_given) from None
+    finally:
+        os.close(lock)
     return [out_given / relative for relative in written], diagnostics

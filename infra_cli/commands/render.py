@@ -1,5 +1,6 @@
 """`infra graph` and `infra render`: the stack written out as DOT, or as Azure ML CLI v2 files."""
 
+import os
 from pathlib import Path
 from typing import List
 
@@ -27,14 +28,22 @@ def graph(
 def render(
     stack: Path = typer.Argument(..., metavar="STACK"),
     out: Path = typer.Option(..., "--out", metavar="DIR", help="directory to write Azure ML CLI v2 YAML and scripts into"),
+    write_secrets: bool = typer.Option(False, "--write-secrets", help="write sensitive values (a sensitive map "
+                                       "given whole, ${VAR} in a command, a SAS URL) in clear into job files of mode "
+                                       "0600, with a warning, instead of refusing them"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
-    """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job."""
+    """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job.
+
+    Several stacks may render into one --out: each removes only the files its own render wrote (listed in
+    DIR/.infra-render.json, signed with INFRA_PLAN_KEY when set, else with a key of yours in
+    $XDG_STATE_HOME/infra/render.key)."""
     from infra_cli.apply.files import render_stack
+    from infra_cli.plan.planfile import plan_key
 
     try:
-        written, diagnostics = render_stack(stack, out)
+        written, diagnostics = render_stack(stack, out, write_secrets=write_secrets, plan_key=plan_key(os.environ))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     print_diagnostics(diagnostics)

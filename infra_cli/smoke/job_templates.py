@@ -16,7 +16,7 @@ import re
 import shlex
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.grammars import control_characters, text_problem
@@ -172,6 +172,49 @@ def write_smoke_job(loaded: LoadedStack, job: SmokeJob, directory: Path) -> list
     return written
 
 
+# What of a distribution (its keys below distributions.NAME) each job file holds: a sensitive value under one of
+# them is written in clear, so `infra render` refuses it unless told (--write-secrets). One environment variable
+# from ${VAR} is no such value: the file holds the stack's reference instead (job_file_text).
+_SMOKE_JOB_HOLDS = (("cluster",), ("environment",), ("instance_count",), ("type",), ("process_count_per_instance",),
+                    ("worker_count",), ("parameter_server_count",), ("distribution",), ("resources", "instance_count"),
+                    ("environment_variables",), ("smoke", "experiment_name"), ("smoke", "timeout_minutes"))
+_NOT_IN_TRAINING_JOB = ("code", "smoke", "framework", "launcher")   # code is copied, not named; the rest is infra's
+# A SAS URL (Azure Storage's shared access signature, https://learn.microsoft.com/rest/api/storageservices/
+# create-service-sas): its `sig` is a credential to the data, whether the stack wrote it or took it from ${VAR}.
+_SAS = re.compile(r"://\S*[?&]sig=", re.IGNORECASE)
+
+
+def _leaves(value: object, path: tuple) -> Iterator[tuple[tuple, str]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, path + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _leaves(item, path + (i,))
+    elif isinstance(value, str):
+        yield path, value
+
+
+def held_secrets(loaded: LoadedStack, name: str, *, smoke: bool) -> tuple[tuple, ...]:
+    """The stack paths of the secrets distribution `name`'s smoke (or training) job file would hold in clear:
+    values from a sensitive variable or ${VAR} (a map given whole as environment_variables, the command, an
+    input...), and SAS URLs."""
+    base = ("distributions", name)
+    source = loaded.source
+
+    def held(rest: tuple) -> bool:
+        if rest[:1] == ("environment_variables",) and len(rest) == 2 and base + rest in source.interpolated:
+            return False   # one variable from ${VAR}: the file holds the reference (job_file_text)
+        if smoke:
+            return any(rest[:len(k)] == k or k[:len(rest)] == rest for k in _SMOKE_JOB_HOLDS)
+        return rest[0] not in _NOT_IN_TRAINING_JOB
+
+    found = {tuple(p) for p in source.interpolated if tuple(p[:2]) == base and len(p) > 2 and held(tuple(p[2:]))}
+    dist = loaded.stack.distributions[name].model_dump(mode="json", exclude_none=True)
+    found |= {base + path for path, text in _leaves(dist, ()) if _SAS.search(text) and held(path)}
+    return tuple(sorted(found, key=repr))
+
+
 def _job_dirs(names: list[str]) -> dict[str, str]:
     """Each distribution's folder name (under jobs/, and code/ for its copied code): its safe name, numbered
     where names differ only in odd characters."""
@@ -194,7 +237,8 @@ def _code_files(source: Path, folder: str) -> tuple[str, list[OutputFile]]:
 
 def distribution_job_files(loaded_stack: LoadedStack) -> list[OutputFile]:
     """Per distribution: the smoke job YAML + script, and the user's training job YAML (with its code copied)
-    when it has a command; paths relative to the output folder."""
+    when it has a command; paths relative to the output folder. A job YAML names in `secrets` the stack paths of
+    the secrets it holds in clear (held_secrets), for `infra render` to refuse or write 0600."""
     files: list[OutputFile] = []
     names = list(loaded_stack.stack.distributions)
     dirs = _job_dirs(names)
@@ -203,7 +247,9 @@ def distribution_job_files(loaded_stack: LoadedStack) -> list[OutputFile]:
     for name in names:
         directory = f"jobs/{dirs[name]}"
         if name in smoke_by_name:
-            files += [OutputFile(f"{directory}/{file}", text) for file, text in smoke_job_files(loaded_stack, smoke_by_name[name])]
+            secrets = held_secrets(loaded_stack, name, smoke=True)
+            files += [OutputFile(f"{directory}/{file}", text, secrets=secrets if file == SMOKE_JOB_FILE else ())
+                      for file, text in smoke_job_files(loaded_stack, smoke_by_name[name])]
         dist = loaded_stack.stack.distributions[name]
         code = None
         if dist.code and dist.command:
@@ -215,7 +261,8 @@ def distribution_job_files(loaded_stack: LoadedStack) -> list[OutputFile]:
         spec = training_job(loaded_stack, name, load_catalog(), code)
         if spec is not None:
             files.append(OutputFile(f"{directory}/{TRAINING_JOB_FILE}",
-                                    job_file_text(loaded_stack, name, spec, TRAINING_JOB_FILE)))
+                                    job_file_text(loaded_stack, name, spec, TRAINING_JOB_FILE),
+                                    secrets=held_secrets(loaded_stack, name, smoke=False)))
     return files
 
 

@@ -194,9 +194,9 @@ def test_a_removed_resource_leaves_no_stale_file_and_nothing_else_is_removed(pro
     out = tmp_path / "out"
     assert infra("render", str(project / "stack.yaml"), "--out", str(out), cwd=tmp_path).returncode == 0
     manifest = json.loads((out / ".infra-render.json").read_text())
-    assert manifest["format_version"] == 1 and "clusters/gpu2.yml" in manifest["files"]
-    for relative, sha in manifest["files"].items():
-        assert hashlib.sha256((out / relative).read_bytes()).hexdigest() == sha
+    assert manifest["format_version"] == 2 and "clusters/gpu2.yml" in manifest["stacks"]["inputs"]["files"]
+    for relative, entry in manifest["stacks"]["inputs"]["files"].items():
+        assert hashlib.sha256((out / relative).read_bytes()).hexdigest() == entry["sha256"]
     (out / "clusters" / "mine.yml").write_text("a file render did not write\n")
     (out / "README.txt").write_text("notes\n")
     stack = project / "stack.yaml"
@@ -214,7 +214,7 @@ def test_a_removed_resource_leaves_no_stale_file_and_nothing_else_is_removed(pro
     assert "warning[render.stale-kept]" in r.stderr
     assert (out / "clusters" / "mine.yml").is_file() and (out / "README.txt").is_file()
     assert (out / "clusters" / "gpu.yml").is_file()
-    files = json.loads((out / ".infra-render.json").read_text())["files"]
+    files = json.loads((out / ".infra-render.json").read_text())["stacks"]["inputs"]["files"]
     assert "clusters/gpu2.yml" not in files and "environments/built.yml" not in files
 
 
@@ -238,7 +238,7 @@ def test_a_malformed_manifest_removes_nothing_and_says_so(project, tmp_path):
     (out / ".infra-render.json").write_text("[not a manifest")
     r = infra("render", str(project / "stack.yaml"), "--out", str(out), cwd=tmp_path)
     assert r.returncode == 0 and "warning[render.manifest-unreadable]" in r.stderr, r.stderr
-    assert json.loads((out / ".infra-render.json").read_text())["format_version"] == 1
+    assert json.loads((out / ".infra-render.json").read_text())["format_version"] == 2
 
 
 # ---- templates are names; Jinja2 is sandboxed ---------------------------------------------------------------
