@@ -184,3 +184,54 @@ def test_a_name_that_reaches_the_provider_is_one_quoted_segment(cloud):
     assert EnvironmentVersions(clients.arm, clients.workspace_path).get("train", "1/../1") is None
     (record,) = server.stats.records[before:]
     assert record.path.endswith("/environments/train/versions/1%2F..%2F1"), record
+
+
+def test_a_saved_plan_s_targets_and_replacements_are_read_by_the_grammar_too(tmp_path):
+    """apply PLANFILE plans again with the file's --target and --replace (plan_stack): the same grammar reads
+    them there, whatever wrote the file."""
+    from infra_cli.diagnostics import DiagnosticError
+    from infra_cli.plan.desired import desired_resources
+    from infra_cli.plan.engine import check_replace, check_targets, load_for_plan
+
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(STACK)
+    loaded, _ = load_for_plan(stack)
+    desired = desired_resources(loaded)
+    check_targets(loaded, desired, ["cluster.gpu1"])
+    check_replace(loaded, desired, ["cluster.gpu1"])
+    for address in BAD_ADDRESSES.values():
+        for check in (check_targets, check_replace):
+            with pytest.raises(DiagnosticError) as refused:
+                check(loaded, desired, [address])
+            (d,) = refused.value.diagnostics
+            assert d.rule == "address.invalid" and GRAMMAR in d.message and EXAMPLE in d.hint, d
+
+
+def test_a_loosened_names_file_never_lets_a_path_into_an_address(tmp_path):
+    """validators/names.yaml is the user's to extend; whatever its cluster row says, NAME stays one URL segment."""
+    import shutil
+
+    import yaml
+
+    validators = tmp_path / "validators"
+    shutil.copytree(ROOT / "validators", validators)
+    names = yaml.safe_load((validators / "names.yaml").read_text())
+    names["names"]["cluster"]["pattern"] = ".+"
+    (validators / "names.yaml").write_text(yaml.safe_dump(names))
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(STACK)
+    for address in ("cluster.gpu1/", "cluster..", "cluster.gpu1?x=1"):
+        r = subprocess.run([sys.executable, "-m", "infra_cli", "state", "rm", address, str(stack), "--local"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120,
+                           env={**os.environ, "INFRA_VALIDATORS_DIR": str(validators),
+                                "INFRA_LOCAL_DIR": str(tmp_path / "local"), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+        assert r.returncode == 1 and "error[address.invalid]" in r.stderr, r.stdout + r.stderr
+    assert not (tmp_path / "local").exists()   # no local cloud was started
+
+
+def test_the_workspace_path_is_made_of_quoted_segments():
+    from infra_cli.azure.url import workspace_path
+
+    path = workspace_path(TEST_SUBSCRIPTION, "rg/../other", "mlw?x=1")
+    assert path == (f"subscriptions/{TEST_SUBSCRIPTION}/resourceGroups/rg%2F..%2Fother/providers/"
+                    "Microsoft.MachineLearningServices/workspaces/mlw%3Fx%3D1")
