@@ -212,8 +212,8 @@ def force_replace(changes: list[ResourceChange], replace: list[str], source: Sou
     """`--replace ADDR` (Terraform's -replace): that cluster is deleted and created again (`-/+`) even without a
     change, an environment gets a new version of the same content. One the plan creates anyway stays a create."""
     out, diagnostics = [], []
-    for c in changes:
-        if c.address not in replace or c.before is None:
+    for c in changes:   # a create (nothing live yet) is none of the actions below: it stays a create, never a -/+
+        if c.address not in replace:
             out.append(c)
         elif c.type == "cluster" and c.actions in (NO_OP, UPDATE, REPLACE):
             out.append(replace_change(c))
