@@ -58,3 +58,24 @@ def clients(emulator, test_workspace):
     from infra_cli.commands.backend import build_clients
 
     return build_clients(test_workspace, local=True, emulator=emulator)
+
+
+def running_apply(stack, env: dict, *, until: str = "cluster.gpu: creating"):
+    """A real `infra apply STACK --local` subprocess, returned once it printed a line starting with `until` (by
+    default: its cluster is being created, so it holds the stack's lock and runs on; give the emulator a long
+    provisioning delay). stdout is read up to that line; the rest comes with communicate()."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.Popen([sys.executable, "-m", "infra_cli", "apply", str(stack), "--local", "--auto-approve",
+                             "--no-smoke"], cwd=Path(__file__).resolve().parents[1],
+                            env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(until):
+            return proc
+    proc.wait(timeout=60)
+    raise AssertionError(f"the apply ended before it printed {until!r}:\n" + "".join(seen) + proc.stderr.read())

@@ -1,4 +1,4 @@
-"""apply / destroy / import / force-unlock: the engine functions the CLI calls.
+"""apply / destroy / import: the engine functions the CLI calls.
 
 A no-op apply makes no write request: the lock (a write) is taken only when there is something to change,
 and then the live state is read again under the lock and must still match what the plan saw.
@@ -39,7 +39,6 @@ from infra_cli.stack.secret import sealed
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
-from infra_cli.validate.engine import load_valid_stack
 
 # The provider for a workspace, built by the command (commands/backend.py): Azure, or the local emulator. Engines
 # that load the stack themselves ask for it once the stack passed their checks.
@@ -232,11 +231,6 @@ def mark_smokes_pending(plan: Plan, loaded: Any, provider: Provider) -> None:
     until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
     for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():
         StateStore(provider).record_smoke(plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
-
-
-def force_unlock_stack(stack_path: Path, *, backend: Backend) -> Any:
-    loaded, _ = load_valid_stack(stack_path)
-    return StateStore(backend(loaded.stack.workspace)).force_unlock(loaded.stack.stack)
 
 
 def _secrets_for_put(loaded: Any, name: str, live: Resource) -> tuple[ClusterSecrets, dict[str, str]]:

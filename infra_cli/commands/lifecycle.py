@@ -241,20 +241,34 @@ def import_(
 
 
 def force_unlock(
-    stack: Path = typer.Argument(..., metavar="STACK"),
+    lock_id: str = typer.Argument(..., metavar="LOCK_ID"),
+    stack: Optional[Path] = typer.Argument(None, metavar="STACK"),
+    force: bool = typer.Option(False, "--force", help="clear it even though its holder still runs on this machine"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
-    """Clear a stale stack lock (left by a killed apply)."""
-    from infra_cli.apply.engine import force_unlock_stack
+    """Clear a stale stack lock (left by a killed apply).
+
+    LOCK_ID is the ID the "locked" message shows (`infra force-unlock STACK` says it). Refused for another ID,
+    and while the holder still runs on this machine unless --force is given."""
+    from infra_cli.apply.unlock import force_unlock_stack
     from infra_cli.commands.backend import provider_for
 
+    if stack is None:          # `infra force-unlock STACK`, as before lock IDs: the stack alone
+        if not Path(lock_id).exists() and Path(lock_id).suffix not in (".yaml", ".yml"):
+            raise fail([Diagnostic("error", "lock.stack-required", f"force-unlock {lock_id}: which stack's lock?",
+                                   None, None, None, f"name the stack after the ID: `infra force-unlock {lock_id} "
+                                   "STACK`")])
+        lock_id, stack = None, Path(lock_id)
+    elif Path(lock_id).is_file() and not stack.is_file():   # `infra force-unlock STACK LOCK_ID`: as meant
+        lock_id, stack = str(stack), Path(lock_id)
     try:
-        info = force_unlock_stack(stack, backend=provider_for(local=local, anchor=stack))
+        info = force_unlock_stack(stack, lock_id, force=force, backend=provider_for(local=local, anchor=stack))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
-    print(f"Cleared the lock held by {info.holder} since {info.since}." if info.held else "The stack was not locked.")
+    print(f"Cleared the lock held by {info.holder} since {info.since} (lock ID {info.lock_id})." if info.held
+          else "The stack was not locked.")
 
 
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,

@@ -326,9 +326,10 @@ def report_error(exc: BaseException) -> int:
     elif lock is not None and isinstance(exc, lock.LockHeld):
         # another run holds the stack's lock (Terraform's "Error acquiring the state lock"): raised before any write
         info, stack = exc.info, _given_stack() or "STACK"
-        print(for_this_run(f"error: stack {exc.stack!r} is locked by {info.holder} since {info.since} "
-                           f"({info.operation}); nothing was changed.\n  hint: wait for it to finish; if that process "
-                           f"is gone, run `infra force-unlock {stack}`"), file=sys.stderr)
+        print(for_this_run(f"error: stack {exc.stack!r} is locked by {info.holder} (lock ID {info.lock_id}) since "
+                           f"{info.since} ({info.operation}); nothing was changed.\n  hint: wait for it to finish; if "
+                           f"that process is gone, run `infra force-unlock {info.lock_id} {shlex.quote(stack)}`"),
+              file=sys.stderr)
     elif _azure_error(exc):
         from infra_cli.azure.errors import describe_azure_error, is_sign_in_failure, retries_spent
 

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x3146f3f3
+SOURCES_CRC = 0xb0a34862
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -42,27 +42,66 @@ class LockInfo:
     token: str | None = None   # unique per acquisition: tells our own registration from another's
     machine: str | None = None  # where `pid` means a process: machine_identity() of the holder
 
-    def holder_is_dead_here(self) -> bool:
-        """Held by a process of this machine that no longer exists (a killed apply): safe to take over. "This
-        machine" is machine_identity(), not the host name: two machines (or containers) may share a name, and a
-        pid means nothing on another one. A lock without the identity (an older infra) is never taken over."""
+    @property
+    def lock_id(self) -> str | None:
+        """What `infra force-unlock LOCK_ID` takes, shown by every "locked" message (Terraform's lock ID): the
+        token of the acquisition, as a UUID; a lock an older infra took (no token) is named by its version."""
+        if not self.held:
+            return None
+        if self.token and len(self.token) == 32 and all(c in "0123456789abcdef" for c in self.token):
+            return str(uuid.UUID(hex=self.token))
+        return self.token or str(self.version)
+
+    def is_lock_id(self, given: str) -> bool:
+        """Whether `given` names this lock (hyphens and case aside, as a UUID may be written)."""
+        return self.lock_id is not None and _bare_id(given) == _bare_id(self.lock_id)
+
+    def _pid_here(self) -> bool:
+        """Whether `pid` names a process of this machine. "This machine" is machine_identity(), not the host name:
+        two machines (or containers) may share a name, and a pid means nothing on another one."""
         here = machine_identity()
-        if (not self.held or self.host != socket.gethostname() or self.pid is None or here is None
-                or self.machine != here):
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        return (self.held and self.host == socket.gethostname() and self.pid is not None and here is not None
+                and self.machine == here)
+
+    def holder_is_dead_here(self) -> bool:
+        """Held by a process of this machine that no longer exists (a killed apply): safe to take over. A lock
+        without the machine identity (an older infra) is never taken over."""
+        return self._pid_here() and _process_state(self.pid) == "gone"
+
+    def holder_is_alive_here(self) -> bool:
+        """Held by a process of this machine that still runs (or may: one of another user): force-unlock refuses
+        it without --force. A pid reused since by another process reads as alive too (the cautious answer)."""
+        return self._pid_here() and _process_state(self.pid) != "gone"
+
+
+def _bare_id(text: str) -> str:
+    return text.strip().replace("-", "").lower()
+
+
+def _process_state(pid: int) -> str:
+    """"gone" (no such process), "alive", or "other" (a process this user may not signal)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:
+        return "other"
+    return "alive"
 
 
 class LockHeld(Exception):
     def __init__(self, info: LockInfo, stack: str):
         self.info, self.stack = info, stack
-        super().__init__(f"stack {stack!r} is locked by {info.holder} since {info.since} ({info.operation})")
+        super().__init__(f"stack {stack!r} is locked by {info.holder} (lock ID {info.lock_id}) since {info.since} "
+                         f"({info.operation})")
+
+
+class LockChanged(Exception):
+    """force-unlock found the lock other than it read it (released, or taken again) when it came to clear it."""
+
+    def __init__(self, seen: LockInfo, now: LockInfo, stack: str):
+        self.seen, self.now, self.stack = seen, now, stack
+        super().__init__(f"the lock of stack {stack!r} changed while it was being cleared")
 
 
 def _read(versions: Any, name: str) -> LockInfo:
@@ -163,10 +202,26 @@ class StackLock:
         self.release()
 
 
-def force_unlock(versions: Any, stack: str) -> LockInfo:
-    """Clear a stale lock; returns what it was."""
-    info = _read(versions, lock_name(stack))
-    if info.held:
-        register_lock_version(versions, lock_name(stack), info.version + 1,
-                              {"infra.lock": "free", "infra.lock.cleared": holder_id()})
-    return info
+def read_lock(versions: Any, stack: str) -> LockInfo:
+    """The stack's lock as it stands (one read of its latest version)."""
+    return _read(versions, lock_name(stack))
+
+
+def force_unlock(versions: Any, stack: str, seen: LockInfo) -> None:
+    """Clear the lock `seen` (read_lock's answer, checked by the caller): the "free" version registered is the one
+    after it, so a lock released or taken again meanwhile (that version exists: versions are immutable) is left
+    as it is and raised as LockChanged, never cleared in its new holder's hands."""
+    if not seen.held:
+        return
+    token = uuid.uuid4().hex
+    try:
+        register_lock_version(versions, lock_name(stack), seen.version + 1,
+                              {"infra.lock": "free", "infra.lock.cleared": holder_id(),
+                               "infra.lock.cleared.id": seen.lock_id or "", "infra.lock.token": token})
+    except LockWriteRefused as refused:
+        now = _read(versions, lock_name(stack))
+        if now.version <= seen.version:
+            raise refused.error from None    # nobody registered it: Azure's transient error, as it was
+        if now.version == seen.version + 1 and now.token == token:
+            return                           # ours, kept by the service before the error
+        raise LockChanged(seen, now, stack) from None

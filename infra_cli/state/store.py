@@ -21,7 +21,7 @@ from typing import Any
 
 from infra_cli.azure.lock_store import LockWriteRefused, latest_lock_version, register_lock_version
 from infra_cli.azure.protocol import Provider
-from infra_cli.state.lock import LockInfo, StackLock, force_unlock
+from infra_cli.state.lock import LockInfo, StackLock, force_unlock, read_lock
 from infra_cli.state.records import SmokeRecord, record_from_tags, record_tags
 from infra_cli.state.serial import TOKEN_TAG, StateSerial, serial_from_version, serial_name, serial_tags
 
@@ -34,8 +34,13 @@ class StateStore:
         """The stack's lock, taken on entering a `with` block and released on leaving it."""
         return StackLock(self.provider.clients.versions, stack, operation)
 
-    def force_unlock(self, stack: str) -> LockInfo:
-        return force_unlock(self.provider.clients.versions, stack)
+    def read_lock(self, stack: str) -> LockInfo:
+        """The stack's lock as it stands: held or free, by whom, its lock ID."""
+        return read_lock(self.provider.clients.versions, stack)
+
+    def force_unlock(self, stack: str, seen: LockInfo) -> None:
+        """Clear the lock read as `seen` (LockChanged if it is no longer that lock)."""
+        force_unlock(self.provider.clients.versions, stack, seen)
 
     serial_name = staticmethod(serial_name)
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from emulator_fixtures import WORKSPACE_YAML
+from emulator_fixtures import WORKSPACE_YAML, running_apply
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = f"stack: busy\n{WORKSPACE_YAML}clusters:\n  gpu: {{size: Standard_NC24ads_A100_v4, max_instances: 1}}\n"
@@ -19,7 +19,7 @@ STACK = f"stack: busy\n{WORKSPACE_YAML}clusters:\n  gpu: {{size: Standard_NC24ad
 
 def _env(state: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("INFRA_EMULATOR_URL", "AZUREML_CURRENT_CLOUD")}
-    env.update(INFRA_LOCAL_DIR=str(state), PYTHONUNBUFFERED="1", **extra)
+    env.update(INFRA_LOCAL_DIR=str(state), **extra)
     return env
 
 
@@ -32,17 +32,8 @@ def _infra(*args: str, state: Path) -> subprocess.CompletedProcess:
 
 def _apply_creating(stack: Path, state: Path) -> subprocess.Popen:
     """An `infra apply --local` (its own, in-process emulator) stopped in the middle: its cluster is being
-    created (a provisioning delay longer than any test step), as the line it prints says."""
-    proc = subprocess.Popen([sys.executable, "-m", "infra_cli", "apply", str(stack), "--local", "--auto-approve",
-                             "--no-smoke"], cwd=ROOT, env=_env(state, INFRA_EMULATOR_PROVISIONING_DELAY="20"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if line.startswith("cluster.gpu: creating"):
-            return proc
-    proc.wait(timeout=60)
-    raise AssertionError("the apply ended before creating its cluster:\n" + "".join(seen) + proc.stderr.read())
+    created (a provisioning delay longer than any test step)."""
+    return running_apply(stack, _env(state, INFRA_EMULATOR_PROVISIONING_DELAY="20"))
 
 
 def test_reset_refuses_while_an_apply_runs_the_local_cloud_and_the_apply_s_cluster_stays(tmp_path):
