@@ -8,6 +8,7 @@ later stages use to point a diagnostic at the right place.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import os
 import re
@@ -58,6 +59,7 @@ class SourceMap:
     written: dict = field(default_factory=dict)  # interpolated path -> the text the stack wrote (e.g. "${TOKEN}")
     variables: dict = field(default_factory=dict)  # name -> variables.Value, the `${var.NAME}` values the load used
     warnings: list = field(default_factory=list)  # what the load warns of (an undeclared key in a var file)
+    secrets: set = field(default_factory=set)  # the clear texts of the stack's secrets: never in a diagnostic
 
     def position(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of `path`, or of its nearest ancestor that has one."""
@@ -80,8 +82,17 @@ class SourceMap:
 
     def diagnostic(self, path: Path, rule: str, message: str, hint: str | None = None,
                    severity: str = "error", *, key: bool = False) -> Diagnostic:
+        """A diagnostic at `path`, with every secret of the stack that its text quotes (a registry named by a
+        sensitive variable inside a reference, say) as "(sensitive value)"."""
         line, column = self.position(path, key=key)
-        return Diagnostic(severity, rule, message, self.file, line, column, hint)
+        return Diagnostic(severity, rule, self.scrubbed(message), self.file, line, column,
+                          hint if hint is None else self.scrubbed(hint))
+
+    def scrubbed(self, text: str) -> str:
+        for clear in sorted(self.secrets, key=len, reverse=True):
+            if clear and clear in text:
+                text = text.replace(clear, secret_text.SHOWN)
+        return text
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:
@@ -133,6 +144,7 @@ class _Builder:
                 if found.sensitive:
                     self.source.interpolated.add(path)
                     self.source.written[path] = value
+                    self._remember(found.value)
                     return secret_text.wrap(found.value)   # text, and every text of a list or map, a Secret
                 return copy.deepcopy(found.value)
             secret = [False]
@@ -140,6 +152,7 @@ class _Builder:
             if secret[0]:   # text built from a secret is a secret
                 self.source.interpolated.add(path)
                 self.source.written[path] = value
+                self.source.secrets.add(interpolated)
                 return secret_text.Secret(interpolated)
             value = interpolated
         return value
@@ -158,6 +171,18 @@ class _Builder:
                            f"declare it under `variables:` (`{name}: {{type: string}}`)")
             return None
         return found
+
+    def _remember(self, value: Any) -> None:
+        """The texts of a sensitive value given whole (a list's or map's too), to keep out of diagnostics."""
+        pending = [value]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, dict):
+                pending.extend(item.values())
+            elif isinstance(item, list):
+                pending.extend(item)
+            elif item is not None and not isinstance(item, bool):
+                self.source.secrets.add(str(item))
 
     def _count_bytes(self, node: yaml.ScalarNode) -> None:
         self._bytes += len(node.value) + 1
@@ -234,7 +259,9 @@ class _Builder:
                     self._error_at(at, "variable.type", f"${{{name}}} is a {variables.type_name(found.value)}: it "
                                    "cannot stand inside text", f"write the value as exactly \"${{{name}}}\", alone")
                     return m.group(0)
-                secret[0] = secret[0] or found.sensitive
+                if found.sensitive:
+                    secret[0] = True
+                    self.source.secrets.add(shown)
                 return shown
             if name is None:
                 self._error_at(at, "stack.interpolation", "`${` has no closing `}`",
@@ -249,6 +276,7 @@ class _Builder:
                                f"export {name}=... before running, or write $${{{name}}} for a literal")
                 return m.group(0)
             secret[0] = True
+            self.source.secrets.add(self.environ[name])
             return self.environ[name]
 
         return _INTERPOLATION.sub(replace, text)
@@ -388,7 +416,7 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
         decls = builder.build(declared, ("variables",)) if declared is not None else {}
         if builder.errors:
             raise DiagnosticError(builder.errors)
-        resolved = variables.resolve(decls, builder.source, environ, inputs, _read_var_file)
+        resolved = variables.resolve(decls, builder.source, environ, inputs, _read_var_file, bounded_value)
         if resolved.errors:
             raise DiagnosticError(resolved.errors)
         builder.variables = resolved.values
@@ -398,6 +426,24 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
     if builder.errors:
         raise DiagnosticError(builder.errors)
     return data, builder.source
+
+
+def bounded_value(text: str) -> Any:
+    """A list or map given as text (`--var NAME=VALUE`, INFRA_VAR_NAME), read as a stack file is: at most
+    MAX_STACK_BYTES, MAX_DEPTH levels, _MAX_NODES values and MAX_EXPANDED_BYTES of text once aliases expand.
+    Raises DiagnosticError over a bound; yaml.YAMLError (or DiagnosticError stack.syntax) when it does not parse."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_STACK_BYTES:
+        raise DiagnosticError([Diagnostic("error", "stack.too-large", f"is larger than {MAX_STACK_BYTES >> 20} MiB",
+                                          None, None, None, None)])
+    try:
+        return load_yaml(text, "value", {}, interpolate=False)[0]
+    except DiagnosticError as exc:
+        first = exc.diagnostics[0] if exc.diagnostics else None
+        if first is not None and first.rule == "stack.syntax" and "expands to more than" in first.message:
+            raise DiagnosticError([dataclasses.replace(first, rule="stack.too-many-values")]) from None
+        if first is not None and first.rule == "stack.empty":
+            return None
+        raise
 
 
 def _read_var_file(path: str) -> tuple[Any, SourceMap]:

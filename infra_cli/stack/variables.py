@@ -115,6 +115,11 @@ def recorded_values(values: Mapping[str, Value]) -> dict[str, Any]:
     return out
 
 
+def short_text(text: str) -> str:
+    """A value as an error quotes it: cut to a line (a value given on the command line can be megabytes)."""
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def _digest_text(value: Any) -> str:
     """A value as its digest is taken of (a list or map as canonical JSON)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -133,9 +138,12 @@ def type_name(value: Any) -> str:
     return "string"
 
 
-def convert(value: Any, kind: str | None, *, text: bool) -> tuple[bool, Any]:
+def convert(value: Any, kind: str | None, *, text: bool, parse: Callable[[str], Any] | None = None
+            ) -> tuple[bool, Any]:
     """`value` as a value of type `kind` (None: any). `text`: it came as text (--var, the environment), read as
-    Terraform reads a -var value; otherwise a typed YAML/JSON value (a default, a var file)."""
+    Terraform reads a -var value; otherwise a typed YAML/JSON value (a default, a var file). `parse`: how a list or
+    map given as text is read (the loader's, under its bounds: source.py bounded_value), which raises
+    DiagnosticError for a value over a bound."""
     if text and isinstance(value, str):
         if kind in (None, "string"):
             return True, value
@@ -148,8 +156,12 @@ def convert(value: Any, kind: str | None, *, text: bool) -> tuple[bool, Any]:
         if kind == "bool":
             return (True, value == "true") if value in ("true", "false") else (False, None)
         try:
-            parsed = yaml.safe_load(value)
+            parsed = (parse or _unbounded)(value)
         except yaml.YAMLError:
+            return False, None
+        except DiagnosticError as exc:
+            if exc.diagnostics and exc.diagnostics[0].rule in OVER_A_BOUND:
+                raise
             return False, None
         return convert(parsed, kind, text=False)
     if kind is None:
@@ -169,6 +181,15 @@ def convert(value: Any, kind: str | None, *, text: bool) -> tuple[bool, Any]:
     return isinstance(value, dict), value
 
 
+# what the loader says of a document over its bounds (stack/source.py): a --var value over one is said as such
+OVER_A_BOUND = ("stack.too-deep", "stack.too-large", "stack.too-many-values")
+
+
+def _unbounded(text: str) -> Any:
+    raise DiagnosticError([Diagnostic("error", "stack.too-large", "a list or map value needs the stack loader's "
+                                      "bounded reader", None, None, None, None)])
+
+
 def as_text(value: Any) -> str | None:
     """A value as it reads inside a longer string; None for a list or map (they stand only as whole values)."""
     if isinstance(value, bool):
@@ -184,9 +205,10 @@ def _ways(name: str) -> str:
 
 
 class _Resolver:
-    def __init__(self, decls: Any, source: Any, environ: Mapping[str, str], inputs: Inputs, read_file: Callable):
+    def __init__(self, decls: Any, source: Any, environ: Mapping[str, str], inputs: Inputs, read_file: Callable,
+                 parse: Callable[[str], Any] | None = None):
         self.decls, self.source, self.environ, self.inputs = decls, source, environ, inputs
-        self.read_file = read_file
+        self.read_file, self.parse = read_file, parse
         self.out = Resolved()
         self.types: dict[str, str | None] = {}
         self.allowed: dict[str, list | None] = {}
@@ -293,8 +315,14 @@ class _Resolver:
     def _accept(self, name: str, raw: Any, text: bool, origin: str, chosen: dict, fail) -> None:
         """Check `raw` for variable `name` and choose it; `fail(message, hint)` reports at the value's place."""
         kind, sensitive = self.types[name], self.sensitive[name]
-        ok, value = convert(raw, kind, text=text)
-        shown = SENSITIVE_SHOWN if sensitive else json.dumps(raw) if not isinstance(raw, str) else repr(raw)
+        try:
+            ok, value = convert(raw, kind, text=text, parse=self.parse)
+        except DiagnosticError as exc:   # over the loader's bounds (nesting, aliases): said without the value
+            said = exc.diagnostics[0].message.replace("the document ", "")
+            fail("variable.too-large", f"variable {name!r}: its value {said}",
+                 "give a smaller value: a list or map of a few levels, without YAML aliases (*name)")
+            return
+        shown = SENSITIVE_SHOWN if sensitive else json.dumps(raw) if not isinstance(raw, str) else short_text(repr(raw))
         if not ok:
             fail("variable.type", f"variable {name!r} is a {kind}: {shown} is not",
                  f"give a {kind}" + (" (true or false)" if kind == "bool" else
@@ -399,7 +427,9 @@ class _Resolver:
             chosen[name] = now
 
 
-def resolve(decls: Any, source: Any, environ: Mapping[str, str], inputs: Inputs, read_file: Callable) -> Resolved:
+def resolve(decls: Any, source: Any, environ: Mapping[str, str], inputs: Inputs, read_file: Callable,
+            parse: Callable[[str], Any] | None = None) -> Resolved:
     """The value of every declared variable, with the diagnostics of the declarations and of each value given.
-    `read_file(path)`: a var file's data and source map (stack/source.py reads it as YAML, JSON included)."""
-    return _Resolver(decls, source, environ, inputs, read_file).resolve()
+    `read_file(path)`: a var file's data and source map (stack/source.py reads it as YAML, JSON included);
+    `parse(text)`: a list or map given as text (--var, INFRA_VAR_), read under the loader's bounds."""
+    return _Resolver(decls, source, environ, inputs, read_file, parse).resolve()
