@@ -6,6 +6,7 @@ wrapper (commands/output.py report_error).
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
@@ -257,9 +258,9 @@ def force_unlock(
 
     if stack is None:          # `infra force-unlock STACK`, as before lock IDs: the stack alone
         if not Path(lock_id).exists() and Path(lock_id).suffix not in (".yaml", ".yml"):
-            raise fail([Diagnostic("error", "lock.stack-required", f"force-unlock {lock_id}: which stack's lock?",
-                                   None, None, None, f"name the stack after the ID: `infra force-unlock {lock_id} "
-                                   "STACK`")])
+            raise fail([Diagnostic("error", "lock.stack-required", f"force-unlock {lock_id[:80]!r}: which stack's "
+                                   "lock? (no such stack file)", None, None, None, "name the stack after the ID: "
+                                   f"`infra force-unlock {shlex.quote(lock_id[:80])} STACK`")])
         lock_id, stack = None, Path(lock_id)
     elif Path(lock_id).is_file() and not stack.is_file():   # `infra force-unlock STACK LOCK_ID`: as meant
         lock_id, stack = str(stack), Path(lock_id)

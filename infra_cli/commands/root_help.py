@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xb0a34862
+SOURCES_CRC = 0x72e7cc3d
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
