@@ -471,8 +471,8 @@ class AzureProvider:
         there, or no latest named: read_environment's own reads decide."""
         if latest is None:
             return self.read_environment(name, pinned)
-        body = self.clients.arm.get(f"{self._workspace_path}/environments/{segment(name)}/versions/{segment(pinned or latest)}",
-                                    API_ENVIRONMENTS)
+        version = f"{self._workspace_path}/environments/{segment(name)}/versions/{segment(pinned or latest)}"
+        body = self.clients.arm.get(version, API_ENVIRONMENTS)
         if body is None or (body.get("properties") or {}).get("isArchived"):
             return self.read_environment(name, pinned)
         return version_values(body, str(int(latest) + 1) if latest.isdigit() else None)
@@ -627,7 +627,8 @@ class AzureProvider:
     def usages(self, location: str) -> list[dict[str, Any]] | None:
         """Azure ML's vCPU usage and quota in a region, which AmlCompute draws on (not Microsoft.Compute's VM
         quota): [{id, type, name, current, limit}], one paged list; None: not readable by this identity."""
-        usages = self._subscription_list(f"Microsoft.MachineLearningServices/locations/{segment(location)}/usages", API_USAGES)
+        usages = self._subscription_list(f"Microsoft.MachineLearningServices/locations/{segment(location)}/usages",
+                                         API_USAGES)
         if usages is None:
             return None
         out = []
@@ -671,7 +672,8 @@ class AzureProvider:
         c = self.clients
         body = compute_body(resource, secrets, subnet, vnet_name, subscription_id=c.subscription_id,
                             resource_group=c.resource_group, location=c.location)
-        return compute_values(c.arm.put(f"{self._workspace_path}/computes/{segment(resource.name)}", API_COMPUTES, body))
+        path = f"{self._workspace_path}/computes/{segment(resource.name)}"
+        return compute_values(c.arm.put(path, API_COMPUTES, body))
 
     def delete_cluster(self, name: str, *, wait_gone_s: float = 600.0, poll_s: float = 0.5) -> None:
         """Delete and wait until a GET says 404: a same-name recreate that races the delete comes back with

@@ -21,11 +21,11 @@ RULE = "address.invalid"
 RESOURCES = ("cluster", "environment")           # what is imported, replaced and forgotten
 EVERY_KIND = ("cluster", "environment", "smoke")  # what a --target names
 
-# kind -> (the validators/names.yaml row its NAME is held to, what NAME stands for, an example NAME)
+# kind -> (the validators/names.yaml row its NAME is held to, what NAME stands for, an example NAME, what NAME is)
 _KINDS = {
-    "cluster": ("cluster.name", "NAME", "gpu-a100"),
-    "environment": ("environment.name", "NAME", "pytorch-train"),
-    "smoke": ("distribution.name", "DISTRIBUTION", "ddp"),
+    "cluster": ("cluster.name", "NAME", "gpu-a100", "a cluster name"),
+    "environment": ("environment.name", "NAME", "pytorch-train", "an environment name"),
+    "smoke": ("distribution.name", "DISTRIBUTION", "ddp", "a distribution name"),
 }
 # The floor no edit of validators/names.yaml can lower: one URL segment, never a dot-segment or an escape.
 _URL_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
@@ -39,11 +39,6 @@ class Address:
 
     def __str__(self) -> str:
         return f"{self.kind}.{self.name}"
-
-    @property
-    def section(self) -> str:
-        """The stack's section that declares it (clusters, environments, distributions)."""
-        return "distributions" if self.kind == "smoke" else f"{self.kind}s"
 
 
 class AddressError(ValueError):
@@ -76,6 +71,11 @@ def example_name(kind: str) -> str:
     return _KINDS[kind][2]
 
 
+def what_name(kind: str) -> str:
+    """`a cluster name`, `an environment name`, `a distribution name`."""
+    return _KINDS[kind][3]
+
+
 def _name_rule(kind: str) -> NameRule | None:
     rule_id = _KINDS[kind][0]
     return next((r for r in name_rules() if r.rule_id == rule_id), None)
@@ -84,10 +84,11 @@ def _name_rule(kind: str) -> NameRule | None:
 def name_problem(kind: str, name: str) -> str | None:
     """What is wrong with `name` as the NAME of a `kind` address (Azure's rule for it, in words); None if nothing."""
     rule = _name_rule(kind)
-    if not isinstance(name, str) or not _URL_SAFE.fullmatch(name) or (rule is not None and not rule.pattern.fullmatch(name)):
+    azure_refuses = rule is not None and isinstance(name, str) and not rule.pattern.fullmatch(name)
+    if not isinstance(name, str) or not _URL_SAFE.fullmatch(name) or azure_refuses:
         words = rule.rule if rule is not None else ("at most 255 letters, digits, '-', '_' or '.', starting with a "
                                                     "letter or digit")
-        return f"a {kind} name is {words}"
+        return f"{what_name(kind)} is {words}"
     return None
 
 
@@ -95,7 +96,7 @@ def check_name(kind: str, name: str, *, what: str = "NAME") -> str:
     """`name` when Azure accepts it as a `kind`'s name; AddressError naming the rule and an example otherwise."""
     problem = name_problem(kind, name)
     if problem is not None:
-        raise AddressError(f"{what} {shown(name)} is not a {kind} name Azure ML accepts: {problem}",
+        raise AddressError(f"{what} {shown(name)} is not {what_name(kind)} Azure ML accepts: {problem}",
                            f"for example {example_name(kind)}", problem)
     return name
 

@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from emulator_fixtures import TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, WORKSPACE_YAML, start_emulator
+from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, WORKSPACE_YAML,
+                               start_emulator)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 STACK = f"""stack: alpha
@@ -65,16 +66,19 @@ def cli(*args: str, server, state: Path) -> subprocess.CompletedProcess:
                           cwd=ROOT, timeout=300)
 
 
-def gpu1_tags(server) -> dict:
+def provider_on(server):
+    """infra's provider for the test workspace on `server`, as the commands build it."""
     from infra_cli.azure.provider import AzureProvider
-
-    from emulator_fixtures import TEST_LOCATION, TEST_WORKSPACE
     from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
 
     workspace = Workspace(subscription_id=TEST_SUBSCRIPTION, resource_group=TEST_RESOURCE_GROUP, name=TEST_WORKSPACE,
                           location=TEST_LOCATION)
-    return dict(AzureProvider(build_clients(workspace, local=True, emulator=server)).read_compute("gpu1")["tags"])
+    return AzureProvider(build_clients(workspace, local=True, emulator=server))
+
+
+def gpu1_tags(server) -> dict:
+    return dict(provider_on(server).read_compute("gpu1")["tags"])
 
 
 def refused_without_a_request(cloud, *args: str, grammar: str = GRAMMAR, example: str = EXAMPLE) -> str:
@@ -120,10 +124,13 @@ def test_plan_replace_and_target_refuse_what_is_not_an_address(cloud, option, ad
     assert option.strip("-=") in said   # says which option
 
 
-def test_a_target_may_name_a_smoke_and_says_so_when_it_names_nothing(cloud):
-    said = refused_without_a_request(cloud, "plan", str(cloud[1]), "--target", "vm.gpu1", "--local",
-                                     grammar="cluster.NAME, environment.NAME or smoke.DISTRIBUTION",
-                                     example="for example cluster.gpu-a100")
+def test_a_target_s_grammar_names_smoke_addresses_too(cloud):
+    refused_without_a_request(cloud, "plan", str(cloud[1]), "--target", "vm.gpu1", "--local",
+                              grammar="an address here is cluster.NAME, environment.NAME or smoke.DISTRIBUTION",
+                              example="for example cluster.gpu-a100 or environment.pytorch-train or smoke.ddp")
+    refused_without_a_request(cloud, "plan", str(cloud[1]), "--target", "smoke.ddp/x", "--local",
+                              grammar="in smoke.DISTRIBUTION, a distribution name is up to 100",
+                              example="for example smoke.ddp")
 
 
 def _block_line(text: str) -> int:
@@ -154,18 +161,11 @@ def test_an_import_block_that_names_no_address_is_a_diagnostic_at_the_block(tmp_
 def test_a_name_that_reaches_the_provider_is_one_quoted_segment(cloud):
     """The boundary: whatever name the provider is handed, its request path keeps it in one segment."""
     from infra_cli.azure.environment_versions import EnvironmentVersions
-    from infra_cli.azure.provider import AzureProvider
     from infra_cli.azure.url import segment
-    from infra_cli.commands.backend import build_clients
-    from infra_cli.stack.model import Workspace
-
-    from emulator_fixtures import TEST_LOCATION, TEST_WORKSPACE
 
     server = cloud[0]
-    workspace = Workspace(subscription_id=TEST_SUBSCRIPTION, resource_group=TEST_RESOURCE_GROUP, name=TEST_WORKSPACE,
-                          location=TEST_LOCATION)
-    clients = build_clients(workspace, local=True, emulator=server)
-    provider = AzureProvider(clients)
+    provider = provider_on(server)
+    clients = provider.clients
     assert provider.read_compute("gpu1") is not None
     for name in ("gpu1/", "gpu1?x=1", "gpu1#x", "../../OTHER/computes/gpu1", "gpu1%2F"):
         before = server.stats.total

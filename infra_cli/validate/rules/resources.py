@@ -7,7 +7,7 @@ from typing import Iterator
 
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.names import name_rules, tag_limits
-from infra_cli.stack.addresses import RULE as ADDRESS_RULE, example_name, name_problem, shown
+from infra_cli.stack.addresses import RULE as ADDRESS_RULE, AddressError, check_name, example_name
 from infra_cli.stack.outputs import check_outputs
 from infra_cli.validate.rules.registry import Context, rule
 
@@ -39,13 +39,14 @@ def import_blocks(ctx: Context) -> Iterator[Diagnostic]:
     for i, block in enumerate(ctx.stack.imports):
         kind, _, name = block.to.partition(".")
         section = f"{kind}s"
-        problem = name_problem(kind, block.id)   # the address grammar's rule for a name (stack/addresses.py)
-        if problem is not None:
-            yield ctx.at(("import", i, "id"), ADDRESS_RULE,
-                         f"import of {block.to}: id {shown(block.id)} is not a {kind} name Azure ML accepts: {problem}",
-                         f"write the {kind}'s name in the workspace, for example `{{to: {kind}.{example_name(kind)}, "
-                         f"id: {example_name(kind)}}}`")
-        elif block.id != name:
+        try:   # the address grammar's rule for the name (stack/addresses.py)
+            check_name(kind, block.id, what="id")
+        except AddressError as exc:
+            example = example_name(kind)
+            yield ctx.at(("import", i, "id"), ADDRESS_RULE, f"import of {block.to}: {exc.message}",
+                         f"write the {kind}'s name in the workspace, for example `{{to: {kind}.{example}, id: {example}}}`")
+            continue
+        if block.id != name:
             yield ctx.at(("import", i, "id"), "import.name-mismatch",
                          f"import of {block.to}: Azure's {kind} is {block.id!r}, but the stack would call it {name!r}; "
                          f"Azure ML cannot rename a {kind}, so infra names it by its Azure name",
