@@ -128,7 +128,8 @@ def _in_use_holders(path: Path) -> list[int]:
     pids = set()
     for line in lines:
         fields = [f for f in line.split()[1:] if f != "->"]
-        if len(fields) >= 5 and fields[0] == "FLOCK" and fields[4].rsplit(":", 1)[-1] == inode and fields[3].isdigit():
+        if (len(fields) >= 5 and fields[0] == "FLOCK" and fields[4].rsplit(":", 1)[-1] == inode
+                and fields[3].isdigit()):
             pids.add(int(fields[3]))
     return sorted(p for p in pids if p not in (0, os.getpid()))
 
