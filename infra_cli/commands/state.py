@@ -97,7 +97,7 @@ def output(
 ) -> None:
     """Print the stack's output values, read live from Azure (as `terraform output`)."""
     from infra_cli.commands.backend import provider_for
-    from infra_cli.commands.views.outputs import output_lines, outputs_json
+    from infra_cli.commands.views.outputs import output_lines, outputs_json, raw_refusal
     from infra_cli.plan.outputs import no_outputs, read_outputs
     from infra_cli.stack.outputs import shown
     from infra_cli.stack.secret import revealed
@@ -132,8 +132,8 @@ def output(
     # asked for by name, as Terraform's `output NAME`: the one place a sensitive output is shown in clear
     value = revealed(values[name].value)
     if raw:
-        if value is None or isinstance(value, (list, dict)):
-            why = "has no value (is the stack applied?)" if value is None else f"is a {type(value).__name__}"
+        why = raw_refusal(value)
+        if why is not None:
             raise fail([Diagnostic("error", "output.raw", f"output {name!r} {why}: --raw prints only a string, "
                                    "number or bool", str(stack), None, None, "use --json for lists and maps")])
         print(value if isinstance(value, str) else shown(value))

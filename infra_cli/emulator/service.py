@@ -58,6 +58,9 @@ class EmulatedService:
         self.token = ensure_token(state_dir)   # what every request must prove it holds (emulator/auth.py)
         self.blobs = BlobStore(self.store, state_dir / "blobs", self.token)
         self.page_size = _DEFAULT_PAGE_SIZE
+        # A list's nextLink as some resource providers write it: its $skipToken only, no api-version, which the
+        # client adds back (as the SDKs' generated paging does); tests set it to hold a client to that
+        self.next_link_api_version = True
         self.base_url = ""      # "https://127.0.0.1:PORT/", set once the server is bound
         self.runner = None      # the JobRunner, set by the server (jobs run in this process)
 
@@ -134,7 +137,8 @@ class EmulatedService:
         end = start + self.page_size
         result: dict = {"value": items[start:end]}
         if end < len(items):
-            query = {k: v for k, v in req.query.items() if k != "$skiptoken"}
+            query = {k: v for k, v in req.query.items()
+                     if k != "$skiptoken" and (self.next_link_api_version or k != "api-version")}
             query["$skipToken"] = str(end)
             result["nextLink"] = f"{self.base_url.rstrip('/')}{req.path}?{urlencode(query)}"
         return result

@@ -33,8 +33,9 @@ IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04"
 
 
 def cli(*args: str, emulator, state: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
-    env.update(INFRA_EMULATOR_URL=emulator.url, INFRA_LOCAL_DIR=str(state))
+    """infra on the running `emulator`, or (None) on the in-process one of `--local` over `state`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AZUREML_CURRENT_CLOUD", "INFRA_EMULATOR_URL")}
+    env.update(INFRA_LOCAL_DIR=str(state), **({"INFRA_EMULATOR_URL": emulator.url} if emulator else {}))
     r = subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=timeout)
     assert "Traceback" not in r.stderr, r.stderr
@@ -198,18 +199,9 @@ def test_infra_smoke_says_which_outputs_it_left_out_and_still_judges(tmp_path):
     stack = tmp_path / "linked.yaml"
     stack.write_text(text)
     state = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if k not in ("AZUREML_CURRENT_CLOUD", "INFRA_EMULATOR_URL")}
-    env["INFRA_LOCAL_DIR"] = str(state)
-
-    def infra(*args: str) -> subprocess.CompletedProcess:
-        r = subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,
-                           cwd=ROOT, timeout=300)
-        assert "Traceback" not in r.stderr, r.stderr
-        return r
-
-    applied = infra("apply", str(stack), "--auto-approve", "--local", "--no-smoke")
+    applied = cli("apply", str(stack), "--auto-approve", "--local", "--no-smoke", emulator=None, state=state)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    r = infra("smoke", str(stack), "--local")
+    r = cli("smoke", str(stack), "--local", emulator=None, state=state)
     out = r.stdout + r.stderr
     assert "smoke.ddp: warning: 4 of job " in out and "'s outputs left out (a link is never followed, a file over " \
         "infra's bound is never read):" in out, out

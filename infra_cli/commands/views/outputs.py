@@ -32,6 +32,16 @@ def outputs_json(values: dict[str, OutputValue]) -> dict[str, Any]:
                    "sensitive": v.sensitive} for name, v in sorted(values.items())}
 
 
+def raw_refusal(value: Any) -> str | None:
+    """Why `-raw` refuses an output's value, or None: as Terraform's `output -raw`, only a string, number or bool
+    is printed bare; a list or map (or nothing) is an error, whatever a later change lets an output hold."""
+    if value is None:
+        return "has no value (is the stack applied?)"
+    if isinstance(value, (str, int, float, bool)):
+        return None
+    return f"is a {type_name(value) if isinstance(value, (list, dict)) else type(value).__name__}"
+
+
 def plan_outputs(values: dict[str, OutputValue]) -> str:
     """The plan's section: every output as it will be after apply."""
     if not values:
