@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -188,10 +189,14 @@ def test_validate_takes_single_dash_spellings(tmp_path):
 
 def test_staging_and_prod_are_separate_owners(tmp_path):
     """One stack file, two var files, two workspaces (resource groups) of one local Azure: each its own owner
-    and lock; destroying staging leaves prod; a sensitive value is in no output and no plan file."""
+    and lock; destroying staging leaves prod; a sensitive value is in no output and no plan file, though it enters
+    the plan's attributes (the cluster's description) and an output, not only the SSH credentials' hash."""
     state = tmp_path / "state"
     stack = tmp_path / "stack.yaml"
-    stack.write_text(STACK + OUTPUTS)
+    stack.write_text(STACK.replace("    tier: dedicated\n", "    tier: dedicated\n"
+                                   "    description: \"a100, password ${var.admin_password}\"\n")
+                     + OUTPUTS.replace('password: {value: "${cluster.a100.name}"',
+                                       'password: {value: "${cluster.a100.name}/${var.admin_password}"'))
     staging = var_file(tmp_path, "staging.yaml", "env: staging\nnodes: 2\n")
     prod = var_file(tmp_path, "prod.yaml", f"env: prod\nnodes: 4\nadmin_password: '{PROD_SECRET}'\n")
     secrets = (PROD_SECRET, SECRET["INFRA_VAR_admin_password"])
@@ -206,6 +211,8 @@ def test_staging_and_prod_are_separate_owners(tmp_path):
     assert r.returncode == 0 and "Plan: 1 to add, 0 to change, 0 to destroy." in r.stdout, r.stdout + r.stderr
     assert "  cluster_id = \"" + ARM_ID.format(env="prod") + "\"\n  nodes      = 4\n" in r.stdout
     saved = plan_file.read_text()
+    (desired,) = json.loads(saved)["desired"]   # the secret is in the plan's attributes, as its keyed digest
+    assert desired["attributes"]["description"].startswith("(sensitive value) scrypt:"), desired["attributes"]
     recorded = json.loads(saved)["variables"]
     assert recorded["env"] == {"value": "prod"} and recorded["nodes"] == {"value": 4}
     assert recorded["admin_password"]["sensitive"] is True and "value" not in recorded["admin_password"]
@@ -239,5 +246,7 @@ def test_staging_and_prod_are_separate_owners(tmp_path):
     assert infra("state", "list", str(stack), "-var-file", prod, "--local", state=state).stdout == "cluster.a100\n"
     r6 = infra("plan", str(stack), "--var-file", prod, "--local", state=state)
     assert "No changes" in r6.stdout, r6.stdout + r6.stderr
-    everything = saved + "".join(x.stdout + x.stderr for x in (r, r2, r3, r4, r5, r6, raw, *listed.values()))
+    assert re.search(r"\+ description +=  ?\(sensitive value\)\n", r.stdout), r.stdout
+    everything = saved + "".join(x.stdout + x.stderr for x in (r, r2, r3, r4, r5, r6, raw, *listed.values())) + \
+        json.dumps(outputs)
     assert not any(s in everything for s in secrets)
