@@ -54,6 +54,7 @@ from infra_cli.smoke.api import distribution_job_files
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import AML_ENVIRONMENT_SCHEMA, Cluster, Environment
+from infra_cli.stack.secret import revealed
 from infra_cli.validate.engine import load_valid_stack
 
 MANIFEST = ".infra-render.json"
@@ -102,6 +103,13 @@ _CLUSTER_FILE_FIELDS = tuple(dict.fromkeys(
     tuple(f.stack.split(".")[:1] if f.render == "section" else f.stack.split(".")) for f in rows(RENDER)))
 
 
+def _cluster_file(loaded: LoadedStack, name: str, cluster: Cluster) -> OutputFile:
+    secrets = _holding(loaded, ("clusters", name), *_CLUSTER_FILE_FIELDS)
+    doc = compute_document(name, cluster)
+    return OutputFile(f"clusters/{name}.yml", f"# az ml compute create -f clusters/{name}.yml\n"
+                      + _secret_note(name, cluster) + _yaml(revealed(doc) if secrets else doc), secrets=secrets)
+
+
 def _secret_note(name: str, cluster: Cluster) -> str:
     ssh = cluster.ssh_settings
     given = [f for f in SECRET_SSH_FIELDS if ssh is not None and getattr(ssh, f) is not None]
@@ -142,7 +150,7 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
             doc["conda_file"] = conda
         elif env.inline_conda:  # written inline: rendered to a file, as `az ml environment create -f` reads it
             conda = f"{name}/conda.yml"
-            files.append(OutputFile(f"environments/{conda}", env.inline_conda,
+            files.append(OutputFile(f"environments/{conda}", env.inline_conda,   # in clear (model.inline_conda_text)
                                     secrets=_holding(loaded, at, ("conda_file",))))
             doc["conda_file"] = conda
     elif env.build.path:
@@ -152,13 +160,16 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
                   for f in context_files(loaded.base_dir / env.build.path).files]
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": env.build.dockerfile_path}
     else:
-        files.append(OutputFile(f"environments/{name}/context/Dockerfile",
-                                render_dockerfile(env.build.template, dict(env.build.parameters)),
-                                secrets=_holding(loaded, at, ("build", "template"), ("build", "parameters"))))
+        secrets = _holding(loaded, at, ("build", "template"), ("build", "parameters"))
+        parameters = dict(env.build.parameters)
+        files.append(OutputFile(f"environments/{name}/context/Dockerfile", render_dockerfile(
+            env.build.template, revealed(parameters) if secrets else parameters), secrets=secrets))
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": "Dockerfile"}
     header = f"# az ml environment create -f environments/{name}.yml\n"
-    files.append(OutputFile(f"environments/{name}.yml", header + _yaml(doc), secrets=_holding(
-        loaded, at, ("description",), ("tags",), ("version",), ("image",), ("os_type",), ("build", "dockerfile_path"))))
+    secrets = _holding(loaded, at, ("description",), ("tags",), ("version",), ("image",), ("os_type",),
+                       ("build", "dockerfile_path"))
+    files.append(OutputFile(f"environments/{name}.yml", header + _yaml(revealed(doc) if secrets else doc),
+                            secrets=secrets))
     return files
 
 
@@ -177,11 +188,10 @@ def _show_command(reference: str) -> str:
 
 def _outputs(loaded: LoadedStack) -> list[OutputFile]:
     """Every file of the stack's render, in order (nothing written yet: a template that refuses a value stops
-    the render before the output directory is touched)."""
-    files = [OutputFile(f"clusters/{name}.yml", f"# az ml compute create -f clusters/{name}.yml\n"
-                        + _secret_note(name, cluster) + _yaml(compute_document(name, cluster)),
-                        secrets=_holding(loaded, ("clusters", name), *_CLUSTER_FILE_FIELDS))
-             for name, cluster in loaded.stack.clusters.items()]
+    the render before the output directory is touched). A file that holds a secret (its `secrets`) is its text in
+    clear (stack/secret.py `revealed`): render refuses it, or writes it 0600 under --write-secrets; every other
+    file writes a sensitive value redacted."""
+    files = [_cluster_file(loaded, name, cluster) for name, cluster in loaded.stack.clusters.items()]
     for name, env in loaded.stack.environments.items():
         files += _environment_files(loaded, name, env)
     return files + distribution_job_files(loaded)

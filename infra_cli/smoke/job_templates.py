@@ -28,6 +28,7 @@ from infra_cli.smoke import transport
 from infra_cli.smoke.spec import (PREFLIGHT_SCRIPT, RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job,
                                training_job)
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.secret import revealed
 
 if TYPE_CHECKING:
     import jinja2
@@ -215,6 +216,12 @@ def held_secrets(loaded: LoadedStack, name: str, *, smoke: bool) -> tuple[tuple,
     return tuple(sorted(found, key=repr))
 
 
+def _revealed(spec: CommandJobSpec) -> CommandJobSpec:
+    """The spec with its sensitive values (stack/secret.py) in clear, for a job file that holds them: refused by
+    `infra render`, or written 0600 when it is told to write them (--write-secrets)."""
+    return dataclasses.replace(spec, **{f.name: revealed(getattr(spec, f.name)) for f in dataclasses.fields(spec)})
+
+
 def _job_dirs(names: list[str]) -> dict[str, str]:
     """Each distribution's folder name (under jobs/, and code/ for its copied code): its safe name, numbered
     where names differ only in odd characters."""
@@ -247,9 +254,11 @@ def distribution_job_files(loaded_stack: LoadedStack) -> list[OutputFile]:
     for name in names:
         directory = f"jobs/{dirs[name]}"
         if name in smoke_by_name:
-            secrets = held_secrets(loaded_stack, name, smoke=True)
+            secrets, job = held_secrets(loaded_stack, name, smoke=True), smoke_by_name[name]
+            if secrets:   # refused by render, or written 0600 under --write-secrets: in clear
+                job = dataclasses.replace(job, spec=_revealed(job.spec))
             files += [OutputFile(f"{directory}/{file}", text, secrets=secrets if file == SMOKE_JOB_FILE else ())
-                      for file, text in smoke_job_files(loaded_stack, smoke_by_name[name])]
+                      for file, text in smoke_job_files(loaded_stack, job)]
         dist = loaded_stack.stack.distributions[name]
         code = None
         if dist.code and dist.command:
@@ -260,9 +269,9 @@ def distribution_job_files(loaded_stack: LoadedStack) -> list[OutputFile]:
             code = posixpath.relpath(copied[source], directory)
         spec = training_job(loaded_stack, name, load_catalog(), code)
         if spec is not None:
-            files.append(OutputFile(f"{directory}/{TRAINING_JOB_FILE}",
-                                    job_file_text(loaded_stack, name, spec, TRAINING_JOB_FILE),
-                                    secrets=held_secrets(loaded_stack, name, smoke=False)))
+            secrets = held_secrets(loaded_stack, name, smoke=False)
+            files.append(OutputFile(f"{directory}/{TRAINING_JOB_FILE}", job_file_text(
+                loaded_stack, name, _revealed(spec) if secrets else spec, TRAINING_JOB_FILE), secrets=secrets))
     return files
 
 

@@ -19,6 +19,7 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.conventions import TAG_ADDRESS, TAG_STACK
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution
+from infra_cli.stack.secret import Secret
 
 DDP_SCRIPT = "ddp_smoke.py"
 TF_SCRIPT = "tf_smoke.py"
@@ -236,15 +237,31 @@ _SPEC_KEYS = ("$schema", "type", "name", "code", "command", "compute", "environm
               "environment_variables", "experiment_name", "display_name", "description", "limits", "tags")
 
 
+def _json_data(model: Any) -> dict[str, Any]:
+    """The model as JSON data (a YAML date is its ISO text), each sensitive value still the Secret it is (a writer
+    shows it redacted; `infra render --write-secrets` reveals it)."""
+    return _keeping_secrets(model.model_dump(exclude_none=True), model.model_dump(mode="json", exclude_none=True))
+
+
+def _keeping_secrets(python: Any, data: Any) -> Any:
+    if isinstance(python, Secret):
+        return python
+    if isinstance(python, dict) and isinstance(data, dict):
+        return {k: _keeping_secrets(python.get(k), v) for k, v in data.items()}
+    if isinstance(python, (list, tuple)) and isinstance(data, list) and len(python) == len(data):
+        return [_keeping_secrets(p, d) for p, d in zip(python, data)]
+    return data
+
+
 def pasted_job_fields(dist: Distribution) -> tuple[dict[str, Any], dict[str, Any]]:
     """The distribution's other command job keys (validators/job_schema.yaml `command_job`: inputs, outputs,
     services, queue_settings, identity, properties) and its resources keys beside instance_count (`resources`:
     shm_size, docker_args, instance_type, ...), as plain data for the job file, only those it sets."""
     schema = job_schema()
-    given = dist.model_dump(mode="json", exclude_none=True)  # JSON data: a YAML date is its ISO text
+    given = _json_data(dist)
     fields = {key: given[key] for key in schema.command_job
               if key not in _SPEC_KEYS and key in Distribution.model_fields and given.get(key) not in (None, {}, [])}
-    block = dist.resources.model_dump(mode="json", exclude_none=True) if dist.resources is not None else {}
+    block = _json_data(dist.resources) if dist.resources is not None else {}
     resources = {key: block[key] for key in schema.resources
                  if key != "instance_count" and block.get(key) not in (None, {}, [])}
     return fields, resources

@@ -59,6 +59,11 @@ CASES = {
                   f'        path: "https://acct.blob.core.windows.net/data/x?sv=2022-11-02&se=2030-01-01&sp=r&sig={SIG}"\n',
                   "distributions.train.inputs.data.path", ["jobs/train/train-job.yml"],
                   "a SAS URL (its `sig=` signature is a credential to the data)"),
+    "sas-in-a-variable": ('    command: python train.py\n    environment_variables:\n'
+                          f'      DATA: "https://acct.blob.core.windows.net/data?sp=r&sig={SIG}"\n',
+                          "distributions.train.environment_variables.DATA",
+                          ["jobs/train/smoke-job.yml", "jobs/train/train-job.yml"],
+                          "a SAS URL (its `sig=` signature is a credential to the data)"),
     "sas-input-from-env": ('    command: python train.py --data ${{inputs.data}}\n    inputs:\n      data:\n'
                            '        type: uri_folder\n        path: "${DATA_URL}"\n',
                            "distributions.train.inputs.data.path", ["jobs/train/train-job.yml"],
@@ -97,7 +102,8 @@ def test_a_secret_in_a_job_file_is_refused_at_its_value_and_nothing_is_written(t
     r = infra("render", "stack.yaml", "--out", "out", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
-    fragment = {"map-whole": "${var.keys}", "sas-input": "sig=", "sas-input-from-env": "${DATA_URL}"}.get(
+    fragment = {"map-whole": "${var.keys}", "sas-input": "sig=", "sas-input-from-env": "${DATA_URL}",
+                "sas-in-a-variable": "sig="}.get(
         case, "command:")
     shown = ", ".join(f"out/{f}" for f in files)
     assert re.search(rf"^stack\.yaml:{line_of(stack, fragment)}:\d+: error\[render\.secret\]: {re.escape(where)} is "
@@ -126,6 +132,21 @@ def test_a_secret_in_a_clusters_file_is_refused(tmp_path, lines, where, fragment
     no_secret_in(r.stdout + r.stderr)
 
 
+def test_write_secrets_writes_a_clusters_secret_in_clear_0600(tmp_path):
+    """--write-secrets writes the value itself (not its redacted form), and only the file holding it is private."""
+    head = HEAD.replace("  gpu: {size: Standard_ND96asr_v4, max_instances: 2}\n",
+                        "  gpu:\n    size: Standard_ND96asr_v4\n    max_instances: 2\n    tags:\n      owner: \"${TOKEN}\"\n")
+    project(tmp_path, "    command: python train.py\n", head)
+    r = infra("render", "stack.yaml", "--out", "out", "--write-secrets", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "warning[render.secret-written]: clusters.gpu.tags.owner is a sensitive value (from ${TOKEN})" in r.stderr
+    cluster = tmp_path / "out" / "clusters" / "gpu.yml"
+    assert yaml.safe_load(cluster.read_text())["tags"]["owner"] == TOKEN
+    assert stat.S_IMODE(cluster.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "out" / "jobs" / "train" / "train-job.yml").stat().st_mode) != 0o600
+    no_secret_in(r.stdout + r.stderr)
+
+
 def test_one_environment_variable_from_a_secret_is_written_as_its_reference(tmp_path):
     """The way out the whole map's hint names: each variable its own ${VAR}; the file holds the reference."""
     project(tmp_path, '    command: python train.py\n    environment_variables:\n      API_TOKEN: "${TOKEN}"\n')
@@ -141,12 +162,12 @@ def test_one_environment_variable_from_a_secret_is_written_as_its_reference(tmp_
 
 
 def test_write_secrets_writes_them_0600_and_warns_on_every_run(tmp_path):
-    project(tmp_path, CASES["map-whole"][0].replace("python train.py", '"python train.py --token ${TOKEN}"')
-            .replace("    command: python train.py\n", "") + CASES["sas-input"][0].split("\n", 1)[1])
+    project(tmp_path, '    command: "python train.py --token ${TOKEN}"\n    environment_variables: "${var.keys}"\n'
+            + CASES["sas-input"][0].split("\n", 1)[1] + '      more:\n        type: uri_folder\n        path: "${DATA_URL}"\n')
     for _ in range(2):   # every run warns, not only the first
         r = infra("render", "stack.yaml", "--out", "out", "--write-secrets", cwd=tmp_path)
         assert r.returncode == 0, r.stderr
-        for where in ("command", "environment_variables", "inputs.data.path"):
+        for where in ("command", "environment_variables", "inputs.data.path", "inputs.more.path"):
             assert f"warning[render.secret-written]: distributions.train.{where} is " in r.stderr, r.stderr
         assert "(--write-secrets, mode 0600)" in r.stderr
         no_secret_in(r.stdout + r.stderr)
@@ -154,7 +175,7 @@ def test_write_secrets_writes_them_0600_and_warns_on_every_run(tmp_path):
     train = yaml.safe_load((jobs / "train-job.yml").read_text())
     assert train["command"] == f"python train.py --token {TOKEN}"
     assert train["environment_variables"]["API_KEY"] == API_KEY
-    assert SIG in train["inputs"]["data"]["path"]
+    assert SIG in train["inputs"]["data"]["path"] and SIG in train["inputs"]["more"]["path"]
     assert yaml.safe_load((jobs / "smoke-job.yml").read_text())["environment_variables"]["API_KEY"] == API_KEY
     for path in (tmp_path / "out").rglob("*"):
         if path.is_file():
