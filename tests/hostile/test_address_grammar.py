@@ -63,7 +63,7 @@ def cli(*args: str, server, state: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD"}
     env.update(INFRA_EMULATOR_URL=server.url, INFRA_LOCAL_DIR=str(state))
     return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)
+                          cwd=ROOT, timeout=300, check=False)
 
 
 def provider_on(server):
@@ -83,7 +83,7 @@ def gpu1_tags(server) -> dict:
 
 def refused_without_a_request(cloud, *args: str, grammar: str = GRAMMAR, example: str = EXAMPLE) -> str:
     """Run infra; it must exit 1 with the grammar's diagnostic and have sent the emulator nothing."""
-    server, stack, state = cloud
+    server, _, state = cloud
     before = server.stats.total
     r = cli(*args, server=server, state=state)
     said = r.stdout + r.stderr
@@ -144,7 +144,7 @@ def test_an_import_block_that_names_no_address_is_a_diagnostic_at_the_block(tmp_
     stack = tmp_path / "stack.yaml"
     stack.write_text(STACK + f"import:\n  - {{to: {json.dumps(to)}, id: {json.dumps(id_)}}}\n")
     r = subprocess.run([sys.executable, "-m", "infra_cli", "validate", str(stack), "--json"], capture_output=True,
-                       text=True, cwd=ROOT, timeout=120)
+                       text=True, cwd=ROOT, timeout=120, check=False)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert "g" * 100 not in r.stdout and "\x1b" not in r.stdout, r.stdout   # the JSON holds it escaped, cut short
     found = json.loads(r.stdout)["diagnostics"]
@@ -222,7 +222,7 @@ def test_a_loosened_names_file_never_lets_a_path_into_an_address(tmp_path):
     stack.write_text(STACK)
     for address in ("cluster.gpu1/", "cluster..", "cluster.gpu1?x=1"):
         r = subprocess.run([sys.executable, "-m", "infra_cli", "state", "rm", address, str(stack), "--local"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120,
+                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
                            env={**os.environ, "INFRA_VALIDATORS_DIR": str(validators),
                                 "INFRA_LOCAL_DIR": str(tmp_path / "local"), "XDG_CACHE_HOME": str(tmp_path / "cache")})
         assert r.returncode == 1 and "error[address.invalid]" in r.stderr, r.stdout + r.stderr
