@@ -16,6 +16,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,35 @@ distributions:
     assert r.returncode == 0, r.stderr
     left = {str(p.relative_to(out)) for p in out.rglob("*") if not p.is_dir()}
     assert left == {"clusters/alp1.yml", ".infra-render.json"}, (left, r.stderr)
+
+
+def test_renders_into_one_folder_take_turns(work):
+    """Two stacks' renders into one folder at once each read the manifest the other wrote, so neither's entries are
+    lost (a lost entry is a file no render removes again): the second waits for the folder's lock (flock) before it
+    reads the manifest. Held here by taking the lock ourselves: the render waits (the kernel lists it as a blocked
+    FLOCK waiter on the folder, /proc/locks), writes nothing meanwhile, and finishes with both stacks listed."""
+    import fcntl
+
+    out = work / "out"
+    assert render(work, "alpha", out).returncode == 0
+    written = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    inode = os.stat(out).st_ino
+    lock = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    environ = {k: v for k, v in os.environ.items() if k not in ("INFRA_DEBUG", "INFRA_PLAN_KEY")}
+    environ.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(work / "state"))
+    beta = subprocess.Popen([sys.executable, "-m", "infra_cli", "render", str(work / "beta" / "stack.yaml"), "--out",
+                             str(out)], cwd=work, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiting = False
+        while not waiting and beta.poll() is None:
+            waiting = any("->" in line and "FLOCK" in line and f":{inode} " in line
+                          for line in Path("/proc/locks").read_text().splitlines())
+            time.sleep(0.02)   # a poll, not a bound: the render may take as long as it takes to reach the lock
+        assert waiting, f"the render did not wait for the folder's lock: {beta.communicate()}"
+        assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == written
+    finally:
+        os.close(lock)
+    stdout, stderr = beta.communicate(timeout=120)
+    assert beta.returncode == 0, stderr
+    assert set(manifest(out)["stacks"]) == {"alpha", "beta"}
