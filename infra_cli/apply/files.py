@@ -373,12 +373,12 @@ def _refuse_other_stacks_files(loaded: LoadedStack, out: Path, out_given: Path, 
     if taken:
         raise DiagnosticError([Diagnostic(
             "error", "render.file-of-another-stack",
-            f"{len(files)} file{'s' if len(files) != 1 else ''} of stack {loaded.stack.stack!r}'s render "
-            f"({out_given / files[0]}{', ...' if len(files) > 1 else ''}) {'were' if len(files) > 1 else 'was'} written "
-            f"into {out_given} by stack {stack!r}'s render, which still owns {'them' if len(files) > 1 else 'it'}: "
-            "render writes over no other stack's file; nothing was written", str(loaded.path), None, None,
-            f"render each stack into its own folder (e.g. --out {_suggested_out(loaded)}), or delete stack "
-            f"{stack!r}'s files from {out_given} first") for stack, files in sorted(taken.items())])
+            f"{out_given / files[0]}{f' and {len(files) - 1} more file(s) this render writes' if len(files) > 1 else ''} "
+            f"{'were' if len(files) > 1 else 'was'} written by a render of stack {stack!r}, which still owns "
+            f"{'them' if len(files) > 1 else 'it'}: a render of stack {loaded.stack.stack!r} writes over no other "
+            "stack's file; nothing was written", loaded.source.file, None, None,
+            f"render each stack into its own folder (e.g. --out {_suggested_out(loaded)}), or first delete from "
+            f"{out_given} the files stack {stack!r} rendered there") for stack, files in sorted(taken.items())])
 
 
 def _remove_stale(out: Path, out_given: Path, previous: dict[str, str], current: dict[str, str]) -> list[Diagnostic]:
