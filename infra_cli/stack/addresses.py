@@ -5,7 +5,7 @@ before anything else happens (before a stack's workspace is reached, before any 
 `infra import ADDR AZURE_NAME`, `plan --replace`, `plan --target` and a stack's `import:` blocks. NAME is a name
 Azure ML accepts for that kind (validators/names.yaml, the rows a stack's own names are checked by), and whatever
 those rows say, never more than letters, digits, '-', '_' and '.' starting with a letter or digit, at most 255
-characters: a name read here is always one whole segment of a request URL (azure/arm.py `segment` quotes it
+characters: a name read here is always one whole segment of a request URL (azure/url.py `segment` quotes it
 again, as azure-core quotes the SDKs' path arguments).
 """
 
