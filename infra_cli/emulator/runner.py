@@ -137,6 +137,8 @@ class JobRunner:
         self._canceled: set[tuple[str, str]] = set()
         self._threads: list[threading.Thread] = []
         self._shim = self._python_shim()
+        # what of a job's outputs/ is uploaded: each file, and all of them (tests set smaller bounds)
+        self.max_output_file_bytes, self.max_output_bytes = MAX_OUTPUT_FILE_BYTES, MAX_OUTPUT_BYTES
 
     def recover(self) -> None:
         """Jobs whose runner process is gone (an emulator that stopped) cannot be resumed: mark them Failed.
@@ -331,15 +333,15 @@ class JobRunner:
     def _collect_outputs(self, workdir: Path, nodes: int, container: str, prefix: str) -> None:
         """Each node's outputs/ uploaded as the job's outputs: regular files only, reached through no link (a link
         to /etc/passwd or to a file of gigabytes is never followed: the node is this machine), each at most
-        MAX_OUTPUT_FILE_BYTES and all at most MAX_OUTPUT_BYTES, read in one bounded read. What is left out is
+        max_output_file_bytes and all at most max_output_bytes, read in one bounded read. What is left out is
         said, one line each, in the job's OUTPUTS_LEFT_OUT_LOG."""
         left_out: list[str] = []
         total = 0
         for node in range(nodes):
             outputs = node_dir(workdir, node) / "outputs"
-            for rel, why, data in _output_files(outputs, MAX_OUTPUT_FILE_BYTES):
-                if data is not None and total + len(data) > MAX_OUTPUT_BYTES:
-                    why, data = f"the job's outputs are past {_mib(MAX_OUTPUT_BYTES)} in all", None
+            for rel, why, data in _output_files(outputs, self.max_output_file_bytes):
+                if data is not None and total + len(data) > self.max_output_bytes:
+                    why, data = f"the job's outputs are past {_mib(self.max_output_bytes)} in all", None
                 if data is not None:
                     try:
                         self._service.blobs.write(container, f"{prefix}outputs/{rel}", data)

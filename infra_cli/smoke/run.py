@@ -106,8 +106,9 @@ def fetch_outputs(ml: Any, job_name: str, into: Path, **bounds: int) -> JobOutpu
         return JobOutputs(None, nccl_logs, logs, f"job {job_name} wrote no {RESULT_FILE} under outputs/", left_out)
     try:
         return JobOutputs(json.loads(found[0].read_text(encoding="utf-8")), nccl_logs, logs, left_out=left_out)
-    except ValueError as exc:
-        return JobOutputs(None, nccl_logs, logs, f"{found[0].name} of job {job_name} is not JSON: {exc}", left_out)
+    except (ValueError, RecursionError) as exc:   # RecursionError: nested past the parser's depth
+        return JobOutputs(None, nccl_logs, logs, f"{found[0].name} of job {job_name} is not JSON: "
+                          f"{exc if isinstance(exc, ValueError) else 'nested too deep'}", left_out)
 
 
 def latest_steps(logs: dict[str, str]) -> str:

@@ -115,7 +115,7 @@ print("the last line", flush=True)
 """.format(big=BIG, over=MAX_OUTPUT_FILE_BYTES + 1, result=RESULT_FILE)
 
 
-def _planted_job(clients, tmp_path) -> str:
+def _planted_job(clients, tmp_path, script: str = PLANT) -> str:
     from azure.ai.ml import command
     from azure.ai.ml.entities import AmlCompute, Environment
 
@@ -124,7 +124,7 @@ def _planted_job(clients, tmp_path) -> str:
     clients.ml.environments.create_or_update(Environment(name="runtime", version="1", image=IMAGE))
     code = tmp_path / "code"
     code.mkdir()
-    (code / "plant.py").write_text(PLANT)
+    (code / "plant.py").write_text(script)
     job = command(code=str(code), command=f"python plant.py {tmp_path / 'big-target.bin'}",
                   environment="runtime:1", compute="cpu", instance_count=1)
     name = clients.ml.jobs.create_or_update(job).name
@@ -182,6 +182,42 @@ if os.environ.get("INFRA_EMULATED_NODE") and os.path.isdir("outputs"):
         except FileExistsError:
             pass
 """
+
+
+CAPPED = """
+import os, shutil, sys
+os.makedirs("outputs", exist_ok=True)
+for name, size in (("a.bin", 600 << 10), ("b.bin", 600 << 10), ("c.bin", 2 << 20)):
+    with open(os.path.join("outputs", name), "wb") as fh:
+        fh.write(b"x" * size)
+with open(os.path.join("outputs", "{result}"), "w") as fh:
+    fh.write("[" * 100000 + "]" * 100000)
+""".format(result=RESULT_FILE)
+
+
+def test_the_emulator_uploads_each_output_and_all_of_them_under_its_caps(tmp_path, clients, emulator):
+    runner = emulator.backend.runner
+    runner.max_output_file_bytes, runner.max_output_bytes = 1 << 20, 1 << 20
+    name = _planted_job(clients, tmp_path, CAPPED)
+    outputs = fetch_outputs(clients.ml, name, tmp_path / "download")
+    got = tmp_path / "download" / "artifacts" / "outputs"
+    assert sorted(p.name for p in got.iterdir()) == ["a.bin", RESULT_FILE], sorted(p.name for p in got.iterdir())
+    assert outputs.left_out == [
+        "outputs/b.bin (node 0): the job's outputs are past 1 MiB in all: not uploaded",
+        f"outputs/c.bin (node 0): {2 << 20} bytes, over the 1 MiB a file of a job's outputs may be here: not "
+        "uploaded"], outputs.left_out
+    # a result nested past the JSON parser's depth is no result, said, never a traceback
+    assert outputs.result is None and outputs.why_no_result == (
+        f"{RESULT_FILE} of job {name} is not JSON: nested too deep"), outputs.why_no_result
+
+
+def test_outputs_replaced_by_a_link_are_not_followed(tmp_path, clients, emulator):
+    script = 'import os, shutil\nshutil.rmtree("outputs", ignore_errors=True)\nos.symlink("/etc", "outputs")\n'
+    name = _planted_job(clients, tmp_path, script)
+    outputs = fetch_outputs(clients.ml, name, tmp_path / "download")
+    assert outputs.left_out == [
+        "outputs/ (node 0): a symbolic link (to /etc): links are never followed: not uploaded"], outputs.left_out
+    assert not (tmp_path / "download" / "artifacts" / "outputs").exists()
 
 
 def test_infra_smoke_says_which_outputs_it_left_out_and_still_judges(tmp_path):
