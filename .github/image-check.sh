@@ -25,7 +25,43 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   esac
   {
     printf '### infra image check: %s\n`%s`\n\n' "$verdict" "$INFRA_IMAGE"
-    # infra's verdict lines read "  FAIL  REQUIREMENT  REASON" (infra_cli/image/report.py)
+    # each requirement not met, with its fix (base images, the install command for the image's distribution,
+    # infra's template), from the JSON verdict; where python3 cannot read it, infra's verdict lines
+    # ("  FAIL  REQUIREMENT  REASON", infra_cli/image/report.py)
+    python3 - "$out" 2>/dev/null <<'PY' ||
+import json, re, sys
+
+def md(text):
+    """Plain text in Markdown: what an image holds (versions, os-release) never becomes a link, image or HTML."""
+    text = re.sub(r"[\x00-\x1f\x7f]", " ", str(text))
+    return re.sub(r"([\\`*_{}\[\]<>()#+!|~&])", r"\\\1", text)
+
+def code(text):
+    return "<code>" + md(text) + "</code>"
+
+verdict, out = json.load(open(sys.argv[1], encoding="utf-8")), []
+print = out.append   # all or nothing: a verdict this cannot read leaves the summary to the log's lines
+for r in verdict.get("requirements") or []:
+    if r.get("met"):
+        continue
+    print(f"- not met: `{r['requirement']}`: {md(r['reason'])}")
+    fix = r.get("fix") or {}
+    if fix.get("install"):
+        where = "install" if fix.get("install_family") == "any" else "on " + md(fix.get("distribution") or "")
+        note = f" ({md(fix['install_note'])})" if fix.get("install_note") else ""
+        print(f"  - fix: {where}: {code(fix['install'])}{note}")
+    else:
+        for how in (fix.get("install_by_family") or {}).values():
+            note = f" ({md(how['note'])})" if how.get("note") else ""
+            print(f"  - fix: on {md(how['name'])}: {code(how['run'])}{note}")
+    notes = fix.get("base_image_notes") or {}
+    for image in fix.get("base_images") or []:
+        note = f" ({md(notes[image])})" if notes.get(image) else ""
+        print(f"  - fix: build FROM {code(image)}{note}")
+    if fix.get("template"):
+        print(f"  - fix: infra's {code(fix['template'])} template (environment `build: {{template: ...}}`)")
+sys.stdout.write("".join(line + "\n" for line in out))
+PY
     sed -n 's/^  FAIL  \([^ ]*\) *\(.*\)$/- not met: `\1`: \2/p' "$log"
     printf '\n```\n'; cat "$log"; printf '```\n'
   } >> "$GITHUB_STEP_SUMMARY"

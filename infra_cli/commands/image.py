@@ -41,7 +41,8 @@ def check(
 
     try:
         requirements = [parse_requirement(spec) for spec in require or ["openmpi"]]
-        result = check_image(image, requirements, platform=platform, insecure=insecure, timeout=timeout)
+        result = check_image(image, requirements, platform=platform, insecure=insecure, timeout=timeout,
+                             local_paths=True)
     except (SpecError, DiagnosticError) as exc:
         diagnostics = getattr(exc, "diagnostics", None) or [
             Diagnostic("error", "image.require", str(exc), hint="--require NAME or NAME>=VERSION")]

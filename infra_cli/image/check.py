@@ -28,14 +28,15 @@ from infra_cli.image.archive import DockerArchiveStore, OciLayoutStore
 from infra_cli.image.blob import FETCHER_GRACE_S, PrefetchedBlob, decompressed_chunks, fetch_into
 from infra_cli.image.errors import ImageReadError, Stopped
 from infra_cli.image.evidence import ImageEnv, VariantFinding, build_matcher, judge_profile
+from infra_cli.image.fix import OS_RELEASE_SOURCES, Distribution, fix_for, os_release_state, read_distribution
 from infra_cli.image.layers import LayerIndex, Matcher, PathBudget, index_layer, layer_number
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S, NO_DEADLINE, Deadline, DeadlineExceeded
 from infra_cli.image.manifest import ImageStore, Platform, ResolvedImage, parse_platform, resolve
 from infra_cli.image.merged_filesystem import MergedView, State, check_hardlinks
-from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference
+from infra_cli.image.reference import ArchiveReference, LayoutReference, parse_reference, refuse_local_path
 from infra_cli.image.registry import RegistryStore
 from infra_cli.knowledge.requirements import Requirement, parse_requirement
-from infra_cli.knowledge.image_evidence import Profile, profiles as evidence_profiles
+from infra_cli.knowledge.image_evidence import Profile, families as distribution_families, profiles as evidence_profiles
 
 DEFAULT_REQUIREMENTS = ("openmpi",)
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"   # docker's default
@@ -52,10 +53,11 @@ class RequirementResult:
     evidence: list[dict]      # the files and rules that found it (empty when nothing was found)
     variant: str | None = None
     version: str | None = None
+    fix: dict | None = None   # what to do, when not met (image/fix.py)
 
     def to_json(self) -> dict:
         return {"requirement": self.requirement, "met": self.met, "reason": self.reason, "variant": self.variant,
-                "version": self.version, "evidence": self.evidence}
+                "version": self.version, "evidence": self.evidence, "fix": self.fix}
 
 
 @dataclass
@@ -74,6 +76,7 @@ class CheckResult:
     seconds: float
     stopped_early: bool
     layers: list[dict] = field(default_factory=list)   # the layers read, top first
+    distribution: Distribution | None = None           # the image's os-release, where the layers read hold one
 
     @property
     def ok(self) -> bool:
@@ -86,7 +89,8 @@ class CheckResult:
                 "findings": [f.to_json() for f in self.findings if f.state is not State.ABSENT],
                 "env": self.env, "layers_total": self.layers_total, "layers_read": self.layers_read,
                 "bytes_total": self.bytes_total, "bytes_read": self.bytes_read,
-                "seconds": round(self.seconds, 3), "stopped_early": self.stopped_early, "layers": self.layers}
+                "seconds": round(self.seconds, 3), "stopped_early": self.stopped_early, "layers": self.layers,
+                "distribution": self.distribution.to_json() if self.distribution else None}
 
 
 def open_store(reference: str, *, insecure: bool = False, credential=None,
@@ -187,10 +191,22 @@ def _requirement_result(req: Requirement, findings: list[VariantFinding]) -> Req
     return RequirementResult(str(req), False, "not found: " + "; ".join(missing), [])
 
 
+def _met(findings: list[VariantFinding], req: Requirement) -> bool:
+    return any(f.state is State.FOUND and f.decided and req.met_by(f.version) for f in findings)
+
+
 def _decided(findings: list[VariantFinding], req: Requirement) -> bool:
-    if any(f.state is State.FOUND and f.decided and req.met_by(f.version) for f in findings):
-        return True
-    return all(f.decided for f in findings)
+    return _met(findings, req) or all(f.decided for f in findings)
+
+
+def _verdict_final(view: MergedView, requirements: list[Requirement], profiles: dict[str, Profile],
+                   env: ImageEnv) -> bool:
+    """Every requirement decided, and where one is not met, the image's os-release too (its fix names the
+    distribution's packages): the lower layers cannot change what the check reports."""
+    findings = [(judge_profile(view, profiles[r.name], env), r) for r in requirements]
+    if not all(_decided(f, r) for f, r in findings):
+        return False
+    return all(_met(f, r) for f, r in findings) or os_release_state(view) is not State.UNKNOWN
 
 
 def _resolve(store: ImageStore, platform: Platform | None) -> ResolvedImage:
@@ -214,7 +230,7 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
     wanted = {r.name for r in requirements}
     extra = [name for r in requirements for name in profiles[r.name].see_also if name not in wanted]
     judged = [profiles[n] for n in dict.fromkeys([*wanted, *extra])]
-    matcher = build_matcher(judged)
+    matcher = build_matcher(judged, OS_RELEASE_SOURCES)
 
     layers = list(image.layers)
     total = len(layers)
@@ -246,8 +262,8 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
                         _walk_layer(blob, pos, rank, matcher, deadline, budget, stop))
             view = MergedView(read, complete=(rank == total - 1))
             links_pending = check_hardlinks(read, view.complete, total)
-            if early_exit and not view.complete and not links_pending and all(
-                    _decided(judge_profile(view, profiles[r.name], env), r) for r in requirements):
+            if early_exit and not view.complete and not links_pending and _verdict_final(view, requirements,
+                                                                                          profiles, env):
                 stopped_early = True
                 break
     except ImageReadError as exc:
@@ -266,6 +282,11 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
 
     findings = {name: judge_profile(view, profiles[name], env) for name in dict.fromkeys([*wanted, *extra])}
     results = [_requirement_result(r, findings[r.name]) for r in requirements]
+    families = distribution_families()
+    distribution = read_distribution(view, families)
+    for req, result in zip(requirements, results):
+        if not result.met:
+            result.fix = fix_for(req, profiles[req.name].fix, distribution, families)
     return CheckResult(
         reference=store.description, digest=image.digest, media_type=image.media_type, platform=image.platform,
         requirements=results,
@@ -274,13 +295,14 @@ def check_store(store: ImageStore, requirements: list[Requirement], *, platform:
         layers_total=total, layers_read=len(read), bytes_total=sum(max(d.size, 0) for d in layers),
         bytes_read=bytes_read, seconds=time.perf_counter() - started, stopped_early=stopped_early,
         layers=[{"layer": i.number, "digest": i.digest, "compression": i.compression,
-                 "bytes": i.compressed_bytes, "entries": i.entries} for i in read])
+                 "bytes": i.compressed_bytes, "entries": i.entries} for i in read],
+        distribution=distribution)
 
 
 def check_image(reference: str, requirements: list[Requirement] | list[str] | None = None, *,
                 platform: str | None = None, insecure: bool = False, credential=None,
                 early_exit: bool = True, timeout: float | None = DEFAULT_TIMEOUT_S,
-                workers: int | None = None) -> CheckResult:
+                workers: int | None = None, local_paths: bool = False) -> CheckResult:
     """Check that the image at `reference` meets `requirements` (specs or strings, default openmpi).
 
     `platform` (OS/ARCH[/VARIANT]) picks from a multi-arch index (default linux/amd64); given, it must also
@@ -288,9 +310,13 @@ def check_image(reference: str, requirements: list[Requirement] | list[str] | No
     Raises ImageReadError (a DiagnosticError) when the image cannot be read, is not of `platform`, or a blob
     does not verify, or `platform` is malformed, or the check takes longer than `timeout` seconds (None: no
     bound) or overruns any of the reader's bounds (limits.py); and SpecError for a malformed requirement.
+    `local_paths` (what a person typed: `infra image check`): a name with no registry that is a local OCI layout or
+    file is refused with the `oci:`/`docker-archive:` it lacks (reference.refuse_local_path), before any request.
     """
     reqs = [parse_requirement(r) if isinstance(r, str) else r for r in (requirements or DEFAULT_REQUIREMENTS)]
     wanted = parse_platform(platform) if platform is not None else None   # refused before the image is opened
+    if local_paths:
+        refuse_local_path(reference)
     deadline = Deadline(timeout)
     store = open_store(reference, insecure=insecure, credential=credential, deadline=deadline)
     return check_store(store, reqs, platform=wanted, early_exit=early_exit, deadline=deadline, workers=workers)

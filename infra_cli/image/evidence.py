@@ -17,23 +17,30 @@ from infra_cli.image.layers import Candidate, LayerIndex, Matcher
 from infra_cli.image.merged_filesystem import MergedView, State
 from infra_cli.knowledge.image_evidence import Extractor, Profile, Rule, Variant, VersionSource, compiled, glob_regex
 
-def build_matcher(profiles: Iterable[Profile]) -> Matcher:
+def build_matcher(profiles: Iterable[Profile], extra: Iterable[tuple[str, Extractor]] = ()) -> Matcher:
     """One function the layer walker calls per entry: which extractors (if any) apply to a path.
 
+    `extra`: (GLOB, extractor) pairs read beside the profiles' (the image's os-release, image/fix.py).
     Called for every entry of every layer, so it rejects most paths with one regex over the basename
     (every glob ends in a basename pattern); only the few that pass are matched against whole globs.
     """
     globs: list[str] = []
     content: list[tuple[re.Pattern, Extractor]] = []
+    content_globs: list[str] = []
     for p in profiles:
         for v in p.variants:
             globs.extend(g for r in (*v.all, *v.none, *v.optional) for g in r.globs)
             for s in v.versions:
-                (content.append((s.regex, s.extractor)) if s.extractor else globs.append(s.glob))
+                if s.extractor:
+                    content.append((s.regex, s.extractor))
+                    content_globs.append(s.glob)
+                else:
+                    globs.append(s.glob)
+    for glob, extractor in extra:
+        content.append((compiled(glob_regex(glob)), extractor))
+        content_globs.append(glob)
     full = [compiled(glob_regex(g)) for g in globs] + [rx for rx, _ in content]
-    basenames = {glob_regex("/" + g.rsplit("/", 1)[-1])[1:] for g in globs}
-    basenames |= {glob_regex("/" + s.glob.rsplit("/", 1)[-1])[1:] for p in profiles for v in p.variants
-                  for s in v.versions if s.extractor}
+    basenames = {glob_regex("/" + g.rsplit("/", 1)[-1])[1:] for g in globs + content_globs}
     prefilter = re.compile("|".join(f"(?:{b})" for b in sorted(basenames)) or "(?!)")
     whole = re.compile("|".join(f"(?:{r.pattern})" for r in full) or "(?!)")
 

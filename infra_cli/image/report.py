@@ -1,4 +1,6 @@
-"""A CheckResult as the human verdict: one line per requirement, then its evidence (path, link chain, layer)."""
+"""A CheckResult as the human verdict: one line per requirement, then its evidence (path, link chain, layer), and
+under a requirement not met, what to do (`fix:` lines: the install command for the image's distribution, base
+images that carry it, infra's Dockerfile template)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,43 @@ def _evidence_line(item: dict) -> str:
     return f"{where}{layer}{extra}"
 
 
+FIX_INDENT = " " * 10
+
+
+def _install_line(how: dict) -> str:
+    return how["run"] + (f"  ({how['note']})" if how.get("note") else "")
+
+
+def format_fix(fix: dict) -> list[str]:
+    """The `fix:` lines under a FAIL (the same data as --json's `fix`)."""
+    lines, more = [], FIX_INDENT + "     "
+    if fix.get("install"):
+        where = "install" if fix.get("install_family") == "any" else f"on {fix['distribution']}"
+        note = f"  ({fix['install_note']})" if fix.get("install_note") else ""
+        lines.append(f"{FIX_INDENT}fix: {where}: {fix['install']}{note}")
+    elif fix.get("install_by_family"):
+        seen = fix.get("distribution")
+        why = ("the image's distribution is unknown (no /etc/os-release)" if not seen else
+               f"{seen} is none of the distributions infra knows" if not fix.get("family") else
+               f"infra knows no install command for {seen}")
+        lines.append(f"{FIX_INDENT}fix: {why}; install with")
+        lines.extend(f"{more}{how['name']}: {_install_line(how)}" for how in fix["install_by_family"].values())
+    lead = "or " if lines else ""
+    notes = fix.get("base_image_notes") or {}
+    for i, image in enumerate(fix.get("base_images") or []):
+        note = f"  ({notes[image]})" if notes.get(image) else ""
+        head = f"{FIX_INDENT}fix: {lead}build " if i == 0 else f"{more}or "
+        lines.append(f"{head}FROM {image}{note}")
+    lead = "or " if lines else ""
+    if fix.get("template"):
+        parameters = fix.get("template_parameters") or {}
+        shown = "".join(f", {k}: {v}" for k, v in parameters.items())
+        with_parameters = f", parameters: {{{shown[2:]}}}" if parameters else ""
+        lines.append(f"{FIX_INDENT}fix: {lead}build infra's {fix['template']} template: environment "
+                     f"build: {{template: {fix['template']}{with_parameters}}}")
+    return lines
+
+
 def format_result(result: CheckResult) -> str:
     head = f"{result.reference}"
     if result.digest:
@@ -32,6 +71,8 @@ def format_result(result: CheckResult) -> str:
             if item.get("rule") not in shown:
                 shown.add(item.get("rule"))
                 lines.append(f"          {item.get('rule')}: {_evidence_line(item)}")
+        if not r.met and r.fix:
+            lines.extend(format_fix(r.fix))
     reported = {r.variant for r in result.requirements if r.variant}
     for f in result.findings:
         if f.state is State.FOUND and f.variant not in reported:

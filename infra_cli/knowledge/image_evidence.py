@@ -3,6 +3,10 @@
 A profile is met when one of its variants is (image/evidence.py judges them against an image's layers):
 every `all` rule found, no `none` rule found; versions come from ranked sources. Compiled once here, so a
 hand-edited profile fails with its line before any image is read.
+
+A profile's `fix:` says what to do when it is not met (image/fix.py): base images that carry it, the install
+command per distribution family (`distributions:`, matched against the image's os-release), and the Dockerfile
+template that provides it (checked here against templates/docker/NAME/template.yaml's `provides:`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable
 
+from infra_cli.knowledge.docker_templates import template_meta, template_name_problem
+from infra_cli.knowledge.grammars import image_reference_problem, text_problem
 from infra_cli.knowledge.reader import at, fault, load, mapping, sequence
 
 FILE = "image_evidence.yaml"
@@ -87,12 +93,50 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class BaseImage:
+    image: str
+    source: str
+    version: str | None = None           # the profile's version it carries (a requirement's version is held to it)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Install:
+    run: str                             # the command (a Dockerfile RUN line's)
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Fix:
+    base_images: tuple[BaseImage, ...] = ()
+    install: tuple[tuple[str, Install], ...] = ()       # (family or "any", how), in the file's order
+    template: str | None = None                         # templates/docker/NAME
+    template_version: str | None = None                 # the version its template.yaml provides (None: any)
+    template_parameters: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str                            # the family's key: debian, rhel
+    title: str                           # Debian/Ubuntu
+    ids: tuple[str, ...]                 # os-release ID / ID_LIKE values
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
     variants: tuple[Variant, ...]
     see_also: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    fix: Fix | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    profiles: dict[str, Profile]
+    families: tuple[Family, ...]
 
 
 @lru_cache(maxsize=None)
@@ -147,9 +191,104 @@ def _rules(variant: dict, kind: str) -> tuple[Rule, ...]:
     return tuple(out)
 
 
-def _profiles(data: Any) -> dict[str, Profile]:
+def _text(value: Any, what: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip() or text_problem(value):
+        problem = text_problem(value)
+        raise fault(f"{what} must be one line of text" + (f" ({problem})" if problem else ""), what)
+    return value
+
+
+def _source(value: Any) -> str:
+    text = _text(value, "source")
+    if not text.startswith("https://"):
+        raise fault(f"source {text!r} must be a public https:// URL (users have no other copy of what it cites)",
+                    "source")
+    return text
+
+
+def _families(data: Any) -> tuple[Family, ...]:
+    families = []
+    for key, row in mapping(data or {}, "distributions").items():
+        with at("distributions", key):
+            row = mapping(row, "a distribution family")
+            ids = tuple(str(i) for i in sequence(row.get("ids"), "ids"))
+            if not ids:
+                raise fault("a distribution family needs `ids:` (os-release ID values)", "ids")
+            families.append(Family(str(key), _text(row.get("name"), "name"), ids))
+    return tuple(families)
+
+
+def _template(data: Any, profile: str) -> tuple[str, str | None, tuple]:
+    """`template: {name, parameters}`: a template of templates/docker whose template.yaml `provides:` the profile
+    (or, given parameters, declares each of them). Returns (name, the version it provides, parameters)."""
+    data = mapping(data, "template")
+    name = data.get("name")
+    meta = template_meta(name) if template_name_problem(name) is None else None
+    if meta is None:
+        raise fault(f"no Dockerfile template {name!r} (a folder of templates/docker/ with a template.yaml)", "name")
+    parameters = mapping(data.get("parameters") or {}, "parameters")
+    declared = meta.get("parameters") or {}
+    unknown = [p for p in parameters if p not in declared]
+    if unknown:
+        raise fault(f"template {name} has no parameter {unknown[0]!r} (its template.yaml declares "
+                    f"{', '.join(declared) or 'none'})", "parameters")
+    provided = {}
+    for spec in meta.get("provides") or []:
+        req_name, _, version = str(spec).partition(">=")
+        provided[req_name.strip()] = version.strip() or None
+    if profile not in provided and not parameters:
+        raise fault(f"template {name} does not provide {profile} (its template.yaml provides: "
+                    f"{', '.join(provided) or 'nothing'}); name the parameters that make it do so", "name")
+    return str(name), provided.get(profile), tuple(parameters.items())
+
+
+def _fix(data: Any, profile: str, families: tuple[Family, ...]) -> Fix:
+    data = mapping(data, "fix")
+    unknown = set(data) - {"base_images", "install", "template"}
+    if unknown:
+        raise fault(f"unknown key {sorted(unknown)[0]!r} (fix: takes base_images, install, template)")
+    images = []
+    for i, row in enumerate(sequence(data.get("base_images"), "base_images")):
+        with at("base_images", i):
+            row = mapping(row, "a base image")
+            problem = image_reference_problem(row.get("image"))
+            if problem:
+                raise fault(problem, "image")
+            version = row.get("version")
+            images.append(BaseImage(row["image"], _source(row.get("source")),
+                                    None if version is None else _text(str(version), "version"),
+                                    _text(row.get("note"), "note", required=False)))
+    install = []
+    known = {f.name for f in families} | {"any"}
+    for family, row in mapping(data.get("install") or {}, "install").items():
+        with at("install", family):
+            if family not in known:
+                raise fault(f"unknown distribution family {family!r}: use one of `distributions:` "
+                            f"({', '.join(sorted(known - {'any'}))}) or `any`")
+            row = mapping(row, "an install entry")
+            install.append((str(family), Install(_text(row.get("run"), "run"), _source(row.get("source")),
+                                                 _text(row.get("note"), "note", required=False))))
+    template = version = None
+    parameters: tuple = ()
+    if data.get("template") is not None:
+        with at("template"):
+            template, version, parameters = _template(data["template"], profile)
+    if not (images or install or template):
+        raise fault("a fix needs at least one of base_images, install or template")
+    return Fix(tuple(images), tuple(install), template, version, parameters)
+
+
+def _evidence(data: Any) -> Evidence:
+    data = mapping(data or {}, FILE)
+    families = _families(data.get("distributions"))
+    return Evidence(_profiles(data, families), families)
+
+
+def _profiles(data: dict, families: tuple[Family, ...]) -> dict[str, Profile]:
     profiles = {}
-    for name, row in mapping(mapping(data or {}, FILE).get("profiles") or {}, "profiles").items():
+    for name, row in mapping(data.get("profiles") or {}, "profiles").items():
         with at("profiles", name):
             row = mapping(row, "a profile")
             variants = []
@@ -168,14 +307,27 @@ def _profiles(data: Any) -> dict[str, Profile]:
                     variants.append(variant)
             if not variants:
                 raise fault("a profile needs at least one variant")
+            fix = None
+            if row.get("fix") is not None:
+                with at("fix"):
+                    fix = _fix(row["fix"], str(name), families)
             profiles[str(name)] = Profile(str(name), str(row.get("description", "")), tuple(variants),
                                           tuple(sequence(row.get("see_also"), "see_also")),
-                                          tuple(sequence(row.get("sources"), "sources")))
+                                          tuple(sequence(row.get("sources"), "sources")), fix)
     return profiles
 
 
+def evidence() -> Evidence:
+    return load(FILE, _evidence, hint=HINT)
+
+
 def profiles() -> dict[str, Profile]:
-    return load(FILE, _profiles, hint=HINT)
+    return evidence().profiles
+
+
+def families() -> tuple[Family, ...]:
+    """The distribution families `fix:` install commands are written for (`distributions:`)."""
+    return evidence().families
 
 
 def known_capabilities() -> tuple[str, ...]:
