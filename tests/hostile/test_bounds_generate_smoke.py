@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from emulator_fixtures import WORKSPACE_YAML
 
@@ -133,6 +134,7 @@ def _planted_job(clients, tmp_path, script: str = PLANT) -> str:
     return name
 
 
+@pytest.mark.runs_jobs   # a job on the emulator (tests/conftest.py schedules these first)
 def test_a_smoke_job_s_linked_and_oversized_outputs_are_never_followed_nor_read_whole(tmp_path, clients, emulator,
                                                                                       capsys):
     name = _planted_job(clients, tmp_path)
@@ -164,6 +166,7 @@ def test_a_smoke_job_s_linked_and_oversized_outputs_are_never_followed_nor_read_
     assert OUTPUTS_LEFT_OUT_LOG in outputs.logs
 
 
+@pytest.mark.runs_jobs   # a job on the emulator (tests/conftest.py schedules these first)
 def test_a_job_s_download_stops_at_its_total(tmp_path, clients, emulator):
     name = _planted_job(clients, tmp_path)
     outputs = fetch_outputs(clients.ml, name, tmp_path / "download", max_bytes=1 << 20)
@@ -195,6 +198,7 @@ with open(os.path.join("outputs", "{result}"), "w") as fh:
 """.format(result=RESULT_FILE)
 
 
+@pytest.mark.runs_jobs   # a job on the emulator (tests/conftest.py schedules these first)
 def test_the_emulator_uploads_each_output_and_all_of_them_under_its_caps(tmp_path, clients, emulator):
     runner = emulator.backend.runner
     runner.max_output_file_bytes, runner.max_output_bytes = 1 << 20, 1 << 20
@@ -211,6 +215,7 @@ def test_the_emulator_uploads_each_output_and_all_of_them_under_its_caps(tmp_pat
         f"{RESULT_FILE} of job {name} is not JSON: nested too deep"), outputs.why_no_result
 
 
+@pytest.mark.runs_jobs   # a job on the emulator (tests/conftest.py schedules these first)
 def test_outputs_replaced_by_a_link_are_not_followed(tmp_path, clients, emulator):
     script = 'import os, shutil\nshutil.rmtree("outputs", ignore_errors=True)\nos.symlink("/etc", "outputs")\n'
     name = _planted_job(clients, tmp_path, script)
@@ -220,6 +225,7 @@ def test_outputs_replaced_by_a_link_are_not_followed(tmp_path, clients, emulator
     assert not (tmp_path / "download" / "artifacts" / "outputs").exists()
 
 
+@pytest.mark.runs_jobs   # a job on the emulator (tests/conftest.py schedules these first)
 def test_infra_smoke_says_which_outputs_it_left_out_and_still_judges(tmp_path):
     """`infra smoke --local` of a job whose outputs/ holds a link to a 3 GiB file and one to /etc/passwd: neither is
     followed, the smoke names both (as warnings) and still judges the job by its result."""
