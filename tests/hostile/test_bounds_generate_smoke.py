@@ -38,7 +38,7 @@ def cli(*args: str, emulator, state: Path, timeout: float = 300) -> subprocess.C
     env = {k: v for k, v in os.environ.items() if k not in ("AZUREML_CURRENT_CLOUD", "INFRA_EMULATOR_URL")}
     env.update(INFRA_LOCAL_DIR=str(state), **({"INFRA_EMULATOR_URL": emulator.url} if emulator else {}))
     r = subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env, cwd=ROOT,
-                       timeout=timeout)
+                       timeout=timeout, check=False)
     assert "Traceback" not in r.stderr, r.stderr
     return r
 
@@ -208,8 +208,8 @@ def test_the_emulator_uploads_each_output_and_all_of_them_under_its_caps(tmp_pat
     assert sorted(p.name for p in got.iterdir()) == ["a.bin", RESULT_FILE], sorted(p.name for p in got.iterdir())
     assert outputs.left_out == [
         "outputs/b.bin (node 0): the job's outputs are past 1 MiB in all: not uploaded",
-        f"outputs/c.bin (node 0): {2 << 20} bytes, over the 1 MiB a file of a job's outputs may be here: not "
-        "uploaded"], outputs.left_out
+        (f"outputs/c.bin (node 0): {2 << 20} bytes, over the 1 MiB a file of a job's outputs may be here: not "
+         "uploaded")], outputs.left_out
     # a result nested past the JSON parser's depth is no result, said, never a traceback
     assert outputs.result is None and outputs.why_no_result == (
         f"{RESULT_FILE} of job {name} is not JSON: nested too deep"), outputs.why_no_result

@@ -58,8 +58,9 @@ def event_lines(event: SmokeEvent) -> list[str]:
     if isinstance(event, NoResult):
         return [f"{label}: {event.why}"]
     if isinstance(event, OutputsLeftOut):
-        return [f"{label}: warning: {len(event.entries)} of job {event.job_name}'s outputs left out (a link is never "
-                "followed, a file over infra's bound is never read):"] + [f"  {entry}" for entry in event.entries]
+        head = (f"{label}: warning: {len(event.entries)} of job {event.job_name}'s outputs left out (a link is never "
+                "followed, a file over infra's bound is never read):")
+        return [head] + [f"  {entry}" for entry in event.entries]
     if isinstance(event, RecordLost):
         return [f"{label}: could not record the result on Azure (the next plan will show this smoke as pending): "
                 f"{event.why}"]
