@@ -159,7 +159,8 @@ def recorded_conda(conda: Any) -> tuple[dict | None, str | None]:
     try:
         parsed = load_yaml(conda, RECORDED_CONDA, interpolate=False)[0]
     except DiagnosticError as exc:
-        return None, exc.diagnostics[0].message
+        first = exc.diagnostics[0]
+        return None, "it is empty" if first.rule == "stack.empty" else first.message
     if not isinstance(parsed, dict):
         return None, "it is a list" if isinstance(parsed, list) else "it is a single value"
     return parsed, None

@@ -25,7 +25,7 @@ from emulator_fixtures import WORKSPACE_YAML
 from infra_cli.azure.jobs import LOG_TAIL_BYTES
 from infra_cli.conventions import OUTPUTS_LEFT_OUT_LOG
 from infra_cli.emulator.runner import MAX_OUTPUT_FILE_BYTES
-from infra_cli.plan.live import recorded_content_hash
+from infra_cli.plan.live import recorded_conda, recorded_content_hash
 from infra_cli.smoke.run import fetch_outputs
 from infra_cli.smoke.spec import RESULT_FILE
 
@@ -89,6 +89,9 @@ def test_plan_hashes_a_recorded_conda_file_only_within_the_loader_s_bounds():
     assert within is not None
     for over in (yaml.dump(alias_bomb(6)), "[" * 100 + "]" * 100, "a: " + "x" * (2 << 20)):
         assert recorded_content_hash({**content, "conda_file": over}) is None
+    assert recorded_conda("  # nothing\n") == (None, "it is empty")
+    assert recorded_conda("- a\n") == (None, "it is a list")
+    assert recorded_conda("name: x\nv: !!python/name:os.system\n")[0] is None   # no tag but YAML's core ones
 
 
 # ---- a smoke job's outputs -----------------------------------------------------------------------------------
