@@ -411,13 +411,16 @@ def _secret_what(loaded: LoadedStack, path: tuple) -> tuple[str, str]:
         return ("a SAS URL (its `sig=` signature is a credential to the data)",
                 "name the data by a datastore URI (azureml://datastores/NAME/paths/...), whose credentials Azure ML "
                 f"keeps, or {_KEY_VAULT_WAY}")
-    references = ", ".join(dict.fromkeys(re.findall(r"\$\{[^{}]*\}", loaded.source.written.get(path, ""))))
-    origin = f" (from {references})" if references else ""
+    found = list(dict.fromkeys(re.findall(r"\$\{[^{}]*\}", loaded.source.written.get(path, ""))))
+    origin = f" (from {', '.join(found)})" if found else ""
+    # every ${NAME} of the environment is sensitive: a value that is no secret is a variable that is not
+    plain = ("; if it is no secret, pass it as a variable that is not sensitive (${var.NAME}, set with --var or "
+             "INFRA_VAR_NAME) instead of ${NAME}") if any(not r.startswith("${var.") for r in found) else ""
     if path[-1] == "environment_variables":
         return (f"a sensitive map given whole{origin}", "give each variable its own ${VAR} under "
                 "environment_variables (the job file then holds the reference and says how to --set it), or "
-                f"{_KEY_VAULT_WAY}")
-    return f"a sensitive value{origin}", _KEY_VAULT_WAY
+                f"{_KEY_VAULT_WAY}{plain}")
+    return f"a sensitive value{origin}", _KEY_VAULT_WAY + plain
 
 
 def _secrets(loaded: LoadedStack, outputs: list[OutputFile], out_given: Path, write: bool) -> list[Diagnostic]:

@@ -111,6 +111,9 @@ def test_a_secret_in_a_job_file_is_refused_at_its_value_and_nothing_is_written(t
         r.stderr
     hint = r.stderr.split("error[render.secret]", 1)[1]
     assert "Key Vault" in hint and "how-to-use-secrets-in-runs" in hint and "--write-secrets" in hint
+    # an environment value is sensitive as such: one that is no secret has a way that is not (a plain variable)
+    assert ("if it is no secret, pass it as a variable that is not sensitive" in hint) == (
+        case in ("env-in-command", "sas-input-from-env")), hint
     assert not (tmp_path / "out").exists()
     no_secret_in(r.stdout + r.stderr)
 
