@@ -269,10 +269,14 @@ def private_state_dir(path: Path, *, create: bool = True) -> Path:
     another user (not ours or root's, or group/world-writable without the sticky bit, as /tmp has)."""
     path = Path(path).absolute()
     if create:
+        marker = path.parent if path.parent.name == LOCAL_STATE_MARKERS[0] else None
+        made_marker = marker is not None and not os.path.lexists(marker)
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except FileExistsError:
             pass        # a file or a dangling link: said below
+        if made_marker:
+            _ignore_everything_in(marker)
     _check_private_dir(path, os.lstat(path))
     for above in path.parents:
         info = os.stat(above)
@@ -285,6 +289,18 @@ def private_state_dir(path: Path, *, create: bool = True) -> Path:
                              f"({stat.filemode(info.st_mode)}): they could replace the state directory",
                              f"chmod go-w {shlex.quote(str(above))}, or use a state directory elsewhere")
     return path
+
+
+def _ignore_everything_in(folder: Path) -> None:
+    """A `.infra/` infra made holds its local cloud (token, TLS key, state): a `.gitignore` of `*` keeps it out of
+    `git status` and commits, as pytest does for its cache. Written only where infra made the folder: one the user
+    made may hold files they mean to commit."""
+    try:
+        fd = os.open(folder / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        return          # there already, or the folder is not ours to write: nothing is lost but the convenience
+    with os.fdopen(fd, "w") as out:
+        out.write("# made by infra: its local cloud (token, TLS key, state) is never committed\n*\n")
 
 
 def private_subdir(state_dir: Path, name: str) -> Path:

@@ -72,3 +72,24 @@ def test_the_repository_root_and_stacks_folder_see_one_cloud(tmp_path):
     assert reset.returncode == 0 and f"moved {state / 'state.sqlite3'} to" in reset.stdout, reset.stdout + reset.stderr
     fresh = _cli("state", "list", "stacks/ib-a100.yaml", "--local", cwd=repo)
     assert fresh.returncode == 0 and f"Local Azure: a new, empty cloud in {state}" in fresh.stderr, fresh.stderr
+
+
+def test_a_made_infra_folder_keeps_its_cloud_out_of_git(tmp_path):
+    """`.infra/` (token, TLS key, state) never shows in `git status`: infra writes `.infra/.gitignore` when it
+    makes the folder, and leaves a `.infra/` the user made (it may hold files they commit) as it is."""
+    from infra_cli.paths import private_state_dir
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "s.yaml").write_text(STACK)
+    private_state_dir(local_state_dir(repo / "s.yaml"))
+    (repo / ".infra" / "local" / "token").write_text("secret")
+    shown = subprocess.run(["git", "status", "--porcelain", "--ignored=no"], cwd=repo, capture_output=True,
+                           text=True, check=True).stdout
+    assert shown == "?? s.yaml\n", shown
+    mine = tmp_path / "mine"
+    (mine / ".infra").mkdir(parents=True)
+    (mine / ".infra" / "policy.txt").write_text("committed\n")
+    private_state_dir(mine / ".infra" / "local")
+    assert not (mine / ".infra" / ".gitignore").exists()
