@@ -106,6 +106,9 @@ def test_action_names_the_unmet_requirement_in_the_log_and_the_summary(runner, i
     assert f"- not met: `openmpi>=4.1`: {failed.group(1).strip()}" in summary, summary
     assert "not met: `mpi`" not in summary
     assert re.search(r"PASS +mpi ", log) and "mpich" in log.lower()   # what was found instead
+    # and what to do: the installed package carries the fix: knowledge (its os-release names no ID: every family)
+    assert "  - fix: on Debian, Ubuntu: <code>apt-get update" in summary, summary
+    assert verdict["requirements"][1]["fix"]["template"] == "openmpi-rdma" and "fix: " in log
 
 
 def test_action_says_when_the_image_cannot_be_read(runner, tmp_path):

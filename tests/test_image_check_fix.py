@@ -124,6 +124,15 @@ def test_an_image_without_os_release_is_given_every_family(built, tmp_path):
     assert "libnccl2" in fix["install_by_family"]["debian"]["run"]
 
 
+def test_a_fix_for_any_distribution_says_install_and_the_template_parameters(built, tmp_path):
+    code, text, verdict = check(built.refs["ubuntu"], "deepspeed", tmp_path=tmp_path)
+    block = "\n".join(fail_block(text, "deepspeed"))
+    assert code == 1 and "fix: install: pip install deepspeed" in block, block
+    assert 'build: {template: openmpi-rdma, parameters: {pip_packages: ["deepspeed"]}}' in block, block
+    fix = requirement(verdict, "deepspeed")["fix"]
+    assert (fix["install_family"], fix["template_parameters"]) == ("any", {"pip_packages": ["deepspeed"]})
+
+
 def test_a_met_requirement_carries_no_fix(built, tmp_path):
     code, text, verdict = check(built.refs["ubuntu-openmpi"], "openmpi>=4.1", tmp_path=tmp_path)
     assert code == 0 and "fix:" not in text

@@ -42,7 +42,7 @@ class Distribution:
     @property
     def title(self) -> str:
         """`ubuntu 22.04`; the family where the ID is not one of its own (`linuxmint 21 (Debian, Ubuntu)`)."""
-        name = " ".join(p for p in (self.id, self.version_id) if p) or "an os-release without ID"
+        name = " ".join(p for p in (self.id, self.version_id) if p) if self.id else "an os-release without ID"
         return f"{name} ({self.family.title})" if self.family and self.id not in self.family.ids else name
 
     def to_json(self) -> dict:
@@ -114,7 +114,7 @@ def fix_for(requirement: Requirement, fix: Fix | None, distribution: Distributio
         "base_image_notes": {b.image: b.note for b in images if b.note},
         "install": chosen.run if chosen else None,
         "install_note": chosen.note or None if chosen else None,
-        "distribution": distribution.title if distribution else None,
+        "distribution": distribution.title if distribution and distribution.id else None,
         "family": family,
         "install_family": install_family,
         "install_by_family": {key: {"name": titles.get(key, key), "run": how.run, "note": how.note or None}

@@ -4,6 +4,8 @@ images that carry it, infra's Dockerfile template)."""
 
 from __future__ import annotations
 
+import json
+
 from infra_cli.image.check import CheckResult
 from infra_cli.image.merged_filesystem import State
 
@@ -37,7 +39,7 @@ def format_fix(fix: dict) -> list[str]:
         lines.append(f"{FIX_INDENT}fix: {where}: {fix['install']}{note}")
     elif fix.get("install_by_family"):
         seen = fix.get("distribution")
-        why = ("the image's distribution is unknown (no /etc/os-release)" if not seen else
+        why = ("the image's distribution is unknown (no os-release ID)" if not seen else
                f"{seen} is none of the distributions infra knows" if not fix.get("family") else
                f"infra knows no install command for {seen}")
         lines.append(f"{FIX_INDENT}fix: {why}; install with")
@@ -51,7 +53,7 @@ def format_fix(fix: dict) -> list[str]:
     lead = "or " if lines else ""
     if fix.get("template"):
         parameters = fix.get("template_parameters") or {}
-        shown = "".join(f", {k}: {v}" for k, v in parameters.items())
+        shown = "".join(f", {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in parameters.items())
         with_parameters = f", parameters: {{{shown[2:]}}}" if parameters else ""
         lines.append(f"{FIX_INDENT}fix: {lead}build infra's {fix['template']} template: environment "
                      f"build: {{template: {fix['template']}{with_parameters}}}")
