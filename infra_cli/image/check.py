@@ -3,7 +3,8 @@
 Why top-down: an upper layer can hide anything below it (whiteouts, opaque directories, replaced files),
 never the reverse. So what the layers read so far show is final, and once every requirement's verdict
 (and version) is final, and every hard link of the layers read resolves, the lower layers cannot change it
-and are not read. What is not read is not judged: a lower layer that is truncated or malformed is refused
+and are not read; where a requirement is not met, the check also reads on to the image's os-release, whose
+distribution its fix names the packages for (image/fix.py). What is not read is not judged: a lower layer that is truncated or malformed is refused
 only when the check reads it (`--json` lists the layers read; `early_exit=False` reads them all).
 
 Layers are fetched (and verified) by fetch threads, a bounded distance ahead. Where the machine has more than
