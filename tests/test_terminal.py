@@ -117,3 +117,36 @@ def test_anything_but_yes_cancels_and_changes_nothing(tmp_path):
     plan = subprocess.run([sys.executable, "-m", "infra_cli", "plan", str(STACK), "--local", "--detailed-exitcode"],
                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state")})
     assert plan.returncode == 2 and "Plan: 1 to add, 0 to change, 0 to destroy." in plan.stdout
+
+
+def _validate_on_a_terminal(tmp_path: Path, **env: str) -> bytes:
+    """`infra validate` of a stack with an error, its output on a pty: what a user at a shell sees, escapes kept."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SMALL.replace("size: Standard_NC80adis_H100_v5", "size: Standard_NOPE_v9"))
+    master, slave = pty.openpty()
+    environment = {**{k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}, **env}
+    proc = subprocess.Popen([sys.executable, "-m", "infra_cli", "validate", str(bad)], stdin=slave, stdout=slave,
+                            stderr=slave, cwd=ROOT, env=environment, close_fds=True)
+    os.close(slave)
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 30)
+        try:
+            chunk = os.read(master, 65536) if ready else b""
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=30) == 1, out
+    assert b"error" in out, out
+    return out
+
+
+def test_no_color_and_a_dumb_terminal_get_no_escape_codes(tmp_path):
+    """https://no-color.org: NO_COLOR set to anything turns colour off, as TERM=dumb does; a terminal that
+    wants colour still gets it."""
+    assert b"\x1b[31m" in _validate_on_a_terminal(tmp_path, TERM="xterm-256color")
+    assert b"\x1b[" not in _validate_on_a_terminal(tmp_path, TERM="xterm-256color", NO_COLOR="1")
+    assert b"\x1b[" not in _validate_on_a_terminal(tmp_path, TERM="dumb")

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Command, Progress,
-                                      fail, for_this_run, for_this_run_diagnostic, interrupt_leaves, local_flag,
-                                      print_diagnostics, progress_stream, smoke_interrupted, var_file_option,
-                                      var_option)
+                                      colour_for, fail, for_this_run, for_this_run_diagnostic, interrupt_leaves,
+                                      local_flag, print_diagnostics, progress_stream, smoke_interrupted,
+                                      var_file_option, var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def plan(
         print(json.dumps(document, indent=2))
     else:
         _print_plan_diagnostics(p)
-        print(render_plan(p, colour=sys.stdout.isatty(), generated=len(generated)))
+        print(render_plan(p, colour=colour_for(sys.stdout), generated=len(generated)))
         print(plan_outputs(outcome.outputs), end="")
         if generated:
             print("\n" + for_this_run(generated_config_summary(generated, str(generate_config_out), str(stack))))
@@ -304,7 +304,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                 print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",
                       file=sys.stderr)
                 raise typer.Exit(EXIT_ERROR)
-            print(render_plan(outcome.plan, colour=sys.stdout.isatty()))
+            print(render_plan(outcome.plan, colour=colour_for(sys.stdout)))
             print(plan_outputs(outcome.outputs), end="")
             if not outcome.plan.changes and not (outcome.plan.smoke_jobs and not destroy):
                 raise typer.Exit(EXIT_OK)

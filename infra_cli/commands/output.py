@@ -281,9 +281,15 @@ def for_this_run_diagnostic(d: Diagnostic) -> Diagnostic:
     return replace(d, message=for_this_run(d.message), hint=d.hint and for_this_run(d.hint))
 
 
+def colour_for(stream) -> bool:
+    """Colour (and live redrawing) only on a terminal that wants it: NO_COLOR set to anything
+    (https://no-color.org) or TERM=dumb (Emacs shells, some CI logs) turns it off, as Terraform's -no-color does."""
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
 def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
     stream = stream or sys.stderr
-    colour = stream.isatty()
+    colour = colour_for(stream)
     for d in diagnostics:
         d = for_this_run_diagnostic(d)
         text = d.format()
@@ -370,7 +376,7 @@ class Progress:
     """Live lines per resource on a terminal (rich); one plain line per change of state otherwise."""
 
     def __init__(self):
-        self.tty = sys.stdout.isatty()
+        self.tty = colour_for(sys.stdout)
         self.rows: dict[str, tuple[str, str, float]] = {}
         self.live: Any = None
 

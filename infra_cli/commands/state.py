@@ -12,8 +12,8 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import (EXIT_OK, Command, Group, fail, for_this_run, print_diagnostics, var_file_option,
-                                      var_option)
+from infra_cli.commands.output import (EXIT_OK, Command, Group, colour_for, fail, for_this_run, print_diagnostics,
+                                      var_file_option, var_option)
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -33,7 +33,7 @@ def _show_plan(path: Path, as_json: bool) -> None:
         print(json.dumps(plan.to_json(), indent=2))
     else:  # as `infra plan` printed it: its diagnostics on stderr, the plan on stdout
         print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
-        print(render_plan(plan, colour=sys.stdout.isatty()))
+        print(render_plan(plan, colour=colour_for(sys.stdout)))
     # where and when it was made; its serial is apply's to check (under the lock), not offline
     print_diagnostics(saved.warnings + ([problem] if problem is not None else []) + [binding_note(saved, path)])
 
