@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field, replace as dc_replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,10 +32,9 @@ from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_
                                 content_hash, desired_resources, distribution_dependencies, is_other_compute,
                                 live_comparable, load_for_plan, load_planned_stack, other_workspace, plan_stack,
                                 planned_changes, read_cluster, read_environment, read_plan_file, refresh,
-                                replan_command, replan_hint, stack_changed_since)
+                                replan_command, replan_hint, stack_changed_since, as_saved)
 from infra_cli.stack.addresses import AddressError, check_name, parsed, refused
 from infra_cli.stack.model import Workspace
-from infra_cli.stack.secret import sealed
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
@@ -104,8 +103,7 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
                      str(path), hint)
-    sealed_changes = [dc_replace(c, after=sealed(c.after, saved.seal)) for c in derived.changes]   # as the file keeps secrets
-    _refuse_mismatch(saved.plan.changes, sealed_changes, str(path), hint, values=True)
+    _refuse_mismatch(saved.plan.changes, as_saved(derived.changes, saved.seal), str(path), hint, values=True)
     errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)

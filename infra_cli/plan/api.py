@@ -13,7 +13,7 @@ from infra_cli.plan.live import LiveState, read_cluster, read_environment, refre
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
                                   canonical_json, content_hash)
 from infra_cli.plan.normalise import is_other_compute
-from infra_cli.plan.planfile import (REPLAN_HINT, load_planned_stack, other_workspace, read_plan_file,
+from infra_cli.plan.planfile import (REPLAN_HINT, as_saved, load_planned_stack, other_workspace, read_plan_file,
                                     replan_command, replan_hint, stack_changed_since)
 from infra_cli.plan.smoke_pending import changed_smokes
 
@@ -23,7 +23,7 @@ __all__ = [
     "content_hash",
     # deriving a plan again under the lock, and a saved plan with its seals checked
     "PlanOutcome", "load_for_plan", "plan_stack", "planned_changes",
-    "REPLAN_HINT", "replan_hint", "load_planned_stack", "read_plan_file", "stack_changed_since",
+    "REPLAN_HINT", "replan_hint", "load_planned_stack", "read_plan_file", "stack_changed_since", "as_saved",
     # where and when a saved plan was made: its workspace, the command that makes it again
     "other_workspace", "replan_command",
     # the desired state, the live reads and the judgements apply repeats as plan makes them

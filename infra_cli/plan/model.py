@@ -15,7 +15,7 @@ from typing import Any
 
 from infra_cli.conventions import TAG_STACK
 from infra_cli.plan.cost import costs_json
-from infra_cli.stack.secret import revealed
+from infra_cli.stack.secret import Secret, revealed
 from infra_cli.state.serial import StateSerial
 
 FORMAT_VERSION = "1.0"
@@ -128,6 +128,29 @@ def masked(attributes: dict | None, sensitive: tuple = ()) -> dict | None:
     return out
 
 
+# What a saved plan's reader needs as it was written (show prices a cluster from them): kept as the stack wrote it
+# even where it came from a secret, which the stack language has no reason to put there.
+READABLE_IN_PLAN_FILES = frozenset({"size", "tier", "location", "max_instances", "version"})
+
+
+def with_secret_paths(attributes: dict | None, sensitive: tuple) -> dict | None:
+    """`attributes` with the text at each of `sensitive`'s paths (an attribute key, or (key, map key)) a Secret:
+    what the loader marked sensitive but a field keeps as plain text (a registry inside a curated reference, a
+    subnet from ${ENV}), so that the plan file keeps it as it keeps every secret (a keyed digest)."""
+    if attributes is None:
+        return None
+    out = dict(attributes)
+    for path in sensitive:
+        key = path[0]
+        if key in READABLE_IN_PLAN_FILES:
+            continue
+        if len(path) == 1 and isinstance(out.get(key), str):
+            out[key] = Secret(out[key])
+        elif len(path) == 2 and isinstance(out.get(key), dict) and isinstance(out[key].get(path[1]), str):
+            out[key] = {**out[key], path[1]: Secret(out[key][path[1]])}
+    return out
+
+
 @dataclass(frozen=True)
 class ResourceChange:
     address: str
@@ -154,8 +177,10 @@ class ResourceChange:
         return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
     def to_json(self, *, mask_sensitive: bool = True) -> dict:
+        """`mask_sensitive=False` (plan files): the sensitive paths' values as Secrets, which the plan file seals."""
         def show(attributes: dict | None) -> dict | None:
-            return masked(attributes, self.sensitive) if mask_sensitive else attributes
+            return masked(attributes, self.sensitive) if mask_sensitive else with_secret_paths(attributes,
+                                                                                               self.sensitive)
 
         out = {
             "address": self.address, "type": self.type, "name": self.name,

@@ -23,7 +23,7 @@ import hmac
 import json
 import secrets
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace as with_fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -32,7 +32,8 @@ from infra_cli.paths import write_private_file
 from infra_cli.plan.cost import costs_json
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, PlanMode, Resource, ResourceChange,
-                                  canonical_json, describe_workspace, same_workspace, workspace_identity)
+                                  canonical_json, describe_workspace, same_workspace, with_secret_paths,
+                                  workspace_identity)
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.addresses import EVERY_KIND, parse_address
 from infra_cli.stack.load import LoadedStack
@@ -110,6 +111,17 @@ def secret_seal(key: bytes | None, salt: str) -> Callable[[Any], str]:
     return seal
 
 
+def desired_json(desired: list[Resource], changes: list[ResourceChange]) -> list[dict]:
+    """The desired resources as a plan file keeps them: each sensitive path of its change a Secret (sealed after)."""
+    paths = {c.address: c.sensitive for c in changes}
+    return [{**r.to_json(), "attributes": with_secret_paths(r.attributes, paths.get(r.address, ()))} for r in desired]
+
+
+def as_saved(changes: list[ResourceChange], seal: Callable[[Any], str]) -> list[ResourceChange]:
+    """Changes derived now, with their `after` as a plan file sealed with `seal` keeps it (apply compares the two)."""
+    return [with_fields(c, after=sealed(with_secret_paths(c.after, c.sensitive), seal)) for c in changes]
+
+
 def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str], *, key: bytes | None = None,
                     variables: dict | None = None, replace: list[str] | None = None) -> None:
     """`key`: sign the file with HMAC-SHA256 under it (INFRA_PLAN_KEY); the digest is written either way.
@@ -121,7 +133,7 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
         **plan.to_json(mask_sensitive=False),
         "stack_path": str(stack_path),
         "targets": targets,
-        "desired": [r.to_json() for r in plan.desired],
+        "desired": desired_json(plan.desired, plan.resource_changes),
         "variables": variables or {},
         "replace": replace or [],
         "secret_salt": salt,
@@ -395,7 +407,7 @@ def load_planned_stack(saved: SavedPlan) -> LoadedStack:
 
 def stack_changed_since(saved: SavedPlan, loaded: LoadedStack) -> bool:
     """Whether the stack now asks for other resources than the saved plan planned."""
-    now = sealed([r.to_json() for r in desired_resources(loaded)], saved.seal)   # secrets as the file keeps them
+    now = sealed(desired_json(desired_resources(loaded), saved.plan.resource_changes), saved.seal)   # as the file
     return canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired])
 
 

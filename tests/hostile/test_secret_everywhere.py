@@ -148,6 +148,11 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
     (desired,) = [r for r in saved["desired"] if r["address"] == "cluster.gpu"]
     assert desired["attributes"]["description"].startswith("(sensitive value) scrypt:")   # a keyed digest
     assert saved["variables"]["token"]["digest"].startswith("(sensitive value) scrypt:")
+    # the registry a sensitive variable names inside a curated reference (a field kept as text): sealed as well
+    (acpt,) = [r for r in saved["desired"] if r["address"] == "environment.acpt"]
+    (read,) = [c for c in saved["resource_changes"] if c["address"] == "environment.acpt"]
+    assert acpt["attributes"]["curated"].startswith("(sensitive value) scrypt:"), acpt
+    assert all(read["change"]["after"][k].startswith("(sensitive value) scrypt:") for k in ("curated", "resolved"))
     # the stale plan's hint gives the plan's values again, but not a sensitive one
     assert "error[apply.stale-plan]" in stale.stderr, stale.stderr
     assert "--var env=prod" in stale.stderr and "token=" not in stale.stderr, stale.stderr
