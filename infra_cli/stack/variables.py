@@ -5,8 +5,10 @@ a declaration's `default`, then `INFRA_VAR_<name>` in the environment, then each
 
 The stack's `${var.NAME}` references are replaced while it loads (stack/source.py), so everything after the
 loader sees a plain stack. A value that is exactly one `${var.NAME}` keeps the variable's type. A `sensitive`
-variable's value is marked as an interpolated secret (as `${NAME}` environment values are): never shown, never
-written to a plan file (a saved plan records its sha256 digest only).
+variable's value, and a variable whose default is built from a `${NAME}` environment value, is a secret
+(stack/secret.py `Secret`, as `${NAME}` values are): never shown, never echoed in an error or a hint, and a saved
+plan keeps only its keyed digest (plan/planfile.py secret_seal: HMAC under INFRA_PLAN_KEY, else scrypt). A list or
+map given as text (`--var`, INFRA_VAR_) is read under the stack loader's bounds (source.py bounded_value).
 """
 
 from __future__ import annotations
