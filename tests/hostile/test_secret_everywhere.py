@@ -1,8 +1,8 @@
 """Issue 40's test of done for secrets: one stack with sensitive values in every place the stack language takes
 them (a cluster's and an environment's description and tags, a sensitive map given whole as a job's
 environment_variables, a job's command and an input's SAS URL, an output, a registry, `${ENV}` values, a
-variable's default built from `${ENV}`), run through validate, plan (text, --json, --out), show, apply --local,
-output, state list and a stale plan's hint; every artifact and every output is searched for the clear values and
+variable's default built from `${ENV}`), run through validate, plan (text, --json, --out), show, apply --local (and
+the smoke job it runs), smoke --report, output, state list and a stale plan's hint; every artifact and every output is searched for the clear values and
 for their unsalted SHA-256. Azure itself (the local cloud's database) must hold them: the request body is the one
 place a secret goes in clear."""
 
@@ -16,6 +16,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.runs_jobs   # apply runs the smoke job on the emulator: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -61,14 +65,13 @@ STACK = textwrap.dedent("""\
         environment: acpt
         type: pytorch
         instance_count: 1
-        process_count_per_instance: 8
+        process_count_per_instance: 1
         environment_variables: ${var.envmap}
         command: "python train.py --token ${var.token}"
         inputs:
           data:
             type: uri_folder
             path: "https://acct.blob.core.windows.net/c/d?sig=${var.token}"
-        smoke: {enabled: false}
     outputs:
       secret_out:
         value: "${cluster.gpu.name}-${var.token}"
@@ -123,6 +126,7 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
     run("show PLANFILE", "show", str(plan_file))   # a saved plan takes no --var: the secret from INFRA_VAR_token
     run("show PLANFILE --json", "show", str(plan_file), "--json")
     apply = run("apply PLANFILE", "apply", str(plan_file), "--local")
+    run("smoke --json", "smoke", str(stack), "--local", "--json", "--report", str(tmp_path / "report"), *given)
     run("output", "output", str(stack), "--local", *given)
     run("output --json", "output", str(stack), "--json", "--local", *given)
     run("state list", "state", "list", str(stack), "--local", *given)
@@ -136,6 +140,7 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
     assert "No changes." in again.stdout, again.stdout
     # what each step says holds the secrets' places, redacted
     assert "Apply complete! Resources: 2 added" in apply.stdout and "secret_out = <sensitive>" in apply.stdout
+    assert "smoke.ddp: PASSED" in apply.stdout, apply.stdout
     document = json.loads(plan_json.stdout)
     assert document["output_changes"]["secret_out"] == {"after": None, "after_unknown": False,
                                                        "after_sensitive": True}
@@ -165,6 +170,9 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
 
     artifacts = {label: r.stdout + r.stderr for label, r in runs.items()}
     artifacts["plan file"] = plan_file.read_text()
+    for path in (tmp_path / "report").rglob("*"):
+        if path.is_file():
+            artifacts[str(path)] = path.read_bytes().decode("utf-8", "replace")
     for path in state.rglob("*"):   # what infra keeps beside the local cloud (not the cloud's own database)
         if path.is_file() and not path.name.startswith("state.sqlite3") and "bin" not in path.parts:
             artifacts[str(path)] = path.read_bytes().decode("utf-8", "replace")
@@ -177,6 +185,7 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
                            for row in db.execute(f"select * from {table}"))
     assert f"gpu of {TOKEN}" in stored and f"team-{TOKEN}" in stored and ENV_SECRET in stored
     assert f"pin-{DEFAULT_SECRET}" in stored and f"custom image, {TOKEN}" in stored
+    assert MAP_SECRET in stored   # the smoke job's environment variables, as its request sent them
 
 
 def test_a_sensitive_registry_is_in_no_diagnostic_of_validate_or_plan(tmp_path):
