@@ -146,18 +146,25 @@ def plan(
         None, "--generate-config-out", "-generate-config-out", metavar="FILE",
         help="write the declarations of import blocks' undeclared targets, read from Azure, to this new file"),
     parallelism: int = parallelism_option(),
+    policy: List[str] = typer.Option([], "--policy", metavar="PATH", help="Rego policies (a .rego file or a folder) "
+                                     "judging the plan; default: the stack's policy/ folder; `none`: no policies"),
+    namespace: List[str] = typer.Option([], "--namespace", metavar="PACKAGE", help="the policies' package (main)"),
+    markdown: bool = typer.Option(False, "--markdown", help="print the plan as Markdown, for a pull request"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
-    from infra_cli.commands.views.outputs import plan_outputs, plan_outputs_json
+    from infra_cli.commands.views.outputs import plan_outputs
     from infra_cli.commands.views.plan import generated_config_summary, render_plan
     from infra_cli.stack.variables import recorded_values
 
     if refresh_only and destroy:
         raise typer.BadParameter("--refresh-only reports drift and --destroy plans deletions: use one of them",
                                  param_hint="'--refresh-only' / '--destroy'")
+    if as_json and markdown:
+        raise typer.BadParameter("--json and --markdown are two ways to print the plan: use one of them",
+                                 param_hint="'--json' / '--markdown'")
     mode = "destroy" if destroy else "refresh-only" if refresh_only else "normal"
     try:
         key = plan_key(os.environ) if out is not None else None   # an unusable key is said before planning
@@ -172,12 +179,16 @@ def plan(
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     p = outcome.plan
+    document = _plan_document(outcome)
+    judged = _policy_diagnostics(document, stack, policy, namespace)
+    p.diagnostics.extend(d.to_json() for d in judged)
+    document["diagnostics"].extend(for_this_run_diagnostic(d).to_json() for d in judged)
     if as_json:
-        document = p.to_json()
-        document["diagnostics"] = [for_this_run_diagnostic(Diagnostic(**d)).to_json() for d in document["diagnostics"]]
-        if outcome.outputs:
-            document["output_changes"] = plan_outputs_json(outcome.outputs)
         print(json.dumps(document, indent=2))
+    elif markdown:
+        from infra_cli.commands.views.plan_markdown import render_markdown
+        _print_plan_diagnostics(p)
+        print(render_markdown(p, render_plan(p, colour=False, generated=len(generated)) + plan_outputs(outcome.outputs)))
     else:
         _print_plan_diagnostics(p)
         print(render_plan(p, colour=colour_for(sys.stdout), generated=len(generated)))
@@ -189,11 +200,34 @@ def plan(
     if out is not None:
         write_plan_file(out, p, outcome.loaded.path, list(target), key=key,
                         variables=recorded_values(outcome.loaded.variables), replace=list(replace))
-        if not as_json:
-            print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}{local_flag()}")
+        if not as_json:   # beside a Markdown plan, on stderr: stdout is the Markdown alone
+            print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}{local_flag()}",
+                  file=sys.stderr if markdown else sys.stdout)
     # a pending smoke is a change apply makes; a generated declaration, an import once merged
     has_changes = bool(p.changes or p.drift or p.smoke_jobs or generated)
     raise typer.Exit(EXIT_CHANGES if detailed_exitcode and has_changes else EXIT_OK)
+
+
+def _plan_document(outcome) -> dict:
+    """The plan as `plan --json` prints it (and as policies read it)."""
+    from infra_cli.commands.views.outputs import plan_outputs_json
+
+    document = outcome.plan.to_json()
+    document["diagnostics"] = [for_this_run_diagnostic(Diagnostic(**d)).to_json() for d in document["diagnostics"]]
+    if outcome.outputs:
+        document["output_changes"] = plan_outputs_json(outcome.outputs)
+    return document
+
+
+def _policy_diagnostics(document: dict, stack: Path, given: List[str], namespaces: List[str]) -> list[Diagnostic]:
+    """The Rego policies' results on the plan document (plan/policy.py): `--policy`, else the stack's policy/."""
+    from infra_cli.plan.policy import check_plan, policy_limits
+
+    try:
+        limits = policy_limits(os.environ)
+    except ValueError as exc:
+        raise fail([Diagnostic("error", "policy.limits", str(exc), None, None, None, "unset it, or give a number")])
+    return check_plan(document, stack, given, namespaces, limits)
 
 
 def apply(
@@ -299,6 +333,9 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
             approved = True
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal", replace=list(replace))
+            # the stack's policy/ folder judges what apply would do, as it judges `infra plan`
+            outcome.plan.diagnostics.extend(d.to_json() for d in _policy_diagnostics(_plan_document(outcome), source,
+                                                                                   [], []))
             _print_plan_diagnostics(outcome.plan, summary=False)   # "Apply refused" below says it
             if outcome.plan.has_errors():  # nothing will happen: the errors say why, a plan would only distract
                 print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",

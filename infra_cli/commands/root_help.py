@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x72e7cc3d
+SOURCES_CRC = 0xd9333f17
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

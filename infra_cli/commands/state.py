@@ -17,7 +17,7 @@ from infra_cli.commands.output import (EXIT_OK, Command, Group, colour_for, fail
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
-def _show_plan(path: Path, as_json: bool) -> None:
+def _show_plan(path: Path, as_json: bool, markdown: bool = False) -> None:
     from infra_cli.plan.planfile import binding_note, current_against_stack, plan_key, read_plan_file
     from infra_cli.commands.views.plan import render_plan
 
@@ -31,6 +31,10 @@ def _show_plan(path: Path, as_json: bool) -> None:
     plan = saved.plan
     if as_json:
         print(json.dumps(plan.to_json(), indent=2))
+    elif markdown:   # for a pull request or a job summary (commands/views/plan_markdown.py)
+        from infra_cli.commands.views.plan_markdown import render_markdown
+        print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+        print(render_markdown(plan, render_plan(plan, colour=False)))
     else:  # as `infra plan` printed it: its diagnostics on stderr, the plan on stdout
         print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
         print(render_plan(plan, colour=colour_for(sys.stdout)))
@@ -53,6 +57,7 @@ def show(
                                             help="a plan saved by `infra plan --out`, or a stack file"),
     as_json: bool = typer.Option(False, "--json", help="the plan JSON, or the state as `terraform show -json`"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure (STACK only)"),
+    markdown: bool = typer.Option(False, "--markdown", help="a saved plan as Markdown, for a pull request"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -66,9 +71,16 @@ def show(
     if not target.exists():   # neither a plan nor a stack: say both forms, not only a stack's
         raise fail([Diagnostic("error", "show.not-found", f"no such file: {target}", str(target), None, None,
                                "pass a plan saved by `infra plan STACK --out FILE`, or a stack file")])
+    if as_json and markdown:
+        raise typer.BadParameter("--json and --markdown are two ways to print the plan: use one of them",
+                                 param_hint="'--json' / '--markdown'")
     if looks_like_plan_file(target):
-        _show_plan(target, as_json)
+        _show_plan(target, as_json, markdown)
         raise typer.Exit(EXIT_OK)
+    if markdown:
+        raise fail([Diagnostic("error", "show.markdown-plan-only", f"--markdown shows a saved plan; {target} is a "
+                               "stack", str(target), None, None, "`infra plan STACK --markdown`, or `infra plan STACK "
+                               "--out FILE` then `infra show FILE --markdown`")])
     from infra_cli.commands.views.state import render_state, state_json
 
     state = _read_state(target, local)

@@ -1,0 +1,79 @@
+"""Evaluates Rego policies for plan/policy.py, in a child process of its own: the parent bounds its time (a timeout,
+then SIGKILL), this process its memory (RLIMIT_AS). It imports nothing of infra_cli, so it runs as a plain script
+(`python -I policy_worker.py`), and only it loads regopy (https://pypi.org/project/regopy/).
+
+Request on standard input (JSON): {"modules": [[NAME, SOURCE], ...], "input": JSON_TEXT, "namespaces": [NS, ...],
+"memory_mb": N}. Answer on standard output (JSON), one of:
+  {"missing": "regopy"}                               regopy is not installed
+  {"module_error": TEXT}                              a module does not parse or compile (regopy's error, which
+                                                      names the module and the byte offset)
+  {"results": {NS: {"value": DOC} | {"error": TEXT}}} data.NS evaluated, or the error that stopped it
+"""
+
+import json
+import os
+import sys
+
+try:
+    import resource
+except ImportError:   # not on Windows: the parent's timeout still bounds the policies
+    resource = None
+try:
+    from regopy import Interpreter, RegoError
+    from regopy.rego_shared import rego_output_ok, rego_output_string, rego_query
+except ImportError:   # said to the parent, which names the extra to install
+    Interpreter = None
+
+
+def _limit_memory(megabytes: int) -> None:
+    """At most `megabytes` more address space than the interpreter holds now: regopy's allocator (snmalloc)
+    reserves a large range when it starts, so an absolute RLIMIT_AS would stop it before any policy runs."""
+    if resource is None:
+        return
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    except (OSError, StopIteration, ValueError):   # no /proc (not Linux): the parent's timeout still bounds it
+        return
+    limit = size_kb * 1024 + megabytes * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def main() -> int:
+    answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)   # regopy's native library prints its errors on stdout: keep them off the answer's channel
+    request = json.load(sys.stdin)
+    if Interpreter is None:
+        json.dump({"missing": "regopy"}, answer)
+        return 0
+    interpreter = Interpreter()
+    interpreter.strict_built_in_errors = True   # a built-in given the wrong type is an error, not `undefined`
+    _limit_memory(int(request["memory_mb"]))
+    for name, source in request["modules"]:
+        try:
+            interpreter.add_module(name, source)
+        except RegoError as exc:
+            json.dump({"module_error": str(exc)}, answer)
+            return 0
+    interpreter.set_input_term(request["input"])
+    results = {}
+    for namespace in request["namespaces"]:
+        output = rego_query(interpreter._impl, f"data.{namespace}")
+        text = rego_output_string(output) if rego_output_ok(output) else ""
+        if not text or text == "<error>":
+            results[namespace] = {"error": "a built-in function was given a value of the wrong type, or failed "
+                                           "(as `opa eval --strict-builtin-errors` reports it)"}
+        elif text.startswith("(error"):
+            results[namespace] = {"error": text}
+        elif text == "undefined":
+            results[namespace] = {"value": {}}
+        else:
+            expressions = json.loads(text).get("expressions") or [{}]
+            results[namespace] = {"value": expressions[0]}
+    json.dump({"results": results}, answer)
+    answer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
