@@ -246,3 +246,31 @@ def test_a_hint_naming_a_command_gives_this_run_s_vars_again_but_not_a_sensitive
                        timeout=120, env=environ)
     assert r.returncode == 0 and "--var env=prod" in r.stderr, r.stdout + r.stderr
     assert PIN not in r.stdout + r.stderr and "given-pin-42" not in r.stdout + r.stderr, r.stderr
+
+
+def test_a_rule_judges_a_secret_by_its_clear_value_and_never_quotes_it(tmp_path):
+    """NCCL_NET from ${ENV} is a Secret: the InfiniBand rule reads it (no internal error on a Secret) and its
+    diagnostic quotes no clear value."""
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(textwrap.dedent("""\
+        stack: nccl
+        workspace: {subscription_id: 00000000-0000-0000-0000-0000000000c2, resource_group: rg, name: mlw,
+                    location: eastus}
+        clusters:
+          gpu: {size: Standard_ND96asr_v4, max_instances: 2}
+        environments:
+          e: {curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"}
+        distributions:
+          ddp:
+            cluster: gpu
+            environment: e
+            type: pytorch
+            instance_count: 2
+            process_count_per_instance: 8
+            environment_variables: {NCCL_NET: "${NET_FROM_ENV}", TOKEN: "${TOKEN_FROM_ENV}"}
+        """))
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "validate", str(stack), "--json"], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, "NET_FROM_ENV": "Socket", "TOKEN_FROM_ENV": TOKEN})
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stdout + r.stderr
+    rules = [d["rule"] for d in json.loads(r.stdout)["diagnostics"]]
+    assert "distribution.infiniband-disabled" in rules and TOKEN not in r.stdout

@@ -13,6 +13,7 @@ from infra_cli.knowledge.launchers import launchers
 from infra_cli.paths import inside, project_root
 from infra_cli.stack.launch import Launch, count, variables
 from infra_cli.stack.model import Distribution
+from infra_cli.stack.secret import revealed
 from infra_cli.validate.rules.carries import project_text
 from infra_cli.validate.rules.command import diagnostic_at_command, launched_per_node, launches_of, parsed_command, training_launch
 from infra_cli.validate.rules.registry import Context, rule, rule_for_each
@@ -371,7 +372,7 @@ def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribu
 @rule_for_each("distributions")
 def distribution_ib_disabled(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     sku = ctx.sku(dist.cluster)
-    env = dist.environment_variables
+    env = revealed(dist.environment_variables)   # judged, never shown: a value may be a secret (${ENV})
     ib_off = env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"
     if ib_off and sku and sku.infiniband_eligible and dist.instance_count > 1:
         yield ctx.warning(("distributions", name, "environment_variables"), "distribution.infiniband-disabled",
