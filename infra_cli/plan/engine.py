@@ -8,6 +8,7 @@ from typing import Any
 
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.plan.configuration import configuration
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
 from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.diff import diff, drift, force_replace, select_targets
@@ -272,7 +273,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         smoke_jobs=sorted(reasons),   # changed_smokes' and pending ones (empty unless a normal plan)
         diagnostics=[d.to_json() for d in diagnostics],
         live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
-        workspace=workspace_identity(stack.workspace), state=read.serial,
+        workspace=workspace_identity(stack.workspace), state=read.serial, configuration=configuration(stack),
     )
     outputs = output_values(loaded, live, records, resolved, changes=changes, pending=reasons) if normal else {}
     return PlanOutcome(plan, loaded, provider, live, inputs, outputs, replace)

@@ -236,6 +236,7 @@ class Plan:
     workspace: dict[str, str] = field(default_factory=dict)
     state: StateSerial = field(default_factory=StateSerial)
     format_version: str = FORMAT_VERSION
+    configuration: dict = field(default_factory=dict)   # the stack as declared, redacted (plan/configuration.py)
 
     @property
     def changes(self) -> list[ResourceChange]:
@@ -269,4 +270,5 @@ class Plan:
             "workspace": dict(self.workspace),
             "state": self.state.to_json(),
             "costs": costs_json(self.resource_changes),
+            "configuration": self.configuration,
         }
