@@ -15,7 +15,7 @@ from infra_cli.knowledge.reader import at, fault, load, mapping, sequence
 
 FILE = "base_images.yaml"
 HINT = ("fix validators/base_images.yaml: capabilities need `what` and `fix`; bases need name, pattern (a regular "
-        "expression), provides and sources; every capability a row names must be declared under capabilities")
+        "expression), provides and sources (others: absent or unknown); every capability a row names must be declared under capabilities")
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class BaseImage:
     provides: frozenset[str]
     note: str
     sources: tuple[str, ...]
+    others_unknown: bool = False        # `others: unknown`: a system capability not listed is unknown, not absent
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,11 @@ def _table(data: Any) -> BuildKnowledge:
             provides = field(row, "provides")
             with at("pattern"):
                 pattern = re.compile(str(row["pattern"]))
-            bases.append(BaseImage(str(row["name"]), pattern, provides, str(row.get("note") or ""), sources))
+            others = str(row.get("others", "absent"))
+            if others not in ("absent", "unknown"):
+                raise fault(f"others must be `absent` (the default) or `unknown`, not {others!r}", "others")
+            bases.append(BaseImage(str(row["name"]), pattern, provides, str(row.get("note") or ""), sources,
+                                   others == "unknown"))
     commands = {}
     for name, needs in mapping(data["commands"], "commands").items():
         with at("commands", name):

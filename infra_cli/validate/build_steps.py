@@ -203,7 +203,9 @@ class _Judge:
         if family is None:
             why = f"base image {reference} is not in validators/base_images.yaml"
             return _State(set(), {_PYTHON: why, _SYSTEM: why}, reference)
-        return _State(set(family.provides), {}, f"{reference}: {family.name}, {family.sources[0]}")
+        unknown = ({_SYSTEM: f"{family.name} lists only part of what it carries (validators/base_images.yaml)"}
+                   if family.others_unknown else {})
+        return _State(set(family.provides), unknown, f"{reference}: {family.name}, {family.sources[0]}")
 
 
 def build_step_problems(text: str, *, base: BaseImage | None = None,
