@@ -32,7 +32,9 @@ def _per_node_processes(step: Launch, dist: Distribution, gpus: int) -> tuple[in
         return (gpus if value.strip().lower() in ("gpu", "auto") else count(value)), f"{flag} {value}"
     total = step.role("processes_total")
     if total is not None:
-        nodes = count(step.role("nodes")) or dist.instance_count
+        # each copy of the launcher spreads --num_processes over the machines it is told of (accelerate: 1 unless
+        # --num_machines says otherwise), not over the job's nodes
+        nodes = count(step.role("nodes")) or spec.nodes_default or dist.instance_count
         flag = spec.flags["processes_total"][0]
         per = count(total)
         return (per // nodes if per is not None and per % nodes == 0 else None), f"{flag} {total} over {nodes} node(s)"
