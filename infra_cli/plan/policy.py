@@ -240,6 +240,14 @@ def _worker_failed(done: subprocess.CompletedProcess | None, limits: Limits, nam
     return _error("policy.failed", f"evaluating the policies ({names}) failed: {last}", hint=OFF_HINT)
 
 
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the policies' process inherits: where Python and its libraries are, nothing else. Rego's
+    `opa.runtime().env` hands a policy the whole environment, where `INFRA_VAR_*` values, Azure credentials and
+    INFRA_PLAN_KEY live; a policy reads the plan, redacted, and no secret."""
+    keep = ("PATH", "LD_LIBRARY_PATH", "SYSTEMROOT", "TMPDIR", "TEMP", "TMP", "PYTHONPATH", "PYTHONHOME")
+    return {k: v for k, v in environ.items() if k in keep}
+
+
 def _located(diagnostics_for: list[PolicyFile], rule: str) -> tuple[str | None, int | None]:
     for policy in diagnostics_for:
         line = policy.rule_line(rule)
@@ -257,8 +265,8 @@ def evaluate(document: dict, policies: list[PolicyFile], namespaces: list[str], 
     names = ", ".join(p.shown for p in policies)
     worker = Path(__file__).with_name("policy_worker.py")
     try:
-        done = subprocess.run([sys.executable, "-I", str(worker)], input=json.dumps(request).encode("utf-8"),
-                              capture_output=True, timeout=limits.timeout)
+        done = subprocess.run([sys.executable, str(worker)], input=json.dumps(request).encode("utf-8"),
+                              capture_output=True, timeout=limits.timeout, env=worker_environment(os.environ))
     except subprocess.TimeoutExpired:   # subprocess.run killed it
         return [_worker_failed(None, limits, names)]
     try:

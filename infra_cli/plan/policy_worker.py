@@ -1,6 +1,6 @@
 """Evaluates Rego policies for plan/policy.py, in a child process of its own: the parent bounds its time (a timeout,
 then SIGKILL), this process its memory (RLIMIT_AS). It imports nothing of infra_cli, so it runs as a plain script
-(`python -I policy_worker.py`), and only it loads regopy (https://pypi.org/project/regopy/).
+(`python policy_worker.py`), and only it loads regopy (https://pypi.org/project/regopy/).
 
 Request on standard input (JSON): {"modules": [[NAME, SOURCE], ...], "input": JSON_TEXT, "namespaces": [NS, ...],
 "memory_mb": N}. Answer on standard output (JSON), one of:
