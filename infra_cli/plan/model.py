@@ -15,7 +15,7 @@ from typing import Any
 
 from infra_cli.conventions import TAG_STACK
 from infra_cli.plan.cost import costs_json
-from infra_cli.stack.secret import Secret, revealed
+from infra_cli.stack.secret import Secret, revealed, wrap
 from infra_cli.state.serial import StateSerial
 
 FORMAT_VERSION = "1.0"
@@ -144,8 +144,8 @@ def with_secret_paths(attributes: dict | None, sensitive: tuple) -> dict | None:
         key = path[0]
         if key in READABLE_IN_PLAN_FILES:
             continue
-        if len(path) == 1 and isinstance(out.get(key), str):
-            out[key] = Secret(out[key])
+        if len(path) == 1 and isinstance(out.get(key), (str, dict, list)):   # a whole build: each text in it
+            out[key] = wrap(out[key])
         elif len(path) == 2 and isinstance(out.get(key), dict) and isinstance(out[key].get(path[1]), str):
             out[key] = {**out[key], path[1]: Secret(out[key][path[1]])}
     return out

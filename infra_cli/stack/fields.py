@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any, Callable, NamedTuple
 
-from infra_cli.stack.secret import Secret as SensitiveValue
+from infra_cli.stack.secret import Secret as SensitiveValue, revealed as reveal_all, secret_leaves
 
 # Error messages by type, pydantic's own texts (https://docs.pydantic.dev/latest/errors/validation_errors/).
 MESSAGES = {
@@ -449,8 +449,8 @@ class _Anything(Kind):
         self.grammar_checked = grammar_checked
 
     def read(self, value, loc, problems):
-        if self.grammar_checked:
-            return value
+        if self.grammar_checked:   # a template's parameters: judged by their grammar and rendered as their clear
+            return reveal_all(value)   # text (the loader's sensitive paths mask them where they are shown)
         pending = [(value, loc)]
         while pending:
             item, at = pending.pop()
@@ -611,7 +611,8 @@ class Model(metaclass=_ModelType):
     """Frozen instances of declared fields; unknown keys are refused. Build with `Model.model_validate(data)` or
     `Model(**data)` (both validate and raise ValidationError)."""
 
-    __slots__ = ("__dict__", "_given")  # _given stays out of the field values in __dict__
+    # _given and _secret_fields stay out of the field values in __dict__
+    __slots__ = ("__dict__", "_given", "_secret_fields")
     model_fields: dict[str, Field] = {}
 
     def __init_subclass__(cls, **kwargs: Any):
@@ -682,15 +683,23 @@ class Model(metaclass=_ModelType):
         return self._given
 
     def model_dump(self, *, mode: str = "python", exclude_none: bool = False) -> dict[str, Any]:
-        """Plain data; mode "json" writes secrets as `**********`."""
-        return {name: _dumped(value, mode, exclude_none) for name, value in self.__dict__.items()
-                if not (exclude_none and value is None)}
+        """Plain data; mode "json" writes secrets redacted. A field the loader found a sensitive value in but keeps
+        as plain text (mark_sensitive: a command, a reference, a name) is dumped as Secrets (stack/secret.py), so a
+        writer of the dump shows it redacted as it shows every secret; reading the field itself gives the text."""
+        marked = getattr(self, "_secret_fields", frozenset())
+        return {name: _dumped(secret_leaves(value) if name in marked else value, mode, exclude_none)
+                for name, value in self.__dict__.items() if not (exclude_none and value is None)}
+
+    def mark_sensitive(self, name: str) -> None:
+        """Field `name` holds a sensitive value as plain text (the loader's sensitive paths): its dumps redact it."""
+        object.__setattr__(self, "_secret_fields", getattr(self, "_secret_fields", frozenset()) | {name})
 
     def model_copy(self, *, update: dict[str, Any] | None = None) -> "Model":
         """A shallow copy with `update`'s fields replaced, not validated."""
         out = object.__new__(type(self))
         object.__setattr__(out, "__dict__", {**self.__dict__, **(update or {})})
         object.__setattr__(out, "_given", self._given | set(update or ()))
+        object.__setattr__(out, "_secret_fields", getattr(self, "_secret_fields", frozenset()) - set(update or ()))
         return out
 
     @classmethod

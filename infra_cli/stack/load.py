@@ -6,12 +6,13 @@ import copy
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.fields import Model, ValidationError
 from infra_cli.stack.model import Stack, flatten_distribution
 from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text, short_repr
+from infra_cli.stack.secret import contains_secret
 from infra_cli.stack.variables import Inputs, command_line_inputs
 
 
@@ -186,12 +187,39 @@ def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None,
                                           file, 1, 1, "start with `stack: NAME`")])
     data = _read_pasted_blocks(data, source)
     try:
-        return Stack.model_validate(data), source
+        stack = Stack.model_validate(data)
     except ValidationError as exc:
         partial, removed = _partial_stack(data, exc.errors())
         error = SchemaErrors(_model_diagnostics(exc, source), removed=removed)
+        if partial is not None:
+            mark_sensitive_fields(partial, source.interpolated)
         error.partial = partial and (partial, source)   # load_stack makes it a LoadedStack
         raise error from None
+    mark_sensitive_fields(stack, source.interpolated)
+    return stack, source
+
+
+def mark_sensitive_fields(stack: Stack, paths: set) -> None:
+    """Each field that holds a sensitive value as plain text (a command, a curated reference, a workspace name from
+    ${ENV}: fields whose text is parsed or becomes part of a URL) is marked, so that a dump of the stack (any writer
+    of it) redacts it as it redacts a Secret (stack/fields.py Model.model_dump)."""
+    for path in paths:
+        node: Any = stack
+        owner, name = None, None
+        for step in path:
+            if isinstance(node, Model):
+                field = type(node)._by_key.get(step)
+                if field is None:
+                    break
+                owner, name, node = node, field.name, node.__dict__.get(field.name)
+            elif isinstance(node, dict) and step in node:
+                node = node[step]
+            elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
+                node = node[step]
+            else:
+                break
+        if owner is not None and not contains_secret(node):
+            owner.mark_sensitive(name)
 
 
 def load_stack(path: str | Path, environ: Mapping[str, str] | None = None,

@@ -147,6 +147,18 @@ def wrap(value: Any) -> Any:
     return value
 
 
+def secret_leaves(value: Any) -> Any:
+    """`value` with every text and number in it a Secret (a list's and map's too; keys, booleans and null as they
+    are): a field the loader found a sensitive value in, as its dumps give it."""
+    if isinstance(value, dict):
+        return {k: secret_leaves(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [secret_leaves(v) for v in value]
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return Secret(value)
+    return value
+
+
 # Every JSON writer in the process inherits the redaction: json.dumps without a `default` (and any JSONEncoder that
 # does not override `default`) writes a Secret as its redacted form instead of failing or finding its clear value.
 _JSON_DEFAULT = json.JSONEncoder.default
