@@ -274,3 +274,43 @@ def test_a_rule_judges_a_secret_by_its_clear_value_and_never_quotes_it(tmp_path)
     assert r.returncode == 0 and "internal error" not in r.stderr, r.stdout + r.stderr
     rules = [d["rule"] for d in json.loads(r.stdout)["diagnostics"]]
     assert "distribution.infiniband-disabled" in rules and TOKEN not in r.stdout
+
+
+def test_a_field_kept_as_text_is_redacted_in_every_dump_of_the_stack():
+    """A secret where the field keeps plain text (a command, a curated reference's registry, a workspace's resource
+    group): the field reads as its text (it is parsed, or part of a URL), but any dump of the stack, and so any
+    writer of one (the plan JSON's `configuration`), gives the redacted form."""
+    text = STACK.replace("type: pytorch", 'type: pytorch\n    command: "python train.py --key ${var.token}"') \
+        .replace('curated: "azureml:AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu@latest"',
+                 'curated: "azureml://registries/${var.token}/environments/e/labels/latest"') \
+        .replace("resource_group: rg-${var.env}", "resource_group: rg-${RG_FROM_ENV}")
+    stack, _ = load(environ={**ENVIRON, "RG_FROM_ENV": "rgs3cret"}, text=text)
+    assert stack.distributions["ddp"].command == f"python train.py --key {TOKEN}"   # read as text
+    assert stack.workspace.resource_group == "rg-rgs3cret"
+    dumps = [stack.model_dump(mode="json"), stack.model_dump()]
+    for dumped in dumps:
+        written = json.dumps(dumped) + yaml.safe_dump(json.loads(json.dumps(dumped)))
+        assert TOKEN not in written and "rgs3cret" not in written, written
+    assert dumps[0]["distributions"]["ddp"]["command"] == SHOWN
+    assert dumps[0]["environments"]["acpt"]["curated"] == SHOWN
+    assert dumps[0]["distributions"]["ddp"]["type"] == "pytorch"   # what no secret reached is as written
+
+
+def test_a_template_parameter_from_env_is_judged_by_its_clear_text_and_sealed_in_a_plan_file(tmp_path):
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(textwrap.dedent("""\
+        stack: tpl
+        workspace: {subscription_id: 00000000-0000-0000-0000-0000000000c3, resource_group: rg, name: mlw,
+                    location: eastus}
+        environments:
+          img:
+            build:
+              template: openmpi-rdma
+              parameters: {hpcx_url: "https://acct.blob.core.windows.net/c/hpcx.tbz?${SAS_FROM_ENV}"}
+        """))
+    env = {k: v for k, v in os.environ.items() if k != "INFRA_PLAN_KEY"}
+    env.update({"SAS_FROM_ENV": "sig=SasS3cret77", "INFRA_LOCAL_DIR": str(tmp_path / "state")})
+    r = subprocess.run([sys.executable, "-m", "infra_cli", "plan", str(stack), "--local", "--json", "--out",
+                        str(tmp_path / "p.plan")], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr   # the grammar judged the URL itself, not "(sensitive value)"
+    assert "SasS3cret77" not in r.stdout + r.stderr + (tmp_path / "p.plan").read_text()

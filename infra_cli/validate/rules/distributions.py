@@ -10,8 +10,8 @@ import re
 from typing import Iterator
 
 from infra_cli.diagnostics import Diagnostic
-from infra_cli.knowledge.curated import curated_info
-from infra_cli.knowledge.frameworks import FrameworkInfo, types_needing_mpi
+from infra_cli.knowledge.curated import curated_info, image_info
+from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks, types_needing_mpi
 from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.paths import project_root
@@ -177,11 +177,25 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
                      f"as it is, slower ({figures})")
 
 
+# What makes a job a GPU job wherever it is installed: every framework's modules (frameworks.yaml) and their pip names
+_GPU_PACKAGES = frozenset({"torch", "tensorflow", "tensorflow-gpu", "jax", "pytorch-lightning"})
+
+
 def _cpu_environment(ctx: Context, dist: Distribution) -> bool:
-    """The distribution's environment is a curated one built for CPUs (curated_environments.yaml `gpu: false`)."""
+    """The distribution's environment is a curated one built for CPUs (curated_environments.yaml `gpu: false`), or
+    the job runs no GPU framework (type mpi, no `framework:`, none installed) on an image of a CPU family (its
+    `images:` row says `gpu: false`): Dask-MPI data preparation on openmpi4.1.0-ubuntu20.04."""
     env = ctx.stack.environments.get(dist.environment)
-    info = curated_info(env.curated) if env is not None and env.curated else None
-    return info is not None and not info.gpu
+    if env is None:
+        return False
+    if env.curated:
+        info = curated_info(env.curated)
+        return info is not None and info.gpu is False
+    image = image_info(env.image) if env.image else None
+    if image is None or image.gpu is not False or dist.framework or dist.type in ("pytorch", "tensorflow"):
+        return False
+    gpu = _GPU_PACKAGES | {m.split(".")[0] for fw in frameworks().values() for m in fw.imports}
+    return not environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path)).provides & gpu
 
 
 @rule_for_each("distributions")
@@ -196,7 +210,7 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
     if sku.gpus == 0 and dist.type == "mpi" and sku.infiniband_eligible:
         return  # CPU MPI on an HPC size (HB, HC, HX: InfiniBand over SR-IOV, no GPUs) is what they are for
     if sku.gpus == 0 and _cpu_environment(ctx, dist):
-        return  # a CPU environment on a CPU size (azure-ai-ml's dist_job_1/2: sklearn ...-cpu on Standard_DS3_v2)
+        return  # a CPU job on a CPU size (azure-ai-ml's dist_job_1/2: sklearn ...-cpu on Standard_DS3_v2; Dask-MPI)
     if sku.gpus == 0:
         yield ctx.warning(("distributions", name, "cluster"), "distribution.no-gpus",
                      f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
