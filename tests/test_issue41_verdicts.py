@@ -21,3 +21,27 @@ def test_accelerate_started_per_process_counts_each_copy_s_processes(tmp_path):
                                                           f"process_count_per_instance: 8\ncommand: {told}\n"))
     assert "8 x 4 = 32 processes per node" in r.one("distribution.per-node-launcher", "error",
                                                    f"command: {told}").message
+
+
+DASK = "type: mpi\nprocess_count_per_instance: 1\ninstance_count: 4\ncommand: python startDask.py --script prep.py\n"
+CPU_IMAGE = "image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04\nconda_file: conda.yml\n"
+
+
+def test_a_cpu_mpi_job_on_a_cpu_size_is_not_told_it_will_train_on_cpu(tmp_path):
+    """Dask-MPI data preparation on general-purpose CPU nodes, FROM the AzureML CPU base image, installing no GPU
+    framework: a CPU job, as meant (distribution.no-gpus is for a GPU job on a size without GPUs)."""
+    (tmp_path / "conda.yml").write_text("dependencies: [python=3.10, {pip: [dask, dask-mpi, mpi4py, pandas]}]\n")
+    r = check(tmp_path, one_distribution("Standard_DS15_v2", CPU_IMAGE, DASK))
+    assert not r.of("distribution.no-gpus"), r.diagnostics
+
+
+def test_the_same_job_installing_torch_or_on_a_gpu_image_is_still_told(tmp_path):
+    (tmp_path / "conda.yml").write_text("dependencies: [python=3.10, {pip: [torch, dask]}]\n")
+    r = check(tmp_path, one_distribution("Standard_DS15_v2", CPU_IMAGE, DASK))
+    assert "will train on CPU" in r.one("distribution.no-gpus", "warning", "cluster: gpu").message
+    (tmp_path / "conda.yml").write_text("dependencies: [python=3.10, {pip: [dask]}]\n")
+    gpu_image = CPU_IMAGE.replace("openmpi4.1.0-ubuntu20.04", "openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04")
+    r = check(tmp_path, one_distribution("Standard_DS15_v2", gpu_image, DASK))
+    r.one("distribution.no-gpus", "warning", "cluster: gpu")
+    r = check(tmp_path, one_distribution("Standard_DS15_v2", CPU_IMAGE, DASK + "framework: ddp\n"))
+    assert r.of("distribution.no-gpus")

@@ -25,7 +25,7 @@ CURATED_REGISTRY = "azureml"
 class CuratedInfo:
     pattern: str
     provides: dict[str, str | None]
-    gpu: bool
+    gpu: bool | None   # images rows: None where the row does not say (a family of CPU and GPU images)
     source: str
     registry: str | None = None   # the row names environments of this registry only (azureml://registries/R/...)
 
@@ -59,7 +59,8 @@ def _rows(data: dict, section: str, with_registry: bool) -> tuple[CuratedInfo, .
         with at(section, i):
             r = mapping(r, "a row")
             re.compile(r["pattern"])
-            out.append(CuratedInfo(r["pattern"], dict(mapping(r.get("provides") or {}, "provides")), bool(r.get("gpu")),
+            gpu = bool(r.get("gpu")) if with_registry or "gpu" in r else None
+            out.append(CuratedInfo(r["pattern"], dict(mapping(r.get("provides") or {}, "provides")), gpu,
                                    r["source"], r.get("registry") if with_registry else None))
     return tuple(out)
 
