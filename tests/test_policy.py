@@ -207,3 +207,13 @@ def test_a_missing_policy_path_is_an_error(project):
     assert done.returncode == 1 and "error[policy.not-found]: no such policy file or folder: nope/" in done.stderr
     mixed = infra("plan", "infra/stack.yaml", "--local", "--policy", "none", "--policy", "x.rego", cwd=project)
     assert mixed.returncode == 1 and "error[policy.none-with-paths]" in mixed.stderr
+
+
+def test_a_message_formatted_from_a_computed_string_is_read(project):
+    """rego-cpp 1.5 leaves the quotes of a computed string formatted by sprintf unescaped in its JSON answer
+    (policy_worker._loads reads them as part of the string)."""
+    policy = _policy(project / "rules", "fmt.rego", 'package main\n\nimport rego.v1\n\n'
+                     'deny contains sprintf("sizes (%s) and \\"%s\\"", [concat(", ", ["a", "b"]), input.stack]) if { true }\n')
+    done = infra("plan", "infra/stack.yaml", "--local", "--policy", str(policy), cwd=project)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert re.search(r'error\[policy\.main\.deny\]: sizes \("?a, b"?\) and "pol"\n', done.stderr), done.stderr

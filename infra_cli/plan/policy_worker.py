@@ -12,6 +12,7 @@ Request on standard input (JSON): {"modules": [[NAME, SOURCE], ...], "input": JS
 
 import json
 import os
+import re
 import sys
 
 try:
@@ -37,6 +38,36 @@ def _limit_memory(megabytes: int) -> None:
         return
     limit = size_kb * 1024 + megabytes * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+_BLANKS = re.compile(r"\s*")
+
+
+def _loads(text: str):
+    """regopy's JSON, read. rego-cpp 1.5 writes a string's inner quotes unescaped where `sprintf` formatted a computed
+    string (`sprintf("(%s)", [concat(",", xs)])` gives `("a,b")`): such a quote, one not followed by what may follow
+    a JSON string (`,` `:` `]` `}` or the end), is read as part of the string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    out, inside, i = [], False, 0
+    while i < len(text):
+        c = text[i]
+        if inside and c == "\\":
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if c == '"':
+            if not inside:
+                inside = True
+            elif text[_BLANKS.match(text, i + 1).end():][:1] in ("", ",", ":", "]", "}"):
+                inside = False
+            else:
+                c = '\\"'
+        out.append(c)
+        i += 1
+    return json.loads("".join(out))
 
 
 def main() -> int:
@@ -68,7 +99,7 @@ def main() -> int:
         elif text == "undefined":
             results[namespace] = {"value": {}}
         else:
-            expressions = json.loads(text).get("expressions") or [{}]
+            expressions = _loads(text).get("expressions") or [{}]
             results[namespace] = {"value": expressions[0]}
     json.dump({"results": results}, answer)
     answer.flush()
