@@ -69,7 +69,8 @@ class SavedPlan:
     replace: list[str] = field(default_factory=list)   # --replace ADDR it was made with
     # what the file keeps of each secret (stack/secret.py keyed_digest under its key and salt): the stack's values
     # now, sealed by it, compare with the file's
-    seal: Callable[[Any], str] = field(default=lambda clear: "")
+    # (None: the file's secrets are keyed with INFRA_PLAN_KEY, which this reader does not have)
+    seal: Callable[[Any], str] | None = None
 
 
 def plan_key(environ: Mapping[str, str]) -> bytes | None:
@@ -260,8 +261,9 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         salt = data.get("secret_salt", "")
         if not isinstance(salt, str):
             raise TypeError("secret_salt is a string")
+        keyed_elsewhere = key is None and data.get("hmac") is not None   # read unchecked (show): no key to seal with
         return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings, recorded, str(path), replace,
-                         secret_seal(key, salt))
+                         None if keyed_elsewhere else secret_seal(key, salt))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
 
@@ -372,6 +374,11 @@ def current_against_stack(saved: SavedPlan, path: Path) -> Diagnostic | None:
     state too): an error when it does not or names another workspace (apply would refuse the plan), a warning
     when this cannot be told here (the stack file is gone or does not load, e.g. its ${VAR}s are unset), None
     when it does. The state's serial is not read here (offline): apply checks it under the lock."""
+    if saved.seal is None:
+        return Diagnostic("warning", "planfile.unchecked", f"cannot tell whether this plan is still current: its "
+                          f"secrets are kept as digests keyed with {PLAN_KEY_ENV}, which is not set here", str(path),
+                          None, None, f"set {PLAN_KEY_ENV} to check it; apply checks it again, with the stack and the "
+                          "live state")
     try:
         loaded = load_planned_stack(saved)
         changed = stack_changed_since(saved, loaded)
@@ -408,6 +415,8 @@ def load_planned_stack(saved: SavedPlan) -> LoadedStack:
 
 def stack_changed_since(saved: SavedPlan, loaded: LoadedStack) -> bool:
     """Whether the stack now asks for other resources than the saved plan planned."""
+    if saved.seal is None:   # keyed with INFRA_PLAN_KEY, which this reader lacks (current_against_stack says so)
+        return True
     now = sealed(desired_json(desired_resources(loaded), saved.plan.resource_changes), saved.seal)   # as the file
     return canonical_json(now) != canonical_json([r.to_json() for r in saved.plan.desired])
 

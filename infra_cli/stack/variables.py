@@ -422,9 +422,13 @@ class _Resolver:
                     seal(_digest_text(now.value)).encode(), str(entry.get("digest", "")).encode()):
                 self.out.errors.append(Diagnostic(
                     "error", "variable.plan-sensitive", f"variable {name!r} is sensitive: the saved plan keeps only "
-                    "its digest, and " + ("no value is set here" if now is None else "the value set here differs"),
+                    "its digest, and " + ("no value is set here" if now is None else
+                                          "that digest is keyed with INFRA_PLAN_KEY, which is not set here"
+                                          if seal is None else "the value set here differs"),
                     self.inputs.plan_file, None, None,
-                    f"set {ENV_PREFIX}{name} to the value the plan was made with, or make a new plan"))
+                    f"set {ENV_PREFIX}{name} to the value the plan was made with" +
+                    (" and INFRA_PLAN_KEY to the key it was signed with" if seal is None else "") +
+                    ", or make a new plan"))
                 continue
             chosen[name] = now
 

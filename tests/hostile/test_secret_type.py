@@ -233,6 +233,16 @@ def test_a_plan_file_signed_with_infra_plan_key_keeps_an_hmac_under_that_key(tmp
                                                        hashlib.sha256).hexdigest()
     (gpu,) = [r for r in saved["desired"] if r["type"] == "cluster"]
     assert gpu["attributes"]["description"].startswith(f"{SHOWN} hmac-sha256:")
+    # shown without the key: not "stale" (its digests cannot be checked here); applied with it: the digests match
+    environ = {k: v for k, v in os.environ.items() if k != "INFRA_PLAN_KEY"}
+    environ.update({**ENVIRON, "INFRA_LOCAL_DIR": str(tmp_path / "state"), "INFRA_VAR_token": PIN})
+    shown = subprocess.run([sys.executable, "-m", "infra_cli", "show", str(tmp_path / "p.plan")], capture_output=True,
+                           text=True, timeout=120, env=environ)
+    assert shown.returncode == 0 and "warning[planfile.unchecked]" in shown.stderr, shown.stdout + shown.stderr
+    assert "stale" not in shown.stderr.replace("refuses it as stale", "")
+    applied = subprocess.run([sys.executable, "-m", "infra_cli", "apply", str(tmp_path / "p.plan"), "--local"],
+                             capture_output=True, text=True, timeout=300, env={**environ, "INFRA_PLAN_KEY": key})
+    assert applied.returncode == 0 and "Apply complete!" in applied.stdout, applied.stdout + applied.stderr
 
 
 def test_a_hint_naming_a_command_gives_this_run_s_vars_again_but_not_a_sensitive_one(tmp_path):
