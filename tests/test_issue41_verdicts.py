@@ -4,7 +4,7 @@ curated environments and their did-you-mean, and bindings Azure ML does not bind
 
 from __future__ import annotations
 
-from test_validate_rules import A100, CURATED_ENV, check, one_distribution
+from rules_fixtures import A100, CURATED_ENV, check, one_distribution
 
 
 def test_accelerate_started_per_process_counts_each_copy_s_processes(tmp_path):
@@ -45,3 +45,38 @@ def test_the_same_job_installing_torch_or_on_a_gpu_image_is_still_told(tmp_path)
     r.one("distribution.no-gpus", "warning", "cluster: gpu")
     r = check(tmp_path, one_distribution("Standard_DS15_v2", CPU_IMAGE, DASK + "framework: ddp\n"))
     assert r.of("distribution.no-gpus")
+
+
+SKLEARN_024 = "azureml:AzureML-sklearn-0.24-ubuntu18.04-py37-cpu:1"   # azure-ai-ml's dist_job_1/2
+
+
+def test_the_did_you_mean_stays_within_the_framework_and_device():
+    from infra_cli.knowledge.curated import close_names, curated_registries, name_kind
+
+    names = [r.name for r in curated_registries()["azureml"]]
+    assert name_kind("AzureML-sklearn-0.24-ubuntu18.04-py37-cpu") == ("sklearn", "cpu")
+    assert name_kind("acpt-pytorch-2.8-cuda12.6") == ("pytorch", "gpu")
+    offered = close_names("AzureML-sklearn-0.23-ubuntu18.04-py37-cpu", names)
+    assert offered and all(name_kind(n)[0] == "sklearn" and name_kind(n)[1] in ("cpu", None) for n in offered)
+    # the TensorFlow GPU name shares most of its letters ("-ubuntu18.04-py37-"), and is never offered
+    assert not [n for n in close_names("AzureML-sklearn-0.22-ubuntu18.04-py37-cpu", names) if "tensorflow" in n]
+    assert close_names("AzureML-pytorch-1.9-ubuntu18.04-py37-cuda11-gpu", names) == ["AzureML-ACPT-pytorch-1.13-py38-cuda11.7-gpu"]
+
+
+def test_the_legacy_curated_environments_the_sdk_s_tests_use_resolve_on_the_local_registry(tmp_path, clients):
+    from test_registry_environments import STACK
+
+    from infra_cli.azure.provider import AzureProvider
+    from infra_cli.plan.engine import plan_stack
+    from infra_cli.stack.load import load_stack
+
+    path = tmp_path / "stack.yaml"
+    for reference in (SKLEARN_024, "azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu:33"):
+        path.write_text(STACK.replace("CURATED", reference))
+        outcome = plan_stack(load_stack(path), AzureProvider(clients))
+        assert not [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"], reference
+    path.write_text(STACK.replace("CURATED", SKLEARN_024.replace("0.24", "0.23")))
+    outcome = plan_stack(load_stack(path), AzureProvider(clients))
+    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+    assert error["hint"].startswith("did you mean azureml:AzureML-sklearn-0.24-ubuntu18.04-py37-cpu:1"), error["hint"]
+    assert "tensorflow" not in error["hint"], error["hint"]

@@ -176,15 +176,36 @@ def resolve_registry_environment(registry: str, name: str) -> RegistryEnvironmen
     return next((env for form in registry_name_forms(name) if (env := registry_environment(registry, form))), None)
 
 
+# How curated environment names say their framework and device (AzureML-sklearn-0.24-ubuntu18.04-py37-cpu,
+# acpt-pytorch-2.8-cuda12.6, tensorflow-2.16-cuda12): a word of the name, first match wins
+_NAME_FRAMEWORKS = ("pytorch", "tensorflow", "sklearn", "lightgbm", "xgboost", "deepspeed", "horovod", "minimal")
+_NAME_DEVICES = (("gpu", ("gpu", "cuda")), ("cpu", ("cpu",)))
+
+
+def name_kind(name: str) -> tuple[str | None, str | None]:
+    """(framework, device) a curated environment's name says, each None where it says nothing."""
+    words = re.split(r"[-_]", name.lower())
+    framework = next((f for f in _NAME_FRAMEWORKS if f in words), None)
+    device = next((d for d, marks in _NAME_DEVICES if any(w.startswith(marks) for w in words)), None)
+    return framework, device
+
+
+def _same_kind(a: tuple[str | None, str | None], b: tuple[str | None, str | None]) -> bool:
+    return all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
 def close_names(name: str, names: list[str], n: int = 3) -> list[str]:
     """The names of a registry's (or workspace's) list closest to `name`, compared in any case and without the
-    legacy `AzureML-` prefix: the did-you-mean of a reference that names nothing."""
+    legacy `AzureML-` prefix: the did-you-mean of a reference that names nothing. Only names of the same framework
+    and device as `name` says (name_kind): a scikit-learn CPU environment is never offered a TensorFlow GPU one."""
     def bare(text: str) -> str:
         return registry_name_forms(text)[-1].lower()
 
+    kind = name_kind(bare(name))
     by_bare: dict[str, str] = {}
     for listed in names:
-        by_bare.setdefault(bare(listed), listed)
+        if _same_kind(kind, name_kind(bare(listed))):
+            by_bare.setdefault(bare(listed), listed)
     return [by_bare[m] for m in difflib.get_close_matches(bare(name), list(by_bare), n=n, cutoff=0.6)]
 
 

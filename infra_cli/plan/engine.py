@@ -61,7 +61,7 @@ def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[st
 
 # A registry that lists no more environments than this has them all named in the hint of a name that is not
 # there (the local Azure's azureml registry does); a longer list is `az ml environment list --registry-name R`'s.
-NAMES_SAID = 12
+NAMES_SAID = 16
 VERSIONS_SAID = 6
 
 
