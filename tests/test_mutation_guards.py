@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from emulator_fixtures import TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIPTION, TEST_WORKSPACE, WORKSPACE_YAML
-from test_validate_rules import A100, CURATED_ENV, check, one_distribution
+from rules_fixtures import A100, CURATED_ENV, check, one_distribution
 from test_variables import infra
 
 from infra_cli.diagnostics import DiagnosticError

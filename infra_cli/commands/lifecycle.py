@@ -191,6 +191,7 @@ def plan(
         print(render_markdown(p, render_plan(p, colour=False, generated=len(generated)) + plan_outputs(outcome.outputs)))
     else:
         _print_plan_diagnostics(p)
+        _print_rules_disabled(outcome)
         print(render_plan(p, colour=colour_for(sys.stdout), generated=len(generated)))
         print(plan_outputs(outcome.outputs), end="")
         if generated:
@@ -216,7 +217,23 @@ def _plan_document(outcome) -> dict:
     document["diagnostics"] = [for_this_run_diagnostic(Diagnostic(**d)).to_json() for d in document["diagnostics"]]
     if outcome.outputs:
         document["output_changes"] = plan_outputs_json(outcome.outputs)
+    disabled = _rules_disabled(outcome)
+    if disabled:   # only where the stack switches rules off: any other plan's JSON is as it was
+        document["rules_disabled"] = disabled
     return document
+
+
+def _rules_disabled(outcome) -> list[dict[str, str]]:
+    """The rules the stack switched off (`rules:`), each {id, reason}."""
+    from infra_cli.validate.rules.switches import rules_disabled
+
+    return rules_disabled(outcome.loaded.stack)
+
+
+def _print_rules_disabled(outcome) -> None:
+    """Beside the plan: the rules whose warnings this stack does not see, and why (nothing when it switched none)."""
+    for r in _rules_disabled(outcome):
+        print(f"Rule {r['id']} is switched off by this stack: {r['reason']}")
 
 
 def _policy_diagnostics(document: dict, stack: Path, given: List[str], namespaces: List[str]) -> list[Diagnostic]:

@@ -15,7 +15,7 @@ from typer._completion_classes import completion_init  # noqa: F401  (main() sta
 from typer._completion_shared import _get_shell_name, get_completion_script, install
 
 from infra_cli import __version__
-from infra_cli.commands import emulator, image, lifecycle, render, skus, smoke, state, validate
+from infra_cli.commands import emulator, image, lifecycle, render, rules, skus, smoke, state, validate
 from infra_cli.commands.output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Group, interrupted_message, report_error
 
 
@@ -143,5 +143,5 @@ def _global_options(
 
 
 # The order of --help: offline commands first, then the lifecycle, then the sub-applications.
-for group in (validate, skus, render, lifecycle, state, smoke, image, emulator):
+for group in (validate, rules, skus, render, lifecycle, state, smoke, image, emulator):
     group.register(app)

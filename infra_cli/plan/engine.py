@@ -25,6 +25,7 @@ from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
 from infra_cli.validate.rules.resources import IMPORT_UNDECLARED
+from infra_cli.validate.rules.switches import without_switched_off
 
 
 @dataclass
@@ -263,6 +264,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
     diagnostics += unresolved_environments(loaded, curated, resolved, provider)
+    diagnostics = without_switched_off(stack, diagnostics)   # the stack's `rules:` (preflight judges rules again)
     changes = with_sensitive(with_resolved_environments(changes, resolved), loaded.source)
     drifted = with_sensitive(drift(desired, live, stack=stack.stack), loaded.source) if mode == "refresh-only" else []
     inputs = smoke_inputs(loaded, desired, resolved.get) if normal else {}

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from infra_cli.stack.secret import revealed
+from infra_cli.stack.secret import Secret, revealed
 from infra_cli.stack.fields import (ANY, GRAMMAR_CHECKED, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf,
                                     Str)
 from infra_cli.stack.addresses import AddressError, parse_address
@@ -546,6 +546,22 @@ class Import(Model):
     id = Field(Str(), description="its name in the Azure ML workspace (Azure ML cannot rename: the same as NAME)")
 
 
+class RuleSwitch(Model):
+    """One rule of `infra rules` switched for this stack, as tflint's `rule "ID" { enabled = false }`: what it warns
+    of is not reported for this stack (validate/rules/switches.py; an error always is)."""
+
+    enabled = Field(Bool(), True, description="false: the rule's warnings are not reported for this stack")
+    # kept a Secret when sensitive, to be refused: plan prints the reason
+    reason = Field(Str(keeps_secret=True) | None, None,
+                   description="why this stack does not need the rule (required with enabled: false)")
+
+    def _check(self) -> None:
+        if isinstance(self.reason, Secret):
+            raise ValueError("a reason is shown by plan: write it as plain text, not a sensitive variable or ${ENV} value")
+        if not self.enabled and not (self.reason or "").strip():
+            raise ValueError("a rule switched off needs a reason: add reason: \"why this stack does not need it\"")
+
+
 def _empty_list(v: Any) -> Any:
     return [] if v is None else v  # `import:` with nothing under it means none
 
@@ -566,3 +582,6 @@ class Stack(Model):
                     description="output values by name (`infra output STACK`)")
     imports = Field(ListOf(Import), factory=list, before=_empty_list, alias="import",
                     description="existing clusters and environments to adopt: [{to: cluster.NAME, id: NAME}]")
+    rules = Field(DictOf(RuleSwitch), factory=dict, before=_empty_section,
+                  description="rules of `infra rules` switched for this stack: {ID: {enabled: false, reason: WHY}}; "
+                              "a rule's warnings are switched off, never its errors")

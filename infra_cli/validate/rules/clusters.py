@@ -11,7 +11,7 @@ from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.stack.model import Cluster
-from infra_cli.validate.rules.registry import Context, rule_for_each
+from infra_cli.validate.rules.registry import Context, declare, rule_for_each
 from infra_cli.validate.rules.resources import pasted_name
 from infra_cli.validate.rules.size_advice import closest_first, ib_reason, ib_sizes
 
@@ -43,7 +43,35 @@ def _retirement(sku: Sku) -> str:
     return when + (f" ({sku.retirement_source})" if sku.retirement_source else "")
 
 
-@rule_for_each("clusters")
+# The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
+SIZE_UNKNOWN = declare(
+    "cluster.size-unknown", "error",
+    "a cluster's size is not an Azure VM size name (a warning: a GPU or HPC size the catalog lacks)",
+    also="warning")
+SIZE_RETIRED = declare("cluster.size-retired", "error",
+                       "a cluster's size is retired by Azure: no new cluster of it can be created")
+SIZE_RETIRING = declare("cluster.size-retiring", "warning", "a cluster's size has a retirement date announced by Azure")
+INFINIBAND_INELIGIBLE = declare(
+    "cluster.infiniband-ineligible", "error",
+    "a cluster with `infiniband: required` has a size without InfiniBand that NCCL and MPI can use")
+INFINIBAND_UNVERIFIED = declare(
+    "cluster.infiniband-unverified", "warning",
+    "a cluster requires InfiniBand on an RDMA size the catalog does not know (SR-IOV unconfirmed)")
+SSH_SETTINGS = declare("cluster.ssh-settings", "warning",
+                       "a cluster opens the nodes' SSH port without an admin user and key")
+SSH_PASSWORD_INLINE = declare("cluster.ssh-password-inline", "warning",
+                              "a cluster's SSH admin password is written in the stack file instead of ${VAR}")
+LOCATION = declare("cluster.location", "warning", "a cluster is in another region than its workspace")
+PUBLIC_IP_WITHOUT_SUBNET = declare(
+    "cluster.public-ip-without-subnet", "warning",
+    "a cluster turns node public IPs off without a subnet (needs a managed virtual network)")
+SUBNET_WITHOUT_VNET = declare("cluster.subnet-without-vnet", "error",
+                              "a cluster names a subnet without its virtual network")
+NAME_MISMATCH = declare("cluster.name-mismatch", "error",
+                        "a pasted compute YAML's `name:` differs from its key under clusters:")
+
+
+@rule_for_each("clusters", SIZE_UNKNOWN, SIZE_RETIRED, SIZE_RETIRING)
 def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     path = ("clusters", name, "size")
     sku = ctx.catalog.get(cluster.size)
@@ -53,30 +81,30 @@ def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnost
         close = [family[c] for c in difflib.get_close_matches(cluster.size.lower(), list(family), n=1, cutoff=0.75)]
         mean = f"did you mean {close[0]!r}? " if close else ""
         if parsed is None:
-            yield ctx.at(path, "cluster.size-unknown",
+            yield ctx.at(path, SIZE_UNKNOWN.id,
                          f"size {cluster.size!r} is not an Azure VM size name (Standard_<family><vCPUs><features>"
                          "[_<accelerator>][_v<version>])",
                          mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
         elif parsed.gpu_or_hpc:  # the catalog sets out to cover these families: a gap worth saying
             rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
-            yield ctx.warning(path, "cluster.size-unknown",
+            yield ctx.warning(path, SIZE_UNKNOWN.id,
                          f"size {cluster.size!r} is not in the SKU catalog; judged by its name: {parsed.family} family, "
                          f"{rdma}", mean + "add the size to validators/skus.yaml (with its source) so its GPUs and "
                          "InfiniBand can be checked")
     elif sku.retired_as_of(ctx.today):
         # Azure creates no new VM of a retired size; a cluster that exists keeps its nodes until Azure
         # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
-        yield ctx.at(path, "cluster.size-retired",
+        yield ctx.at(path, SIZE_RETIRED.id,
                      f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
                      f"choose a current size{_successors(sku, ctx, cluster)} "
                      "(`infra plan` reports a cluster that already exists as a warning)")
     elif sku.retiring_as_of(ctx.today):
-        yield ctx.warning(path, "cluster.size-retiring",
+        yield ctx.warning(path, SIZE_RETIRING.id,
                      f"Azure retires {sku.name}{_retirement(sku)}; the cluster stops working then",
                      "plan the move to a current size (`infra skus`)")
 
 
-@rule_for_each("clusters")
+@rule_for_each("clusters", INFINIBAND_INELIGIBLE, INFINIBAND_UNVERIFIED)
 def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     if cluster.infiniband != "required":
         return
@@ -84,65 +112,65 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
     sku = ctx.catalog.get(cluster.size)
     parsed = parse_size_name(cluster.size) if sku is None else None
     if sku is not None and not sku.infiniband_eligible:
-        yield ctx.at(path, "cluster.infiniband-ineligible",
+        yield ctx.at(path, INFINIBAND_INELIGIBLE.id,
                      f"cluster {name!r} requires InfiniBand but {ib_reason(sku)}",
                      f"use an SR-IOV InfiniBand size ({ib_sizes(ctx, name)}) or set "
                      "`infiniband: optional`")
     elif parsed is not None and not parsed.rdma:
-        yield ctx.at(path, "cluster.infiniband-ineligible",
+        yield ctx.at(path, INFINIBAND_INELIGIBLE.id,
                      f"cluster {name!r} requires InfiniBand but {cluster.size} has no `r` (RDMA) in its name",
                      f"use an SR-IOV InfiniBand size ({ib_sizes(ctx, name)}) or set "
                      "`infiniband: optional`")
     elif parsed is not None:
-        yield ctx.warning(path, "cluster.infiniband-unverified",
+        yield ctx.warning(path, INFINIBAND_UNVERIFIED.id,
                      f"cluster {name!r} requires InfiniBand; {cluster.size} is an RDMA size by its name, but "
                      "whether NCCL and MPI can use it (SR-IOV) is unconfirmed: NC24r-class sizes cannot",
                      "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
 
 
-@rule_for_each("clusters")
+@rule_for_each("clusters", SSH_SETTINGS)
 def cluster_ssh(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     ssh = cluster.ssh_settings
     if cluster.ssh_public_access_enabled and not (ssh and ssh.admin_username and (ssh.ssh_key_value or ssh.admin_password)):
         # Azure ML accepts it (azure-ai-ml sends it; Azure's recorded GETs show clusters so): the port opens, and
         # with no admin user and credential nobody can log in through it
-        yield ctx.warning(("clusters", name, "ssh_public_access_enabled"), "cluster.ssh-settings",
+        yield ctx.warning(("clusters", name, "ssh_public_access_enabled"), SSH_SETTINGS.id,
                      f"cluster {name!r} opens the nodes' SSH port without an admin user and key: Azure ML creates it, "
                      "and nobody can log in",
                      "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}, or remove "
                      "ssh_public_access_enabled")
 
 
-@rule_for_each("clusters")
+@rule_for_each("clusters", SSH_PASSWORD_INLINE)
 def cluster_ssh_secret_inline(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     if cluster.ssh_settings is None or cluster.ssh_settings.admin_password is None:
         return
     path = ("clusters", name, "ssh_settings", "admin_password")
     if path not in ctx.loaded.source.interpolated:
-        yield ctx.warning(path, "cluster.ssh-password-inline",
+        yield ctx.warning(path, SSH_PASSWORD_INLINE.id,
                      f"cluster {name!r} has its SSH admin password written in the stack file, where anyone who "
                      "reads the file (or its git history) has it",
                      "write admin_password: ${NODE_ADMIN_PASSWORD} and set that variable where infra runs, "
                      "or use ssh_key_value instead")
 
 
-@rule_for_each("clusters")
+@rule_for_each("clusters", LOCATION)
 def cluster_location(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     ws = ctx.stack.workspace.location
     if cluster.location and cluster.location.replace(" ", "").lower() != ws:
-        yield ctx.warning(("clusters", name, "location"), "cluster.location",
+        yield ctx.warning(("clusters", name, "location"), LOCATION.id,
                      f"cluster {name!r} is in {cluster.location} but the workspace is in {ws}",
                      "remove `location` (clusters default to the workspace's region) unless cross-region compute is intended")
 
 
-@rule_for_each("clusters")
+@rule_for_each("clusters", PUBLIC_IP_WITHOUT_SUBNET)
 def cluster_node_public_ip(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     if not cluster.enable_node_public_ip and not (cluster.network_settings and cluster.network_settings.subnet):
         # Azure ML decides by the workspace: with a managed virtual network (isolation mode AllowInternetOutbound
         # or AllowOnlyApprovedOutbound) the nodes live in it and need no subnet (Microsoft's how-to creates such a
         # cluster with `--set enable_node_public_ip=False`); without one it refuses. Offline the workspace is not
         # known: a warning here, and `infra plan` reads the workspace's isolation mode (an error where it has none).
-        yield ctx.warning(("clusters", name, "enable_node_public_ip"), "cluster.public-ip-without-subnet",
+        yield ctx.warning(("clusters", name, "enable_node_public_ip"), PUBLIC_IP_WITHOUT_SUBNET.id,
                      f"cluster {name!r} turns node public IPs off without a subnet: Azure ML creates it only in a "
                      "workspace with a managed virtual network (`infra plan` reads the workspace's)",
                      "in a workspace without a managed network add network_settings: {subnet: ...} (see "
@@ -150,19 +178,19 @@ def cluster_node_public_ip(ctx: Context, name: str, cluster: Cluster) -> Iterato
                      "nothing to do (https://learn.microsoft.com/azure/machine-learning/how-to-managed-network-compute)")
 
 
-@rule_for_each("clusters")
+@rule_for_each("clusters", SUBNET_WITHOUT_VNET)
 def cluster_subnet_needs_vnet(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     net = cluster.network_settings
     if net and net.subnet and not net.vnet_name and not net.subnet.startswith("/"):
         # A subnet name means nothing without its virtual network: the SDK would send
         # .../virtualNetworks/None/subnets/NAME, and Azure answers a full ARM id either way.
-        yield ctx.at(("clusters", name, "network_settings", "subnet"), "cluster.subnet-without-vnet",
+        yield ctx.at(("clusters", name, "network_settings", "subnet"), SUBNET_WITHOUT_VNET.id,
                      f"cluster {name!r} names subnet {net.subnet!r} without its virtual network",
                      "add network_settings.vnet_name, or give the subnet's full ARM id (/subscriptions/.../"
                      "virtualNetworks/VNET/subnets/NAME), see https://learn.microsoft.com/azure/machine-learning/"
                      "reference-yaml-compute-aml")
 
 
-@rule_for_each("clusters")
+@rule_for_each("clusters", NAME_MISMATCH)
 def cluster_compute_name(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
-    yield from pasted_name(ctx, "clusters", name, cluster.name, "compute", "cluster.name-mismatch")
+    yield from pasted_name(ctx, "clusters", name, cluster.name, "compute", NAME_MISMATCH.id)

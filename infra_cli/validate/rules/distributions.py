@@ -20,7 +20,7 @@ from infra_cli.stack.source import short_repr
 from infra_cli.validate.job_inputs import input_problem
 from infra_cli.validate.rules.carries import environment_carries
 from infra_cli.validate.rules.command import diagnostic_at_command, launched_per_node
-from infra_cli.validate.rules.registry import Context, rule_for_each
+from infra_cli.validate.rules.registry import Context, declare, rule_for_each
 from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes
 
 
@@ -29,7 +29,41 @@ from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes
 _JOB_BINDING = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z0-9_.-]*?)\s*\}\}")
 
 
-@rule_for_each("distributions")
+# The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
+JOB_BINDING = declare("distribution.job-binding", "error",
+                      "the command names ${{inputs.X}} or ${{outputs.X}} the distribution does not declare")
+JOB_INPUT = declare("distribution.job-input", "error", "a job input is not written as a command job passes it")
+JOB_KEY = declare("distribution.job-key", "error", "a job service carries a key azure-ai-ml does not read")
+IDENTITY_TYPE = declare("distribution.identity-type", "error", "a job's identity type is not one Azure ML reads")
+DANGLING_REFERENCE = declare("distribution.dangling-reference", "error",
+                             "a distribution names a cluster or environment the stack does not declare")
+INFINIBAND_UNVERIFIED = declare(
+    "distribution.infiniband-unverified", "warning",
+    "a multi-node distribution runs on an RDMA size the catalog does not know (SR-IOV unconfirmed)")
+MULTINODE_WITHOUT_INFINIBAND = declare(
+    "distribution.multinode-without-infiniband", "warning",
+    "a multi-node GPU job runs on a size without usable InfiniBand (an error where it is required or unusable)",
+    also="error")
+NO_GPUS = declare("distribution.no-gpus", "warning", "a distribution trains on a size without GPUs")
+GPUS_EXCEEDED = declare("distribution.gpus-exceeded", "error", "more processes per node than the size has GPUs")
+GPUS_UNDERUSED = declare("distribution.gpus-underused", "warning", "fewer processes per node than the size has GPUs")
+INSTANCE_COUNT = declare("distribution.instance-count", "error",
+                         "instance_count exceeds the cluster's max_instances: the job would queue forever")
+MPI_MISSING = declare("distribution.mpi-missing", "error",
+                      "an MPI-launched distribution's environment is known to carry no MPI")
+MPI_UNVERIFIED = declare("distribution.mpi-unverified", "warning",
+                         "whether an MPI-launched distribution's environment carries an MPI is unknown")
+PACKAGES_MISSING = declare("distribution.packages-missing", "error",
+                           "the environment is known to lack a package the framework imports on every rank")
+PACKAGES_UNVERIFIED = declare("distribution.packages-unverified", "warning",
+                              "whether the environment carries a package the framework imports is unknown")
+FRAMEWORK_TYPE = declare("distribution.framework-type", "error",
+                         "the framework does not run under the distribution type")
+FRAMEWORK_LAUNCHER = declare("distribution.framework-launcher", "error",
+                             "the framework is not launched the way the distribution launches it")
+
+
+@rule_for_each("distributions", JOB_BINDING)
 def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     """Each ${{inputs.NAME}} / ${{outputs.NAME}} in the command names an input or output the distribution
     declares: azure-ai-ml refuses the job otherwise ("Inputs to job does not contain 'NAME'")."""
@@ -41,14 +75,14 @@ def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> It
         close = difflib.get_close_matches(key, list(declared), n=1, cutoff=0.6)
         listed = ", ".join(sorted(declared)) or "none"
         yield diagnostic_at_command(
-            ctx, name, "distribution.job-binding",
+            ctx, name, JOB_BINDING.id,
             f"the command of distribution {name!r} names ${{{{{kind}.{key}}}}}, but its {kind} declare no "
             f"{key!r} (declared: {listed}); Azure ML refuses the job",
             (f"did you mean ${{{{{kind}.{close[0]}}}}}? " if close else "")
             + f"declare it under `{kind}:` in the distribution (as in the job's YAML: {kind}: {{{key}: VALUE}})")
 
 
-@rule_for_each("distributions")
+@rule_for_each("distributions", JOB_INPUT)
 def distribution_job_inputs(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     """Each input is written as a job passes it (validate/job_inputs.py): azure-ai-ml's load_job refuses the job
     file otherwise, so `infra render` could not write one Azure ML takes."""
@@ -56,18 +90,18 @@ def distribution_job_inputs(ctx: Context, name: str, dist: Distribution) -> Iter
         problem = input_problem(key, value)
         if problem is not None:
             where = ("distributions", name, "inputs", key) + ((problem.key,) if problem.key else ())
-            yield ctx.at(where, "distribution.job-input",
+            yield ctx.at(where, JOB_INPUT.id,
                          f"input {key!r} of distribution {name!r} {problem.message}", problem.hint)
 
 
-@rule_for_each("distributions")
+@rule_for_each("distributions", JOB_KEY)
 def distribution_job_services(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     """Each entry of `services:` carries only the keys azure-ai-ml reads (validators/job_schema.yaml
     `services`, from the pinned azure-ai-ml's own schema): it refuses the job file otherwise."""
     known = job_schema().services
     for service, entry in dist.services.items():
         if not isinstance(entry, dict):
-            yield ctx.at(("distributions", name, "services", service), "distribution.job-key",
+            yield ctx.at(("distributions", name, "services", service), JOB_KEY.id,
                          f"service {service!r} of distribution {name!r} must be a mapping ({{type: ..., nodes: ...}})",
                          f"write it as Azure ML's job YAML does: {service}: {{type: vs_code, nodes: all}}")
             continue
@@ -76,7 +110,7 @@ def distribution_job_services(ctx: Context, name: str, dist: Distribution) -> It
                 continue
             close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.4) if key != "job_service_type" \
                 else ["type"]  # the preview schema's name of `type`
-            yield ctx.at(("distributions", name, "services", service, key), "distribution.job-key",
+            yield ctx.at(("distributions", name, "services", service, key), JOB_KEY.id,
                          f"service {service!r} of distribution {name!r} has key {key!r}, which azure-ai-ml "
                          f"{job_schema().azure_ai_ml} does not read (it refuses the job: \"Unknown field\")",
                          (f"did you mean {close[0]!r}? " if close else "")
@@ -88,7 +122,7 @@ def distribution_job_services(ctx: Context, name: str, dist: Distribution) -> It
 JOB_IDENTITY_TYPES = ("user_identity", "managed", "managed_identity", "aml_token")
 
 
-@rule_for_each("distributions")
+@rule_for_each("distributions", IDENTITY_TYPE)
 def distribution_identity(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     if dist.identity is None:
         return
@@ -96,19 +130,19 @@ def distribution_identity(ctx: Context, name: str, dist: Distribution) -> Iterat
     known = {t.replace("_", "") for t in JOB_IDENTITY_TYPES}   # UserIdentity, AMLToken, Managed read too
     if not (isinstance(kind, str) and kind.replace("_", "").lower() in known):
         where = ("distributions", name, "identity") + (("type",) if "type" in dist.identity else ())
-        yield ctx.at(where, "distribution.identity-type",
+        yield ctx.at(where, IDENTITY_TYPE.id,
                      f"distribution {name!r} has identity type {short_repr(kind)}, which Azure ML does not read "
                      "(it refuses the job)", "write identity: {type: user_identity} (or managed, managed_identity, aml_token)")
 
 
-@rule_for_each("distributions")
+@rule_for_each("distributions", DANGLING_REFERENCE)
 def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     for section, ref in (("clusters", dist.cluster), ("environments", dist.environment)):
         known = list(getattr(ctx.stack, section))
         if ref not in known:
             close = difflib.get_close_matches(ref, known, n=1)
             field = section[:-1]
-            yield ctx.at(("distributions", name, field), "distribution.dangling-reference",
+            yield ctx.at(("distributions", name, field), DANGLING_REFERENCE.id,
                          f"distribution {name!r} names {field} {ref!r}, which the stack does not declare",
                          (f"did you mean {close[0]!r}? " if close else "") +
                          (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
@@ -138,7 +172,7 @@ def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, str | Non
             "TCP sockets on Ethernet (its bandwidth not in the catalog)")
 
 
-@rule_for_each("distributions")
+@rule_for_each("distributions", INFINIBAND_UNVERIFIED, MULTINODE_WITHOUT_INFINIBAND)
 def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     cluster = ctx.stack.clusters.get(dist.cluster)
     if cluster is None or dist.instance_count < 2:
@@ -146,7 +180,7 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
     path = ("distributions", name, "instance_count")
     parsed = parse_size_name(cluster.size) if ctx.sku(dist.cluster) is None else None
     if parsed is not None and parsed.rdma:
-        yield ctx.warning(path, "distribution.infiniband-unverified",
+        yield ctx.warning(path, INFINIBAND_UNVERIFIED.id,
                      f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
                      "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
                      "InfiniBand (SR-IOV) is unconfirmed",
@@ -166,13 +200,13 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
                                                    if sku is not None and sku.ethernet_gbps else "")
                + ", the InfiniBand sizes' from their sources")
     if error:
-        yield ctx.at(path, "distribution.multinode-without-infiniband", message,
+        yield ctx.at(path, MULTINODE_WITHOUT_INFINIBAND.id, message,
                      f"use an SR-IOV InfiniBand size ({sizes}) or run on one node"
                      + ("" if error != "required" else
                         f", or set `infiniband: optional` on cluster {dist.cluster!r} to accept TCP sockets")
                      + f" ({figures})")
     else:
-        yield ctx.warning(path, "distribution.multinode-without-infiniband", message,
+        yield ctx.warning(path, MULTINODE_WITHOUT_INFINIBAND.id, message,
                      f"for near-linear scaling use an InfiniBand size ({sizes}), or run on one node; the job runs "
                      f"as it is, slower ({figures})")
 
@@ -198,7 +232,7 @@ def _cpu_environment(ctx: Context, dist: Distribution) -> bool:
     return not environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path)).provides & gpu
 
 
-@rule_for_each("distributions")
+@rule_for_each("distributions", NO_GPUS, GPUS_EXCEEDED, GPUS_UNDERUSED)
 def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     sku = ctx.sku(dist.cluster)
     if sku is None or dist.type == "tensorflow":
@@ -212,30 +246,30 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
     if sku.gpus == 0 and _cpu_environment(ctx, dist):
         return  # a CPU job on a CPU size (azure-ai-ml's dist_job_1/2: sklearn ...-cpu on Standard_DS3_v2; Dask-MPI)
     if sku.gpus == 0:
-        yield ctx.warning(("distributions", name, "cluster"), "distribution.no-gpus",
+        yield ctx.warning(("distributions", name, "cluster"), NO_GPUS.id,
                      f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
                      "use a GPU size for GPU training; for CPU training use type: mpi on an HPC size (HB, HC, HX: InfiniBand)")
     elif per_node > sku.gpus:
-        yield ctx.at(path, "distribution.gpus-exceeded",
+        yield ctx.at(path, GPUS_EXCEEDED.id,
                      f"process_count_per_instance {per_node} exceeds the {sku.gpus} GPU(s) of {sku.name}",
                      f"set process_count_per_instance: {sku.gpus} (one process per GPU)")
     elif per_node < sku.gpus:
-        yield ctx.warning(path, "distribution.gpus-underused",
+        yield ctx.warning(path, GPUS_UNDERUSED.id,
                      f"process_count_per_instance {per_node} uses {per_node} of the {sku.gpus} GPUs of {sku.name}",
                      f"set process_count_per_instance: {sku.gpus} to use every GPU you pay for")
 
 
-@rule_for_each("distributions")
+@rule_for_each("distributions", INSTANCE_COUNT)
 def distribution_instances(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     cluster = ctx.stack.clusters.get(dist.cluster)
     if cluster is not None and dist.instance_count > cluster.max_instances:
-        yield ctx.at(("distributions", name, "instance_count"), "distribution.instance-count",
+        yield ctx.at(("distributions", name, "instance_count"), INSTANCE_COUNT.id,
                      f"instance_count {dist.instance_count} exceeds max_instances {cluster.max_instances} "
                      f"of cluster {dist.cluster!r}: the job would queue forever",
                      f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
 
 
-@rule_for_each("distributions", framework=True)
+@rule_for_each("distributions", MPI_MISSING, MPI_UNVERIFIED, framework=True)
 def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     mpi_types = types_needing_mpi()
     env = ctx.stack.environments.get(dist.environment)
@@ -249,7 +283,7 @@ def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkI
     why = f"distribution {name!r} ({dist.framework + ' under ' if dist.framework else ''}type {dist.type}) " \
           f"is launched by Azure ML with mpirun"
     if carries.complete:
-        yield ctx.at(("distributions", name, "environment"), "distribution.mpi-missing",
+        yield ctx.at(("distributions", name, "environment"), MPI_MISSING.id,
                      f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
                      f"({carries.evidence})",
                      (f"build FROM an AzureML Open MPI base image (mcr.microsoft.com/azureml/openmpi4.1.0-...) in "
@@ -260,13 +294,13 @@ def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkI
                      "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
                      "base image, or build it from infra's template: `build: {template: openmpi-rdma}`")
     else:
-        yield ctx.warning(("distributions", name, "environment"), "distribution.mpi-unverified",
+        yield ctx.warning(("distributions", name, "environment"), MPI_UNVERIFIED.id,
                      f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
                      f"{carries.evidence}",
                      "declare `requires: [openmpi]` on the environment so `infra image check` can prove it")
 
 
-@rule_for_each("distributions", framework=True)
+@rule_for_each("distributions", PACKAGES_MISSING, PACKAGES_UNVERIFIED, framework=True)
 def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
     env = ctx.stack.environments.get(dist.environment)
@@ -285,27 +319,27 @@ def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: Frame
         hint = (f"add {listed} to {' or '.join(carries.package_files)} (the environment installs what it lists); "
                 "`requires:` would only declare it, not install it")
     if carries.complete:
-        yield ctx.at(("distributions", name, "environment"), "distribution.packages-missing",
+        yield ctx.at(("distributions", name, "environment"), PACKAGES_MISSING.id,
                      f"{what}, but environment {dist.environment!r} is not known to carry {listed} "
                      f"({carries.evidence})", hint)
     else:
-        yield ctx.warning(("distributions", name, "environment"), "distribution.packages-unverified",
+        yield ctx.warning(("distributions", name, "environment"), PACKAGES_UNVERIFIED.id,
                      f"{what}; whether environment {dist.environment!r} carries {listed} is unknown "
                      f"({carries.evidence})", hint)
 
 
-@rule_for_each("distributions", framework=True)
+@rule_for_each("distributions", FRAMEWORK_TYPE, FRAMEWORK_LAUNCHER, framework=True)
 def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     if fw is None:
         return
     if dist.type not in fw.types:
-        yield ctx.at(("distributions", name, "type"), "distribution.framework-type",
+        yield ctx.at(("distributions", name, "type"), FRAMEWORK_TYPE.id,
                      f"framework {fw.name} does not run under distribution type {dist.type}",
                      f"use type: {' or '.join(fw.types)} ({fw.source})")
     if dist.launcher not in fw.launchers:
         declared = ("distributions", name, "launcher") in ctx.loaded.source.keys
         yield ctx.at(("distributions", name, "launcher" if declared or not dist.command else "command"),
-                     "distribution.framework-launcher",
+                     FRAMEWORK_LAUNCHER.id,
                      f"framework {fw.name} is not launched {dist.launcher}"
                      + ("" if declared else " (the command's launcher starts processes per node)"),
                      f"use launcher: {' or '.join(fw.launchers)}" if declared else

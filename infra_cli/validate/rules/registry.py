@@ -1,14 +1,17 @@
 """The rule registry: the Context a rule reads (the loaded stack, the size catalog, the day retirements are
-judged on), and `rule` / `rule_for_each`, which append a rule to RULES as it is defined: the order the rule
-modules are imported in (infra_cli/validate/rules/__init__.py), then their order in each, is the order rules run."""
+judged on), `declare` (a rule id with its default severity and one-line summary, as tflint's rules carry theirs),
+and `rule` / `rule_for_each`, which append a check to RULES as it is defined, with the ids it reports: the order
+the rule modules are imported in (infra_cli/validate/rules/__init__.py), then their order in each, is the order
+the checks run. `catalogue()` is every declared rule, in that order (`infra rules`; a page each under
+docs/rules/ID.md)."""
 
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, Union
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.diagnostics import Diagnostic, Severity
 from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.stack.load import LoadedStack
@@ -42,25 +45,86 @@ class Context:
         return frameworks().get(dist.framework) if dist.framework else None
 
 
+@dataclass(frozen=True)
+class RuleInfo:
+    """One rule as users meet it: the id its diagnostics carry, the severity it reports by default (`also`: the
+    other one it reports in the cases its page names), a one-line summary and its page."""
+
+    id: str
+    severity: Severity
+    summary: str
+    also: Severity | None = None
+
+    @property
+    def doc(self) -> str:
+        return f"docs/rules/{self.id}.md"
+
+    @property
+    def switchable(self) -> bool:
+        """A stack may switch off what the rule warns of (`rules: {ID: {enabled: false, reason: ...}}`); an error is
+        what Azure ML refuses or a job that cannot work, and is never switched off."""
+        return "warning" in (self.severity, self.also)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "severity": self.severity, "summary": self.summary, "doc": self.doc,
+                "switchable": self.switchable}
+
+
+DECLARED: dict[str, RuleInfo] = {}
+
+
+def declare(rule_id: str, severity: Severity, summary: str, also: Severity | None = None) -> RuleInfo:
+    """A rule id declared once, where the check that reports it is defined (two checks may report one id: the
+    second names the first's declaration)."""
+    info = RuleInfo(rule_id, severity, summary, also)
+    if DECLARED.setdefault(rule_id, info) != info:
+        raise ValueError(f"rule {rule_id} is declared twice, differently")
+    return info
+
+
+# What a check reports: its rules, or a function giving them (rules read from validators/, e.g. names.yaml's)
+Declares = Union[Iterable[RuleInfo], Callable[[], Iterable[RuleInfo]]]
 Rule = Callable[[Context], Iterator[Diagnostic]]
 
 
 RULES: list[Rule] = []
 
 
-def rule(fn: Rule) -> Rule:
-    RULES.append(fn)
-    return fn
+def declared_by(check: Rule) -> tuple[RuleInfo, ...]:
+    """The rules a check reports, as its decorator declared them."""
+    declares = getattr(check, "declares")
+    return tuple(declares() if callable(declares) else declares)
 
 
-def rule_for_each(section: str, *, framework: bool = False) -> Callable[[Callable[..., Iterator[Diagnostic]]], Rule]:
-    """A rule judged once per entry of a stack section (clusters, environments, distributions):
-    fn(ctx, name, entry) yields the entry's diagnostics; with framework=True (distributions),
+def rule(*declares: RuleInfo, read: Callable[[], Iterable[RuleInfo]] | None = None) -> Callable[[Rule], Rule]:
+    """Register a check over the whole stack, reporting the rules `declares` (or those `read` gives)."""
+    def register(fn: Rule) -> Rule:
+        fn.declares = read if read is not None else declares  # type: ignore[attr-defined]
+        RULES.append(fn)
+        return fn
+    return register
+
+
+def rule_for_each(section: str, *declares: RuleInfo,
+                  framework: bool = False) -> Callable[[Callable[..., Iterator[Diagnostic]]], Rule]:
+    """A check judged once per entry of a stack section (clusters, environments, distributions), reporting the
+    rules `declares`: fn(ctx, name, entry) yields the entry's diagnostics; with framework=True (distributions),
     fn(ctx, name, dist, fw) also gets the framework's facts from frameworks.yaml (None without one)."""
     def register(fn: Callable[..., Iterator[Diagnostic]]) -> Rule:
         def each_entry(ctx: Context) -> Iterator[Diagnostic]:
             for name, entry in getattr(ctx.stack, section).items():
                 yield from (fn(ctx, name, entry, ctx.framework(entry)) if framework else fn(ctx, name, entry))
-        each_entry.__name__, each_entry.__doc__ = fn.__name__, fn.__doc__
-        return rule(each_entry)
+        each_entry.__name__, each_entry.__doc__, each_entry.__module__ = fn.__name__, fn.__doc__, fn.__module__
+        return rule(*declares)(each_entry)
     return register
+
+
+def catalogue() -> list[RuleInfo]:
+    """Every rule, once, in the order the checks run (then the stack's own `rules:` switches' rules)."""
+    seen: dict[str, RuleInfo] = {}
+    for check in RULES:
+        for info in declared_by(check):
+            seen.setdefault(info.id, info)
+    for info in DECLARED.values():
+        seen.setdefault(info.id, info)
+    return list(seen.values())
