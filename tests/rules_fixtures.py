@@ -4,6 +4,7 @@ judges, that each check reports only the rule ids it declares (registry.py `decl
 
 from __future__ import annotations
 
+import datetime
 import textwrap
 from pathlib import Path
 
@@ -62,10 +63,10 @@ class Checked:
 PASSED_ON = frozenset({"knowledge.invalid", "build.template", "build.parameters"})
 
 
-def undeclared(loaded: LoadedStack) -> list[tuple[str, Diagnostic]]:
+def undeclared(loaded: LoadedStack, today: datetime.date | None = None) -> list[tuple[str, Diagnostic]]:
     """(check, diagnostic) for each diagnostic a check reports under an id it does not declare, or with a severity
     its rule does not have: every id a rule emits is one `infra rules` lists, with its page."""
-    ctx = Context(loaded, load_catalog())
+    ctx = Context(loaded, load_catalog(), today or datetime.date.today())
     out = []
     for fn in RULES:
         declared = {info.id: info for info in declared_by(fn)}

@@ -8,7 +8,7 @@ import pytest
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.stack.load import load_stack
 
-from rules_fixtures import A100, CURATED_ENV, HEADER, _sizes_named, check, Checked, errors, one_distribution
+from rules_fixtures import A100, CURATED_ENV, HEADER, Checked, _sizes_named, check, errors, one_distribution, undeclared
 
 
 def test_unknown_size_is_a_warning_with_a_suggestion(tmp_path):
@@ -130,9 +130,11 @@ def test_retiring_size_warns(tmp_path):
     path = tmp_path / "stack.yaml"
     path.write_text(text, encoding="utf-8")
     before = run_rules(load_stack(path), load_catalog(), today=datetime.date(2026, 1, 1))
+    assert undeclared(load_stack(path), datetime.date(2026, 1, 1)) == []
     r = Checked(text, before, str(path))
     assert "2026-09-30" in r.one("cluster.size-retiring", "warning", "Standard_NV12s_v3").message
     after = run_rules(load_stack(path), load_catalog(), today=datetime.date(2026, 10, 1))
+    assert undeclared(load_stack(path), datetime.date(2026, 10, 1)) == []
     assert [d.severity for d in after if d.rule == "cluster.size-retired"] == ["error"]
 
 
