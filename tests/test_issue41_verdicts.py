@@ -80,3 +80,23 @@ def test_the_legacy_curated_environments_the_sdk_s_tests_use_resolve_on_the_loca
     (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
     assert error["hint"].startswith("did you mean azureml:AzureML-sklearn-0.24-ubuntu18.04-py37-cpu:1"), error["hint"]
     assert "tensorflow" not in error["hint"], error["hint"]
+
+
+def test_a_size_refused_low_priority_needs_its_source(tmp_path, monkeypatch):
+    import shutil
+
+    from infra_cli.diagnostics import DiagnosticError
+    from infra_cli.knowledge.skus import load_catalog
+    from infra_cli.paths import validators_dir
+
+    copy = tmp_path / "validators"
+    shutil.copytree(validators_dir(), copy)
+    text = (copy / "skus.yaml").read_text(encoding="utf-8")
+    (copy / "skus.yaml").write_text(text.replace("    low_priority_source: >-\n", "    low_priority_note: >-\n", 1))
+    monkeypatch.setenv("INFRA_VALIDATORS_DIR", str(copy))
+    try:
+        load_catalog()
+        raised = None
+    except DiagnosticError as exc:
+        raised = exc
+    assert raised is not None and "low_priority_source" in str(raised.diagnostics[0].message)

@@ -203,3 +203,14 @@ def test_replacement_hints_are_ordered_by_fit(tmp_path):
                                          "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 4\n"))
     ib = _sizes_named(r.one("distribution.multinode-without-infiniband", "warning", "instance_count: 2").hint)
     assert ib[:2] == ["Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4"]
+
+
+def test_low_priority_on_a_size_azure_runs_only_dedicated_is_an_error(tmp_path):
+    """Azure ML answers UnsupportedVMSizeForLowPriority for a low-priority ND96isr_H100_v5 cluster (skus.yaml
+    low_priority: false, with its source); the same size dedicated, and an A100 size at low priority, are fine."""
+    h100 = "clusters:\n  gpu:\n    size: Standard_ND96isr_H100_v5\n    max_instances: 2\n    tier: low_priority\n"
+    d = check(tmp_path, h100).one("cluster.low-priority-unsupported", "error", "tier: low_priority")
+    assert "UnsupportedVMSizeForLowPriority" in d.message and "tier: dedicated" in d.hint
+    assert not check(tmp_path, h100.replace("low_priority", "dedicated")).of("cluster.low-priority-unsupported")
+    a100 = h100.replace("Standard_ND96isr_H100_v5", "Standard_ND96amsr_A100_v4")
+    assert not check(tmp_path, a100).of("cluster.low-priority-unsupported")

@@ -62,6 +62,9 @@ class Sku:
     retirement_source: str | None = None
     unconfirmed: tuple[str, ...] = ()
     note: str | None = None
+    # False: Azure ML refuses `tier: low_priority` on the size (UnsupportedVMSizeForLowPriority), per the source
+    low_priority: bool = True
+    low_priority_source: str | None = None
 
     def retired_as_of(self, today: datetime.date) -> bool:
         return self.retirement_date is not None and self.retirement_date <= today
@@ -238,7 +241,19 @@ def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
         retirement_source=row.get("retirement_source"),
         unconfirmed=tuple(row.get("unconfirmed") or ()),
         note=row.get("note"),
+        low_priority=_low_priority(row),
+        low_priority_source=row.get("low_priority_source"),
     )
+
+
+def _low_priority(row: dict) -> bool:
+    value = row.get("low_priority", True)
+    if not isinstance(value, bool):
+        raise fault(f"low_priority must be true or false, not {value!r}", "low_priority")
+    if value is False and not row.get("low_priority_source"):
+        raise fault("low_priority: false needs low_priority_source (where Azure's refusal is recorded)",
+                    "low_priority_source")
+    return value
 
 
 GENERAL_PURPOSE_KEYS = {"vcpus", "memory_gib", "family", "source", "unconfirmed", "note"}

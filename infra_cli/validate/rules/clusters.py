@@ -69,6 +69,8 @@ SUBNET_WITHOUT_VNET = declare("cluster.subnet-without-vnet", "error",
                               "a cluster names a subnet without its virtual network")
 NAME_MISMATCH = declare("cluster.name-mismatch", "error",
                         "a pasted compute YAML's `name:` differs from its key under clusters:")
+LOW_PRIORITY_UNSUPPORTED = declare("cluster.low-priority-unsupported", "error",
+                                   "a cluster asks for `tier: low_priority` on a size Azure ML runs only as dedicated")
 
 
 @rule_for_each("clusters", SIZE_UNKNOWN, SIZE_RETIRED, SIZE_RETIRING)
@@ -194,3 +196,17 @@ def cluster_subnet_needs_vnet(ctx: Context, name: str, cluster: Cluster) -> Iter
 @rule_for_each("clusters", NAME_MISMATCH)
 def cluster_compute_name(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     yield from pasted_name(ctx, "clusters", name, cluster.name, "compute", NAME_MISMATCH.id)
+
+
+@rule_for_each("clusters", LOW_PRIORITY_UNSUPPORTED)
+def cluster_low_priority(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
+    """Azure ML answers UnsupportedVMSizeForLowPriority for a low-priority cluster of a size skus.yaml marks
+    `low_priority: false`: the cluster is created, with the error in its errors, and no job of it ever runs."""
+    sku = ctx.catalog.get(cluster.size)
+    if cluster.tier != "low_priority" or sku is None or sku.low_priority:
+        return
+    yield ctx.at(("clusters", name, "tier"), LOW_PRIORITY_UNSUPPORTED.id,
+                 f"cluster {name!r}: Azure ML refuses tier low_priority on {sku.name} (UnsupportedVMSizeForLowPriority: "
+                 "the cluster is created with the error and none of its jobs runs)",
+                 f"set `tier: dedicated` (Azure ML runs {sku.name} only as dedicated), or pick a size it runs at low "
+                 f"priority; source: {sku.low_priority_source}")
