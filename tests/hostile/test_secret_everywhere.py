@@ -1,8 +1,8 @@
 """Issue 40's test of done for secrets: one stack with sensitive values in every place the stack language takes
 them (a cluster's and an environment's description and tags, a sensitive map given whole as a job's
 environment_variables, a job's command and an input's SAS URL, an output, a registry, `${ENV}` values, a
-variable's default built from `${ENV}`), run through validate, plan (text, --json, --out), show, apply --local (and
-the smoke job it runs), smoke --report, output, state list and a stale plan's hint; every artifact and every output is searched for the clear values and
+variable's default built from `${ENV}`), run through validate, plan (text, --json, --markdown, --out), show, graph,
+render, apply --local (and the smoke job it runs), smoke --report, output, state list and a stale plan's hint; every artifact and every output is searched for the clear values and
 for their unsalted SHA-256. Azure itself (the local cloud's database) must hold them: the request body is the one
 place a secret goes in clear."""
 
@@ -125,6 +125,11 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
     run("plan --out", "plan", str(stack), "--local", "--out", str(plan_file), *given)
     run("show PLANFILE", "show", str(plan_file))   # a saved plan takes no --var: the secret from INFRA_VAR_token
     run("show PLANFILE --json", "show", str(plan_file), "--json")
+    run("show PLANFILE --markdown", "show", str(plan_file), "--markdown")
+    run("plan --markdown", "plan", str(stack), "--local", "--markdown", *given)
+    run("graph", "graph", str(stack), *given)
+    run("render (refuses the job files that would hold secrets)", "render", str(stack), "--out",
+        str(tmp_path / "rendered"), *given, ok=(1,))
     apply = run("apply PLANFILE", "apply", str(plan_file), "--local")
     run("smoke --json", "smoke", str(stack), "--local", "--json", "--report", str(tmp_path / "report"), *given)
     run("output", "output", str(stack), "--local", *given)
@@ -170,7 +175,7 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
 
     artifacts = {label: r.stdout + r.stderr for label, r in runs.items()}
     artifacts["plan file"] = plan_file.read_text()
-    for path in (tmp_path / "report").rglob("*"):
+    for path in [*(tmp_path / "report").rglob("*"), *(tmp_path / "rendered").rglob("*")]:
         if path.is_file():
             artifacts[str(path)] = path.read_bytes().decode("utf-8", "replace")
     for path in state.rglob("*"):   # what infra keeps beside the local cloud (not the cloud's own database)
