@@ -107,6 +107,7 @@ def put_compute(service: EmulatedService, req: Request, scope: Scope, name: str)
         _check_quota(service, scope, name, inner, location)
         _check_node_network(workspace, inner)
         body = _new_body(scope, name, request, inner, location)
+        _refuse_low_priority(service, inner, body)
         op = service.start_operation(TYPE, scope, name, "create",
                                      on_success=_state(body, "Succeeded"), on_failure=_failed(body))
         service.store.put(TYPE, scope.key, name, _state(body, "Creating"))
@@ -241,6 +242,19 @@ def _check_size(service: EmulatedService, size: str, location: str) -> None:
         raise ArmError(400, "SkuNotAvailable", f"The requested VM size {offer.sku.name} is currently not available "
                        f"in location '{location}' for this subscription ({offer.restriction}). Choose another "
                        "size or region, or request access.", target="vmSize")
+
+
+def _refuse_low_priority(service: EmulatedService, inner: dict, body: dict) -> None:
+    """A low-priority cluster of a size Azure ML runs only as dedicated (validators/skus.yaml `low_priority: false`)
+    is created as Azure creates it, provisioning Succeeded, with UnsupportedVMSizeForLowPriority in its errors (as
+    recorded in the size's low_priority_source): the request itself is not refused, and the error stays."""
+    sku = service.world.catalog.get(inner["vmSize"])
+    if sku is None or sku.low_priority or str(inner.get("vmPriority") or "").lower() != "lowpriority":
+        return
+    body["properties"]["properties"]["errors"] = [{"error": {
+        "code": "UnsupportedVMSizeForLowPriority",
+        "message": f"The VM size {sku.name.upper()} is not allowed for LowPriority. Please convert to Dedicated or "
+                   "use a different VM size."}}]
 
 
 def _check_quota(service: EmulatedService, scope: Scope, name: str, inner: dict, location: str) -> None:
