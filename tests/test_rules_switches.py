@@ -74,14 +74,17 @@ def test_a_rule_switched_off_without_a_reason_is_refused(tmp_path, switch):
     (d,) = [d for d in found if d.severity == "error"]
     assert d.rule == "stack.invalid" and "needs a reason" in d.message and "reason:" in d.message
     assert d.line == HEADER_LINES.count("\n") + UNDERUSED.count("\n") + 2
+    assert [d.rule for d in found if d.severity == "warning"] == ["distribution.gpus-underused"]
     assert [d.rule for d in _validated(tmp_path, UNDERUSED + OFF)] == []
 
 
 def test_a_sensitive_reason_is_refused_so_plan_never_prints_it(tmp_path):
     body = "variables:\n  token: {sensitive: true, default: hunter2}\n" + UNDERUSED
     found = _validated(tmp_path, body + "rules:\n  distribution.gpus-underused: {enabled: false, reason: '${var.token}'}\n")
-    assert [d.rule for d in found if d.severity == "error"] == ["stack.invalid"]
-    assert "plain text" in found[0].message and "hunter2" not in repr(found)
+    (refused,) = [d for d in found if d.severity == "error"]
+    assert refused.rule == "stack.invalid" and "plain text" in refused.message and "hunter2" not in repr(found)
+    assert [d.rule for d in found if d.severity == "warning"] == ["distribution.gpus-underused"], \
+        "a refused switch switches nothing off"
 
 
 def test_the_schema_has_the_switch():

@@ -46,6 +46,8 @@ def _without_refused(data: dict, errors: list, removed: dict[str, set[str]]) -> 
         elif len(loc) >= 2 and loc[0] in _ENTRY_SECTIONS and isinstance(data.get(loc[0]), dict):
             data[loc[0]].pop(loc[1], None)
             removed.setdefault(loc[0], set()).add(str(loc[1]))
+        elif loc and loc[0] == "rules":   # a refused switch: the rest is judged with no rule switched off
+            data.pop("rules", None)
         else:
             return None
     return data

@@ -13,10 +13,11 @@ from typing import Any
 
 import yaml
 
-from infra_cli.stack.secret import Secret, revealed
+from infra_cli.stack.secret import revealed
 from infra_cli.stack.fields import (ANY, GRAMMAR_CHECKED, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf,
                                     Str)
 from infra_cli.stack.addresses import AddressError, parse_address
+from infra_cli.stack.rule_switch import RuleSwitch
 from infra_cli.stack.launch import launcher_for as derived_launcher
 
 _AZURE_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -544,22 +545,6 @@ class Import(Model):
     # held to the address grammar's rule for NAME by validate's import_blocks (it depends on `to`'s kind), which
     # says what a name is where an empty one is refused too
     id = Field(Str(), description="its name in the Azure ML workspace (Azure ML cannot rename: the same as NAME)")
-
-
-class RuleSwitch(Model):
-    """One rule of `infra rules` switched for this stack, as tflint's `rule "ID" { enabled = false }`: what it warns
-    of is not reported for this stack (validate/rules/switches.py; an error always is)."""
-
-    enabled = Field(Bool(), True, description="false: the rule's warnings are not reported for this stack")
-    # kept a Secret when sensitive, to be refused: plan prints the reason
-    reason = Field(Str(keeps_secret=True) | None, None,
-                   description="why this stack does not need the rule (required with enabled: false)")
-
-    def _check(self) -> None:
-        if isinstance(self.reason, Secret):
-            raise ValueError("a reason is shown by plan: write it as plain text, not a sensitive variable or ${ENV} value")
-        if not self.enabled and not (self.reason or "").strip():
-            raise ValueError("a rule switched off needs a reason: add reason: \"why this stack does not need it\"")
 
 
 def _empty_list(v: Any) -> Any:

@@ -14,6 +14,7 @@ import difflib
 from typing import Any, Iterator
 
 from infra_cli.diagnostics import Diagnostic
+from infra_cli.stack.source import short_repr
 from infra_cli.validate.rules.registry import Context, catalogue, declare
 
 RULES_UNKNOWN = declare("rules.unknown", "error", "a stack's `rules:` names a rule `infra rules` does not list")
@@ -30,7 +31,7 @@ def switch_problems(ctx: Context) -> Iterator[Diagnostic]:
         info = known.get(rule_id)
         if info is None:
             close = difflib.get_close_matches(rule_id, list(known), n=1, cutoff=0.6)
-            yield ctx.at(("rules", rule_id), RULES_UNKNOWN.id, f"rules: {rule_id!r} is not a rule infra has",
+            yield ctx.at(("rules", rule_id), RULES_UNKNOWN.id, f"rules: {short_repr(rule_id)} is not a rule infra has",
                          (f"did you mean {close[0]!r}? " if close else "") + "`infra rules` lists every rule",
                          key=True)
         elif not switch.enabled and not info.switchable:
