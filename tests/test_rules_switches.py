@@ -39,7 +39,7 @@ def test_only_the_rule_switched_off_is_silenced(tmp_path):
 
 def test_a_rule_that_also_reports_errors_keeps_them(tmp_path):
     off = "rules:\n  cluster.size-unknown: {enabled: false, reason: a size newer than the catalog}\n"
-    catalog_gap = f"clusters:\n  gpu:\n    size: Standard_ND96isr_X999_v9\n"
+    catalog_gap = "clusters:\n  gpu:\n    size: Standard_ND96isr_X999_v9\n"
     assert check(tmp_path, catalog_gap).of("cluster.size-unknown")[0].severity == "warning"
     assert check(tmp_path, catalog_gap + off).diagnostics == []
     r = check(tmp_path, "clusters:\n  gpu:\n    size: NotASize\n" + off)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Union
+from typing import Callable, Iterable, Iterator
 
 from infra_cli.diagnostics import Diagnostic, Severity
 from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks
@@ -83,7 +83,7 @@ def declare(rule_id: str, severity: Severity, summary: str, also: Severity | Non
 
 
 # What a check reports: its rules, or a function giving them (rules read from validators/, e.g. names.yaml's)
-Declares = Union[Iterable[RuleInfo], Callable[[], Iterable[RuleInfo]]]
+Declares = Iterable[RuleInfo] | Callable[[], Iterable[RuleInfo]]
 Rule = Callable[[Context], Iterator[Diagnostic]]
 
 
@@ -92,7 +92,7 @@ RULES: list[Rule] = []
 
 def declared_by(check: Rule) -> tuple[RuleInfo, ...]:
     """The rules a check reports, as its decorator declared them."""
-    declares = getattr(check, "declares")
+    declares: Declares = check.declares  # type: ignore[attr-defined]
     return tuple(declares() if callable(declares) else declares)
 
 
