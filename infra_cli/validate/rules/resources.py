@@ -13,8 +13,9 @@ from infra_cli.validate.rules.registry import Context, RuleInfo, declare, rule
 
 
 def _name_rules() -> list[RuleInfo]:
-    """The names' rules, one a row of validators/names.yaml (users add rows without code)."""
-    return [declare(r.rule_id, "error", f"a name Azure refuses: {r.what}") for r in name_rules()]
+    """The names' rules, one a row of validators/names.yaml (users add rows without code; read as the file is now,
+    so they are not declared once for the process)."""
+    return [RuleInfo(r.rule_id, "error", f"a name Azure refuses: {r.what}") for r in name_rules()]
 
 
 # The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
