@@ -57,7 +57,7 @@ RULE_ORDER = [
     "cluster_node_public_ip", "cluster_subnet_needs_vnet", "cluster_compute_name", "cluster_low_priority",
     "environment_name", "environment_requires", "environment_files", "code_paths", "environment_template_parameters",
     "environment_build_steps", "environment_image_reference",
-    "distribution_job_bindings", "distribution_job_inputs", "distribution_job_services", "distribution_identity",
+    "distribution_job_bindings", "distribution_bindings_unbound", "distribution_job_inputs", "distribution_job_services", "distribution_identity",
     "distribution_references", "distribution_infiniband", "distribution_gpus", "distribution_instances",
     "distribution_mpi", "distribution_packages", "distribution_framework",
     "distribution_command_syntax", "distribution_head_node_launcher", "distribution_launcher",

@@ -363,3 +363,42 @@ def test_infiniband_hints_name_sizes_with_the_gpus_the_processes_need(tmp_path, 
     for size in _sizes_named(d.hint):
         after = check(tmp_path, body.replace("Standard_NC96ads_A100_v4", size))
         assert errors(after) == [], (size, after.diagnostics)
+
+
+# ---- what Azure ML does not bind (issue 41) ------------------------------------------------------------------
+
+BOUND = ("type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n"
+         "inputs: {data: {type: uri_folder, path: 'azureml://datastores/d/paths/p'}}\n"
+         "outputs: {model: {type: uri_folder}}\n")
+
+
+def test_a_binding_with_one_pair_of_braces_is_passed_literally(tmp_path):
+    """A Python f-string turns ${{inputs.data}} into ${inputs.data}; in a stack it is written $${inputs.data} (the
+    escape for a literal ${). Azure ML passes it as written and bash stops ("bad substitution")."""
+    command = "python train.py --data $${inputs.data} --model ${{outputs.model}}"
+    body = one_distribution(A100, CURATED_ENV, BOUND + f"command: {command}\n")
+    d = check(tmp_path, body).one("distribution.binding-single-braces", "error", "command: python")
+    assert "${inputs.data}" in d.message and "bad substitution" in d.message and "${{inputs.data}}" in d.hint
+    fixed = body.replace("$${inputs.data}", "${{inputs.data}}")
+    assert check(tmp_path, fixed).diagnostics == []
+    # a shell variable of the command's own (${HOME}, ${NODE_RANK}) is no binding
+    assert not check(tmp_path, fixed.replace("python train.py", "cd $${HOME} && python train.py")).of(
+        "distribution.binding-single-braces")
+
+
+def test_a_binding_in_an_environment_variable_is_not_bound(tmp_path):
+    body = one_distribution(A100, CURATED_ENV, BOUND + "environment_variables:\n  DATA: ${{inputs.data}}\n"
+                            "command: python train.py --model ${{outputs.model}}\n")
+    d = check(tmp_path, body).one("distribution.binding-in-variables", "error", "DATA: ")
+    assert "command only" in d.message and "DATA=${{inputs.data}}" in d.hint
+    moved = body.replace("    environment_variables:\n      DATA: ${{inputs.data}}\n", "").replace(
+        "command: python", "command: DATA=${{inputs.data}} python")
+    assert check(tmp_path, moved).diagnostics == []
+
+
+def test_a_declared_input_or_output_the_command_never_names(tmp_path):
+    body = one_distribution(A100, CURATED_ENV, BOUND + "command: python train.py --data ${{inputs.data}}\n")
+    d = check(tmp_path, body).one("distribution.binding-unused", "warning", "model: ")
+    assert "${{outputs.model}}" in d.message and "remove it from `outputs:`" in d.hint
+    named = body.replace("--data ${{inputs.data}}", "--data ${{inputs.data}} --model ${{outputs.model}}")
+    assert check(tmp_path, named).diagnostics == []

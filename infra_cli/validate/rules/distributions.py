@@ -16,6 +16,7 @@ from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.paths import project_root
 from infra_cli.stack.model import Cluster, Distribution
+from infra_cli.stack.secret import Secret
 from infra_cli.stack.source import short_repr
 from infra_cli.validate.job_inputs import input_problem
 from infra_cli.validate.rules.carries import environment_carries
@@ -32,6 +33,14 @@ _JOB_BINDING = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z0-9_.-]*?)\s*\}\}
 # The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
 JOB_BINDING = declare("distribution.job-binding", "error",
                       "the command names ${{inputs.X}} or ${{outputs.X}} the distribution does not declare")
+BINDING_SINGLE_BRACES = declare(
+    "distribution.binding-single-braces", "error",
+    "the command writes ${inputs.X} (one pair of braces): Azure ML passes it literally and bash stops on it")
+BINDING_IN_VARIABLES = declare(
+    "distribution.binding-in-variables", "error",
+    "an environment variable's value is ${{inputs.X}}: Azure ML binds only the command, the variable keeps the text")
+BINDING_UNUSED = declare("distribution.binding-unused", "warning",
+                         "a declared input or output the command never names")
 JOB_INPUT = declare("distribution.job-input", "error", "a job input is not written as a command job passes it")
 JOB_KEY = declare("distribution.job-key", "error", "a job service carries a key azure-ai-ml does not read")
 IDENTITY_TYPE = declare("distribution.identity-type", "error", "a job's identity type is not one Azure ML reads")
@@ -80,6 +89,50 @@ def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> It
             f"{key!r} (declared: {listed}); Azure ML refuses the job",
             (f"did you mean ${{{{{kind}.{close[0]}}}}}? " if close else "")
             + f"declare it under `{kind}:` in the distribution (as in the job's YAML: {kind}: {{{key}: VALUE}})")
+
+
+# ${inputs.NAME} / ${outputs.NAME} with one pair of braces (not preceded by a second `{`): what a Python f-string
+# leaves of ${{inputs.NAME}}, or a stack's `$${inputs.NAME}`. Azure ML binds only the two-brace form.
+_SINGLE_BRACE = re.compile(r"(?<!\{)\$\{(?!\{)\s*(inputs|outputs)\.([A-Za-z0-9_.-]+?)\s*\}(?!\})")
+
+
+@rule_for_each("distributions", BINDING_SINGLE_BRACES, BINDING_IN_VARIABLES, BINDING_UNUSED)
+def distribution_bindings_unbound(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """What Azure ML does not bind: ${inputs.X} with one pair of braces in the command (passed as written, and bash
+    says "bad substitution"), ${{inputs.X}} in an environment variable's value (Azure ML binds the command only: the
+    variable holds the text), and a declared input or output the command never names (a warning)."""
+    command = dist.command or ""
+    for m in _SINGLE_BRACE.finditer(command):
+        kind, key = m.groups()
+        yield diagnostic_at_command(
+            ctx, name, BINDING_SINGLE_BRACES.id,
+            f"the command of distribution {name!r} writes {m.group(0)} with one pair of braces: Azure ML binds only "
+            f"${{{{{kind}.{key}}}}}, passes this as written, and bash stops on it (\"bad substitution\")",
+            f"write ${{{{{kind}.{key}}}}} (two pairs of braces; a Python f-string needs ${{{{{{{{{kind}.{key}}}}}}}}} "
+            "to write them); in a stack file `${{...}}` is written as is, and `$${...}` is the escape for a literal ${")
+    for var, value in dist.environment_variables.items():
+        m = None if isinstance(value, Secret) else _JOB_BINDING.search(str(value))   # a secret is never quoted
+        if m:
+            yield ctx.at(("distributions", name, "environment_variables", var), BINDING_IN_VARIABLES.id,
+                         f"environment variable {var} of distribution {name!r} is {m.group(0)}: Azure ML binds "
+                         "inputs and outputs in the command only, so the variable holds that text, not the path",
+                         f"pass it in the command instead: `command: {var}={m.group(0)} python ...` or as an argument "
+                         f"(`--{m.group(2)} {m.group(0)}`)")
+    if not command:
+        return
+    # named in any form: the two rules above already speak of one named wrongly
+    named = {(k, key) for k, key in _JOB_BINDING.findall(command) + _SINGLE_BRACE.findall(command)}
+    named |= {(k, key) for v in dist.environment_variables.values() if not isinstance(v, Secret)
+              for k, key in _JOB_BINDING.findall(str(v))}
+    for kind, declared in (("inputs", dist.inputs), ("outputs", dist.outputs)):
+        for key in declared:
+            if (kind, key) not in named:
+                yield ctx.warning(("distributions", name, kind, key), BINDING_UNUSED.id,
+                                  f"{kind[:-1]} {key!r} of distribution {name!r} is declared but its command never "
+                                  f"names ${{{{{kind}.{key}}}}}: Azure ML {'mounts' if kind == 'inputs' else 'creates'}"
+                                  " it and the job never reads or writes it",
+                                  f"pass ${{{{{kind}.{key}}}}} to the command (e.g. `--{key} ${{{{{kind}.{key}}}}}`), "
+                                  f"or remove it from `{kind}:`")
 
 
 @rule_for_each("distributions", JOB_INPUT)
