@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -132,3 +133,33 @@ def test_plan_keeps_an_error_its_preflight_finds_for_a_switched_off_rule(tmp_pat
     offline = _validated(tmp_path, body)
     assert [(d.rule, d.severity) for d in offline] == [("cluster.public-ip-without-subnet", "warning")]
     assert _validated(tmp_path, body + off) == []
+
+
+def test_plan_drops_the_warning_its_preflight_gives_a_switched_off_rule(tmp_path):
+    """cluster.size-retired is judged again live by plan's preflight (plan/preflight.py retired_sizes): a warning for
+    a cluster that exists. Applied while its size is current, then planned with a catalog that says Azure retired it:
+    the warning, and none where the stack switched the rule off (plan/engine.py drops it, beside validate's)."""
+    cluster = f"clusters:\n  gpu:\n    size: {A100}\n"
+    env = {"INFRA_LOCAL_DIR": str(tmp_path / "cloud")}
+    applied = _infra(tmp_path, cluster, "apply", "--auto-approve", "--no-smoke", env=env)
+    assert applied.returncode == 0, applied.stderr
+    validators = tmp_path / "validators"
+    shutil.copytree(ROOT / "validators", validators)
+    skus = validators / "skus.yaml"
+    skus.write_text(skus.read_text(encoding="utf-8").replace(
+        f"  {A100}:\n    gpus: 8\n", f"  {A100}:\n    retired: 2020-01-01\n    gpus: 8\n", 1), encoding="utf-8")
+    env.update(INFRA_VALIDATORS_DIR=str(validators), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    before = json.loads(_infra(tmp_path, cluster, "plan", "--json", env=env).stdout)
+    assert [(d["rule"], d["severity"]) for d in before["diagnostics"]] == [("cluster.size-retired", "warning")]
+    off = "rules:\n  cluster.size-retired: {enabled: false, reason: replaced next quarter}\n"
+    after = json.loads(_infra(tmp_path, cluster + off, "plan", "--json", env=env).stdout)
+    assert after["diagnostics"] == [] and after["rules_disabled"] == [
+        {"id": "cluster.size-retired", "reason": "replaced next quarter"}]
+
+
+def _infra(tmp_path, body: str, command: str, *args: str, env: dict) -> subprocess.CompletedProcess:
+    stack = tmp_path / "s.yaml"
+    stack.write_text(HEADER_LINES + body, encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "infra_cli", command, str(stack), "--local", *args], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                          timeout=300)

@@ -49,7 +49,8 @@ SIZE_UNKNOWN = declare(
     "a cluster's size is not an Azure VM size name (a warning: a GPU or HPC size the catalog lacks)",
     also="warning")
 SIZE_RETIRED = declare("cluster.size-retired", "error",
-                       "a cluster's size is retired by Azure: no new cluster of it can be created")
+                       "a cluster's size is retired by Azure: no new cluster of it can be created (a warning in plan "
+                       "for one that exists)", also="warning")
 SIZE_RETIRING = declare("cluster.size-retiring", "warning", "a cluster's size has a retirement date announced by Azure")
 INFINIBAND_INELIGIBLE = declare(
     "cluster.infiniband-ineligible", "error",
@@ -64,7 +65,8 @@ SSH_PASSWORD_INLINE = declare("cluster.ssh-password-inline", "warning",
 LOCATION = declare("cluster.location", "warning", "a cluster is in another region than its workspace")
 PUBLIC_IP_WITHOUT_SUBNET = declare(
     "cluster.public-ip-without-subnet", "warning",
-    "a cluster turns node public IPs off without a subnet (needs a managed virtual network)")
+    "a cluster turns node public IPs off without a subnet (an error in plan where the workspace has no managed network)",
+    also="error")
 SUBNET_WITHOUT_VNET = declare("cluster.subnet-without-vnet", "error",
                               "a cluster names a subnet without its virtual network")
 NAME_MISMATCH = declare("cluster.name-mismatch", "error",
