@@ -100,3 +100,24 @@ def test_a_size_refused_low_priority_needs_its_source(tmp_path, monkeypatch):
     except DiagnosticError as exc:
         raised = exc
     assert raised is not None and "low_priority_source" in str(raised.diagnostics[0].message)
+
+
+def test_a_single_brace_binding_in_a_stack_is_told_the_binding_and_the_escape(tmp_path):
+    """In a stack file ${inputs.x} is the stack language's own interpolation, and not a valid name: the hint says
+    what Azure ML binds (${{inputs.x}}) and the escape for a literal dollar sign."""
+    from infra_cli.diagnostics import DiagnosticError
+    from infra_cli.stack.load import load_stack
+
+    body = one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 8\n"
+                            "inputs: {data: 1}\ncommand: python train.py --data ${inputs.data}\n")
+    path = tmp_path / "stack.yaml"
+    from rules_fixtures import HEADER
+    path.write_text(HEADER + body, encoding="utf-8")
+    try:
+        load_stack(path)
+        raised = None
+    except DiagnosticError as exc:
+        raised = exc
+    assert raised is not None
+    [d] = raised.diagnostics
+    assert d.rule == "stack.interpolation" and "${{inputs.data}}" in d.hint and "$$" in d.hint

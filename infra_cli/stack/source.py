@@ -268,7 +268,10 @@ class _Builder:
                                "write ${NAME}; $$ escapes a dollar sign")
                 return m.group(0)
             if not _ENV_NAME.match(name):
+                binding = name.strip().split(".", 1)[0] in ("inputs", "outputs")
                 self._error_at(at, "stack.interpolation", f"${{{name}}} is not a valid variable reference",
+                               f"a job binding is ${{{{{name.strip()}}}}}, with two pairs of braces (Azure ML binds "
+                               "only that form); $$ escapes a dollar sign" if binding else
                                "write ${NAME} with letters, digits and underscores; $$ escapes a dollar sign")
                 return m.group(0)
             if name not in self.environ:
