@@ -72,8 +72,15 @@ def test_a_secret_never_becomes_a_reason_plan_prints(tmp_path, reason):
     assert "plain text" in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("rule_id", ["distribution.gpus-exceeded", "cluster.size-retired", "workspace.name",
+@pytest.mark.parametrize("rule_id", ["distribution.gpus-exceeded", "cluster.subnet-without-vnet", "workspace.name",
                                      "rules.unknown", "rules.not-switchable"])
 def test_an_error_is_never_switched_off(tmp_path, rule_id):
     found = _validate(tmp_path, EXCEEDED + f"rules:\n  {rule_id}: {{enabled: false, reason: we know}}\n")
     assert [d.rule for d in found if d.severity == "error"] == ["distribution.gpus-exceeded", "rules.not-switchable"]
+
+
+def test_a_rule_switched_off_for_its_warnings_keeps_its_errors(tmp_path):
+    """cluster.size-retired warns in plan of a retired cluster that exists; switched off, validate's error for a new
+    cluster of a retired size stays."""
+    body = "clusters:\n  old: {size: Standard_NC12}\nrules:\n  cluster.size-retired: {enabled: false, reason: moving}\n"
+    assert [(d.rule, d.severity) for d in _validate(tmp_path, body)] == [("cluster.size-retired", "error")]
