@@ -15,6 +15,9 @@ def test_accelerate_started_per_process_counts_each_copy_s_processes(tmp_path):
                                                           f"process_count_per_instance: 8\ncommand: {command}\n"))
     d = r.one("distribution.per-node-launcher", "error", f"command: {command}")
     assert "8 x 8 = 64 processes per node" in d.message, d.message
+    # and on 2 nodes without --num_machines each node trains alone (accelerate's default, 1 machine)
+    n = r.one("distribution.launcher-nodes", "error", f"command: {command}")
+    assert "without --num_machines assumes 1 node(s)" in n.message and n.hint == "pass --num_machines 2"
     # told of the 2 machines, each copy starts 8 / 2 = 4 on its node
     told = "accelerate launch --num_processes 8 --num_machines 2 train.py"
     r = check(tmp_path, one_distribution(A100, CURATED_ENV, f"type: pytorch\ninstance_count: 2\n"
