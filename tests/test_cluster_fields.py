@@ -15,7 +15,7 @@ import pytest
 
 from infra_cli.apply.files import compute_document
 from infra_cli.conventions import TAG_PREVENT_DESTROY, TAG_SECRETS
-from infra_cli.azure.provider import REST_READERS, compute_values
+from infra_cli.azure.compute_codec import REST_READERS, compute_values
 from infra_cli.knowledge import update_semantics
 from infra_cli.plan.desired import cluster_attributes
 from infra_cli.plan.normalise import cluster_resource

@@ -140,7 +140,7 @@ UNREPORTED = "update_after_create: "  # the reason of a cluster whose settings A
 
 def settings_unreported(attributes: dict) -> bool:
     """A live cluster whose settings Azure's answer did not carry (an operation runs on it, or its properties are
-    null: azure/provider.py settings_reported): its size, which every reported AmlCompute has, is unknown."""
+    null: azure/compute_codec.py settings_reported): its size, which every reported AmlCompute has, is unknown."""
     return attributes.get("size") is None and "compute_type" not in attributes
 
 

@@ -18,7 +18,7 @@ from infra_cli.conventions import OWNERSHIP_TAGS, TAG_ADDRESS, TAG_HASH, TAG_PRE
 from infra_cli.plan.model import Resource
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS, LIVE, PROVISIONING_KEYS, normalised
 
-# Where Azure's answer carries an AmlCompute's own settings (null while it is created: azure/provider.py)
+# Where Azure's answer carries an AmlCompute's own settings (null while it is created: azure/compute_codec.py)
 UNREPORTED_PREFIX = "properties.properties."
 # Tags Azure (or its portal) adds on its own; never the user's, never ours.
 _AZURE_TAG = re.compile(r"^(hidden-|azureml\.|_aml_system_)", re.IGNORECASE)
@@ -57,7 +57,7 @@ def without_provisioning(attributes: dict[str, Any]) -> dict[str, Any]:
 
 
 def cluster_resource(values: dict[str, Any]) -> Resource:
-    """values: compute_values' (azure/provider.py), keyed as stack/cluster_fields.py's `value_key`: plain fields
+    """values: compute_values' (azure/compute_codec.py), keyed as stack/cluster_fields.py's `value_key`: plain fields
     are normalised through the table, the composite ones (SSH, our tags, provisioning) here, in the table's order;
     provisioning_errors is the first error's code, as azure-ai-ml keeps it, or the REST list."""
     user_tags, ours = split_tags(values.get("tags"))

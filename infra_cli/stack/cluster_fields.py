@@ -5,8 +5,8 @@ validators/update_semantics.yaml); see docs/ARCHITECTURE.md, "How to add... a cl
 Who reads it (each for the rows that are plain for it; a row names the stages whose code handles it instead):
     desired  plan/desired.py cluster_attributes    stack value -> normaliser -> plan attribute
     live     plan/normalise.py cluster_resource    compute_values' value -> normaliser -> plan attribute
-    rest     azure/provider.py compute_values      ComputeResource JSON at `rest` -> reader -> value
-    sdk      azure/provider.py AzureProvider.put_cluster  plan attribute -> AmlCompute(`sdk`=...)
+    rest     azure/compute_codec.py compute_values ComputeResource JSON at `rest` -> reader -> value
+    sdk      azure/compute_codec.py compute_body   plan attribute -> AmlCompute(`sdk`=...)
     render   apply/files.py compute_document       stack value -> amlCompute CLI v2 YAML (`render` says when)
 
 Field names are amlCompute's in Azure ML CLI v2 YAML (https://learn.microsoft.com/azure/machine-learning/reference-yaml-compute-aml),
@@ -34,7 +34,7 @@ class ClusterField:
     attribute: str                # the plan's attribute (desired, live, the diff, update_semantics.yaml)
     stack: str | None             # dotted path in stack.model.Cluster (= CLI v2 YAML); None: not in the stack
     rest: tuple[str, ...] = ()    # dotted paths in ComputeResource JSON, the first non-empty wins; (): not on Azure
-    read: str = "text"            # how compute_values reads the REST value (azure/provider.py REST_READERS)
+    read: str = "text"            # how compute_values reads the REST value (azure/compute_codec.py REST_READERS)
     value: str | None = None      # compute_values' key (azure-ai-ml's AmlCompute name); None: the attribute
     sdk: str | None = None        # the AmlCompute keyword that carries it
     normalise: str = "as_is"      # NORMALISERS: brings a stack or a live value to the compared form
@@ -82,7 +82,7 @@ CLUSTER_FIELDS: tuple[ClusterField, ...] = (
     ClusterField("subnet", "network_settings.subnet", (_P + "subnet",), read="subnet", sdk="network_settings",
                  normalise="arm_id", render="section", explicit=(DESIRED, SDK),
                  note="desired.subnet_id makes the ARM id of vnet_name + subnet; put_cluster sends NetworkSettings; "
-                      "Azure answers {id} or, in older api-versions, the id as a string (provider.subnet_id)"),
+                      "Azure answers {id} or, in older api-versions, the id as a string (compute_codec.subnet_id)"),
     ClusterField("identity_type", "identity.type", ("identity.type",), read="snake", sdk="identity",
                  normalise="identity_type", render="section", explicit=(SDK,),
                  note="put_cluster builds IdentityConfiguration with the user-assigned identities"),

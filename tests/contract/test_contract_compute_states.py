@@ -16,7 +16,8 @@ from contract_support import (OPERATION_URL, azure_clients, example, load_stack_
                               replay, response_body, sent, workspace_url)
 
 from infra_cli.apply.executor import Applier
-from infra_cli.azure.provider import AzureProvider, compute_values
+from infra_cli.azure.compute_codec import compute_values
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.commands.views.plan import render_change
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff, drift

@@ -394,7 +394,7 @@ IDENTITY = ("/subscriptions/00000000-1111-2222-3333-444444444444/resourceGroups/
 def test_the_put_body_is_what_azure_ai_ml_serialises(tmp_path, edit, secrets, subnet, vnet):
     """The cluster's PUT is built without azure-ai-ml (its import cost more than an apply's requests): for the same
     settings it must be byte-for-byte the JSON azure-ai-ml's AmlCompute._to_rest_object serialises."""
-    from infra_cli.azure.provider import compute_body
+    from infra_cli.azure.compute_codec import compute_body
 
     text = STACK
     for old, new in edit.items():
