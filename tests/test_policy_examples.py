@@ -99,3 +99,16 @@ def test_all_examples_together_as_a_policy_folder(tmp_path):
     rules = sorted({line.split("error[")[1].split("]")[0] for line in failing.stderr.splitlines() if "error[policy" in line})
     assert failing.returncode == 1 and rules == ["policy.main.deny"], failing.stderr
     assert failing.stderr.count("error[policy.main.deny]") == 4, failing.stderr   # IB, nodes, owner, cost
+
+
+def test_a_destroy_plan_of_a_stack_the_examples_would_refuse_is_not_refused(tmp_path):
+    """The examples judge what a plan creates or changes: `plan --destroy` of a stack that breaks them all, its
+    policy/ folder applying, is no error (the InfiniBand rule, which reads the configuration, asks for the mode)."""
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    for source in EXAMPLES.glob("*.rego"):
+        (folder / source.name).write_text(source.read_text())
+    broken = stack(infiniband=None, tags="{team: ml}", max_instances=9)
+    assert plan(tmp_path, broken).returncode == 1
+    destroyed = plan(tmp_path, broken, "--destroy")
+    assert destroyed.returncode == 0 and "error[policy" not in destroyed.stderr, destroyed.stderr

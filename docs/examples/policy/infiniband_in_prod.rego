@@ -12,6 +12,7 @@ production_workspace if regex.match(`(^|[-_])prod([-_]|$)`, input.workspace.name
 gpu_size(size) if startswith(lower(size), "standard_n")
 
 deny contains msg if {
+	input.mode != "destroy"   # the configuration is judged for what it will run, not while it goes away
 	production_workspace
 	some name, dist in input.configuration.distributions
 	dist.instance_count > 1
