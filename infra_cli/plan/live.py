@@ -18,9 +18,10 @@ from typing import Any
 
 from infra_cli.azure.protocol import Provider, read_pool
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.desired import environment_content_hash
-from infra_cli.plan.model import Resource, content_hash
+from infra_cli.plan.desired import environment_content_hash, secret_digest
+from infra_cli.plan.model import Resource, canonical_json, content_hash
 from infra_cli.stack.model import inline_conda_text
+from infra_cli.stack.secret import revealed
 from infra_cli.stack.source import MAX_STACK_BYTES, load_yaml
 from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
 from infra_cli.state.records import SmokeRecord
@@ -37,10 +38,13 @@ class LiveState:
     environments: dict[str, Resource] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
-        return content_hash({
+        """What tells this live state from another (a plan records it; apply compares). The live attributes hold
+        secrets in clear (a description from a sensitive variable), and plan JSON and plan files show the
+        fingerprint, so it is scrypt (memory-hard, ~30 ms a guess), never a fast hash a short secret is found from."""
+        return secret_digest("infra-live-fingerprint", [canonical_json(revealed({
             "clusters": {n: [r.attributes, r.tags] for n, r in sorted(self.clusters.items())},
             "environments": {n: [r.attributes, r.tags] for n, r in sorted(self.environments.items())},
-        })
+        }))])
 
 
 @dataclass(frozen=True)
