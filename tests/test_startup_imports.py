@@ -32,8 +32,9 @@ with open(out, "w") as fh:
 """
 
 # Top-level packages no offline command needs; infra_cli.emulator is the local Azure emulator (a web server);
-# pydantic: neither the stack model (stack/fields.py) nor the command line (commands/params.py) needs it.
-_NEVER = ("azure", "torch", "jinja2", "infra_cli.emulator", "pydantic", "pydantic_core")
+# pydantic: neither the stack model (stack/fields.py) nor the command line (commands/params.py) needs it;
+# regopy: Rego policies run in plan's child process only (plan/policy_worker.py).
+_NEVER = ("azure", "torch", "jinja2", "infra_cli.emulator", "pydantic", "pydantic_core", "regopy")
 
 
 def _run(tmp_path: Path, *args: str, env: dict | None = None) -> dict:
