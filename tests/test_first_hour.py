@@ -13,6 +13,7 @@ import pytest
 from azure.core.exceptions import ClientAuthenticationError
 from azure.core.pipeline.transport import HttpRequest
 
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.commands.output import report_error
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +176,7 @@ def test_hints_after_a_local_run_name_commands_with_local(tmp_path, emulator, cl
     r = _local_cli("plan", str(path), "--local", "--out", str(planfile), emulator=emulator, state=state)
     assert r.stdout.rstrip().endswith(f"To perform exactly these actions: infra apply {planfile} --local")
 
-    with StackLock(clients.versions, "life", "apply"):   # another apply holds the stack
+    with StackLock(AzureProvider(clients), "life", "apply"):   # another apply holds the stack
         r = _local_cli("apply", str(path), "--local", "--auto-approve", "--no-smoke", emulator=emulator, state=state)
     assert r.returncode == 1 and "run `infra force-unlock " in r.stderr and f" {path} --local`" in r.stderr, r.stderr
 

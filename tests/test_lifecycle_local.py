@@ -137,7 +137,7 @@ def test_untagged_same_name_is_an_error_and_import_adopts_it(tmp_path, clients):
     assert "cluster.gpu" not in actions(outcome)
     store = StateStore(AzureProvider(clients))
     before = store.serial("life")
-    holder = StackLock(clients.versions, "life", "apply")   # an apply of the stack is running
+    holder = StackLock(AzureProvider(clients), "life", "apply")   # an apply of the stack is running
     holder.acquire()
     with pytest.raises(LockHeld):
         import_resource("cluster.gpu", "gpu", path, backend=lambda _: AzureProvider(clients))
@@ -257,7 +257,7 @@ def test_two_concurrent_lock_takers_one_wins(tmp_path, clients):
     outcomes: list[str] = []
 
     def take():
-        lock = StackLock(clients.versions, "race", "apply")
+        lock = StackLock(AzureProvider(clients), "race", "apply")
         barrier.wait()
         try:
             lock.acquire()
@@ -275,7 +275,7 @@ def test_two_concurrent_lock_takers_one_wins(tmp_path, clients):
 
 def test_apply_refuses_while_locked(tmp_path, clients):
     path = write_stack(tmp_path)
-    holder = StackLock(clients.versions, "life", "apply")
+    holder = StackLock(AzureProvider(clients), "life", "apply")
     holder.acquire()
     with pytest.raises(LockHeld) as info:
         apply_outcome(plan(path, clients))

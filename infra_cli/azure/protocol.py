@@ -36,9 +36,32 @@ class Written(Protocol):   # what a write takes: plan's Resource, or anything wi
     tags: dict
 
 
-class Provider(Protocol):
-    clients: Any   # azure/clients.py AzureClients: `versions` for the lock and serial, `ml` for the smoke jobs
+class RecordVersions(Protocol):
+    """The numbered records infra keeps as an environment's versions (state/lock.py's lock, state/serial.py's
+    serial): the latest one's (number, tags), and the registration of the next, refused (LockWriteRefused of
+    azure/lock_store.py) where that number is taken."""
 
+    def latest_record(self, name: str) -> tuple[int, dict[str, str]] | None: ...
+
+    def register_record(self, name: str, version: int, tags: dict[str, str], *,
+                        description: str = "infra stack lock (do not use in jobs)") -> None: ...
+
+
+class JobRunner(Protocol):
+    """Jobs on the workspace (smoke/run.py's): submit one, follow it, cancel it, fetch its outputs and logs."""
+
+    def submit_job(self, spec: Any, code_dir: Path) -> str: ...
+
+    def job_status(self, job_name: str) -> str: ...
+
+    def cancel_job(self, job_name: str) -> None: ...
+
+    def download_job(self, job_name: str, into: Path, **bounds: int) -> list[str]: ...
+
+    def job_logs(self, job_name: str) -> dict[str, str]: ...
+
+
+class Provider(RecordVersions, JobRunner, Protocol):
     # ---- reads: plain data; None where this identity may not read (403) ----------------------------------
     def smoke_record_name(self, stack: str, distribution: str) -> str: ...
 

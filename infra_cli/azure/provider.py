@@ -27,7 +27,8 @@ from infra_cli.azure.compute_codec import compute_body, compute_values
 from infra_cli.azure.environment_codec import conda_text, version_values
 from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.environment_versions import API_ENVIRONMENTS, version_tags
-from infra_cli.azure.lock_store import archive_versions, latest_lock_version
+from infra_cli.azure.jobs import cancel_job, download_job, job_logs, job_status, submit_job
+from infra_cli.azure.lock_store import archive_versions, latest_lock_version, register_lock_version
 from infra_cli.azure.protocol import Written, read_pool
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.azure.url import segment
@@ -80,7 +81,8 @@ def _pool(n: int) -> Any:
 
 @dataclass
 class AzureProvider:
-    """The Provider (azure/protocol.py) over azure-core's reader and the SDK clients."""
+    """The Provider (azure/protocol.py) over azure-core's reader and the SDK clients. `clients` is its own: no
+    engine reaches them (each read and write is a method here)."""
 
     clients: Any  # infra_cli.azure.clients.AzureClients
 
@@ -308,6 +310,32 @@ class AzureProvider:
                             "current": int(usage.get("currentValue") or 0),
                             "limit": -1 if limit is None else int(limit)})
         return out
+
+    # ---- infra's records: the lock and the serial (state/), as numbered environment versions ---------------
+
+    def latest_record(self, name: str) -> tuple[int, dict[str, str]] | None:
+        return latest_lock_version(self.clients.versions, name)
+
+    def register_record(self, name: str, version: int, tags: dict[str, str], *,
+                        description: str = "infra stack lock (do not use in jobs)") -> None:
+        register_lock_version(self.clients.versions, name, version, tags, description=description)
+
+    # ---- jobs (smoke/run.py's), through azure-ai-ml ----------------------------------------------------------
+
+    def submit_job(self, spec: Any, code_dir: Path) -> str:
+        return submit_job(self.clients.ml, spec, code_dir)
+
+    def job_status(self, job_name: str) -> str:
+        return job_status(self.clients.ml, job_name)
+
+    def cancel_job(self, job_name: str) -> None:
+        cancel_job(self.clients.ml, job_name)
+
+    def download_job(self, job_name: str, into: Path, **bounds: int) -> list[str]:
+        return download_job(self.clients.ml, job_name, into, **bounds)
+
+    def job_logs(self, job_name: str) -> dict[str, str]:
+        return job_logs(self.clients.ml, job_name)
 
     # ---- smoke records (the last smoke of each distribution, on Azure) ------------------------------------
 

@@ -3,7 +3,7 @@
 `run_smoke(loaded_stack, provider, inputs, distributions, emit=...)` -> one SmokeVerdict per distribution; what
 happens on the way is handed to `emit` as events (smoke/events.py), which the command's view draws.
 `inputs`: distribution -> the smoke inputs its verdict is recorded against, as the plan computed them.
-`provider` is the one the command built (azure/provider.py; `.clients.ml` an MLClient: Azure, or the emulator
+`provider` is the one the command built (azure/protocol.py Provider: its jobs run on Azure, or on the emulator
 with --local).
 """
 
@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 from infra_cli.azure.errors import clean_text, describe_azure_error
 from infra_cli.conventions import OUTPUTS_LEFT_OUT_LOG
-from infra_cli.azure.jobs import TERMINAL, cancel_job, download_job, job_logs, job_status, submit_job
-from infra_cli.azure.protocol import Provider
+from infra_cli.azure.jobs import TERMINAL
+from infra_cli.azure.protocol import JobRunner, Provider
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.smoke.diagnose import diagnose
 from infra_cli.smoke.events import (Interrupted, JobStatusChanged, JobStillWaiting, JobSubmitted, JobTimedOut,
@@ -83,13 +83,13 @@ def keep_logs(downloaded: Path, job_name: str) -> str | None:
     return str(kept)
 
 
-def fetch_outputs(ml: Any, job_name: str, into: Path, **bounds: int) -> JobOutputs:
+def fetch_outputs(jobs: JobRunner, job_name: str, into: Path, **bounds: int) -> JobOutputs:
     """Download the job's outputs and logs, bounded (azure/jobs.py download_job: no file over its cap, nothing read
     whole into memory); the result is None (with why) when there is none to judge. What the download, or the
     local emulator's upload (OUTPUTS_LEFT_OUT_LOG: a link in outputs/ is never followed), left out is in
     `left_out`."""
     try:
-        left_out = download_job(ml, job_name, into, **bounds)
+        left_out = jobs.download_job(job_name, into, **bounds)
     except Exception as exc:  # any SDK failure here means: no result to judge, said in the verdict
         return JobOutputs(None, why_no_result=f"could not download the outputs of job {job_name}: "
                                               f"{type(exc).__name__}: {exc}")
@@ -128,17 +128,17 @@ def latest_steps(logs: dict[str, str]) -> str:
     return ", ".join(f"{step} x{count}" for step, count in latest.items())
 
 
-def still_waiting(ml: Any, job_name: str, distribution: str, status: str, elapsed_s: float) -> JobStillWaiting:
+def still_waiting(jobs: JobRunner, job_name: str, distribution: str, status: str, elapsed_s: float) -> JobStillWaiting:
     """`smoke.ddp: Still Running... [20s elapsed] ranks at: all_reduce sweep (16 ranks)`. The logs are progress
     only: one that cannot be read leaves the event without the step."""
     try:
-        steps = latest_steps(job_logs(ml, job_name)) if status == "Running" else ""
+        steps = latest_steps(jobs.job_logs(job_name)) if status == "Running" else ""
     except Exception:   # the job's verdict never depends on this read
         steps = ""
     return JobStillWaiting(distribution, status, elapsed_s, steps)
 
 
-def wait_for(ml: Any, job_name: str, distribution: str, timeout_s: float, emit: Callable[[SmokeEvent], Any],
+def wait_for(jobs: JobRunner, job_name: str, distribution: str, timeout_s: float, emit: Callable[[SmokeEvent], Any],
              poll_s: float, still_every_s: float = STILL_EVERY_S) -> str:
     """Poll the job until it ends (or cancel it after timeout_s), reporting each change of status, and while it
     does not end an event at least every still_every_s with the time elapsed and the ranks' latest step."""
@@ -146,26 +146,26 @@ def wait_for(ml: Any, job_name: str, distribution: str, timeout_s: float, emit: 
     started = said = time.monotonic()
     last = None
     while True:
-        status = job_status(ml, job_name)
+        status = jobs.job_status(job_name)
         now = time.monotonic()
         if status != last:
             emit(JobStatusChanged(distribution, status, now - started))
             last, said = status, now
         elif status not in TERMINAL and now - said >= still_every_s:
-            emit(still_waiting(ml, job_name, distribution, status, now - started))
+            emit(still_waiting(jobs, job_name, distribution, status, now - started))
             said = now
         if status in TERMINAL:
             return status
         if time.monotonic() > deadline:
             emit(JobTimedOut(distribution, job_name, status, timeout_s))
-            cancel_job(ml, job_name)
+            jobs.cancel_job(job_name)
             return "TimedOut"
         time.sleep(min(poll_s, max(0.05, said + still_every_s - time.monotonic())))
 
 
-def _submit(ml: Any, loaded: LoadedStack, job: SmokeJob, code_dir: Path) -> str:
+def _submit(jobs: JobRunner, loaded: LoadedStack, job: SmokeJob, code_dir: Path) -> str:
     write_smoke_job(loaded, job, code_dir)
-    return submit_job(ml, job.spec, code_dir)
+    return jobs.submit_job(job.spec, code_dir)
 
 
 class SmokeRecorder:
@@ -194,17 +194,17 @@ class SmokeRecorder:
             self.emit(RecordLost(distribution, job_name, describe_azure_error(exc)))
 
 
-def cancel_interrupted(ml: Any, recorder: SmokeRecorder, unjudged: list[tuple[str, str]],
+def cancel_interrupted(jobs: JobRunner, recorder: SmokeRecorder, unjudged: list[tuple[str, str]],
                        emit: Callable[[SmokeEvent], Any]) -> None:
     """After Ctrl-C: cancel each smoke job not yet judged (as `az ml job cancel`), one event each, and record its
     smoke pending (the next plan shows it). A second Ctrl-C stops this too."""
     for distribution, job_name in unjudged:
         try:
-            status = job_status(ml, job_name)
+            status = jobs.job_status(job_name)
             if status in TERMINAL:
                 emit(Interrupted(distribution, job_name, ended_status=status))
             else:
-                cancel_job(ml, job_name)
+                jobs.cancel_job(job_name)
                 emit(Interrupted(distribution, job_name))
         except Exception as exc:
             emit(Interrupted(distribution, job_name, error=describe_azure_error(exc)))
@@ -219,35 +219,34 @@ def run_smoke(loaded_stack: LoadedStack, provider: Provider, inputs: dict[str, S
     handed to `emit` as it happens.
     Ctrl-C (KeyboardInterrupt) cancels the jobs not yet judged and raises SmokeInterrupted."""
     jobs = smoke_jobs(loaded_stack, distributions)
-    ml = provider.clients.ml
     recorder = SmokeRecorder(loaded_stack, provider, inputs, emit)
     submitted: list[tuple[SmokeJob, str]] = []
     judged: set[str] = set()
     with quiet_sdk():
         try:
-            return _run_jobs(loaded_stack, ml, jobs, recorder, submitted, judged, emit, poll_s, still_every_s)
+            return _run_jobs(loaded_stack, provider, jobs, recorder, submitted, judged, emit, poll_s, still_every_s)
         except KeyboardInterrupt:
             unjudged = [(j.name, n) for j, n in submitted if j.name not in judged]
-            cancel_interrupted(ml, recorder, unjudged, emit)
+            cancel_interrupted(provider, recorder, unjudged, emit)
             raise SmokeInterrupted([j.name for j in jobs if j.name not in judged], len(submitted)) from None
 
 
-def _run_jobs(loaded_stack: LoadedStack, ml: Any, jobs: list[SmokeJob], recorder: SmokeRecorder,
+def _run_jobs(loaded_stack: LoadedStack, runner: JobRunner, jobs: list[SmokeJob], recorder: SmokeRecorder,
               submitted: list[tuple[SmokeJob, str]], judged: set[str], emit: Callable[[SmokeEvent], Any], poll_s: float,
               still_every_s: float) -> list[SmokeVerdict]:
     verdicts: list[SmokeVerdict] = []
     with tempfile.TemporaryDirectory(prefix="infra-smoke-") as tmp, quiet_sdk():
         work = Path(tmp)
         for job in jobs:
-            name = _submit(ml, loaded_stack, job, work / "code" / safe_name(job.name))
+            name = _submit(runner, loaded_stack, job, work / "code" / safe_name(job.name))
             dist = loaded_stack.stack.distributions[job.name]
             emit(JobSubmitted(job.name, name, dist.instance_count, job.spec.compute, job.spec.distribution["type"]))
             submitted.append((job, name))
         for job, name in submitted:
             dist = loaded_stack.stack.distributions[job.name]
-            status = wait_for(ml, name, job.name, dist.smoke.timeout_minutes * 60 + _WAIT_MARGIN_S,
+            status = wait_for(runner, name, job.name, dist.smoke.timeout_minutes * 60 + _WAIT_MARGIN_S,
                               emit, poll_s, still_every_s)
-            outputs = fetch_outputs(ml, name, work / "download" / name)
+            outputs = fetch_outputs(runner, name, work / "download" / name)
             if outputs.left_out:
                 emit(OutputsLeftOut(job.name, name, tuple(outputs.left_out)))
             if outputs.why_no_result:

@@ -21,9 +21,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from infra_cli.azure.lock_store import LockWriteRefused, latest_lock_version, register_lock_version
+from infra_cli.azure.lock_store import LockWriteRefused
+from infra_cli.azure.protocol import RecordVersions
 
 
 def lock_name(stack: str) -> str:
@@ -104,8 +104,8 @@ class LockChanged(Exception):
         super().__init__(f"the lock of stack {stack!r} changed while it was being cleared")
 
 
-def _read(versions: Any, name: str) -> LockInfo:
-    latest = latest_lock_version(versions, name)
+def _read(records: RecordVersions, name: str) -> LockInfo:
+    latest = records.latest_record(name)
     if latest is None:
         return LockInfo(False, None, None, None, 0)
     version, tags = latest
@@ -146,14 +146,14 @@ def holder_id() -> str:
 
 
 class StackLock:
-    def __init__(self, versions: Any, stack: str, operation: str):
-        self.versions, self.stack, self.name, self.operation = versions, stack, lock_name(stack), operation
+    def __init__(self, records: RecordVersions, stack: str, operation: str):
+        self.records, self.stack, self.name, self.operation = records, stack, lock_name(stack), operation
         self.version: int | None = None
         self.released: int | None = None   # the "free" version the last release registered (or found landed)
 
     def acquire(self, *, attempts: int = 3) -> None:
         for attempt in range(attempts):
-            info = _read(self.versions, self.name)
+            info = _read(self.records, self.name)
             if info.held and not info.holder_is_dead_here():
                 raise LockHeld(info, self.stack)
             version, token = info.version + 1, uuid.uuid4().hex
@@ -162,9 +162,9 @@ class StackLock:
                     "infra.lock.host": socket.gethostname(), "infra.lock.pid": str(os.getpid()),
                     "infra.lock.token": token, **({MACHINE_TAG: machine} if (machine := machine_identity()) else {})}
             try:
-                register_lock_version(self.versions, self.name, version, tags)
+                self.records.register_record(self.name, version, tags)
             except LockWriteRefused as refused:
-                now = _read(self.versions, self.name)
+                now = _read(self.records, self.name)
                 if now.token == token:
                     self.version = version      # the service kept our registration before the error
                     return
@@ -185,10 +185,10 @@ class StackLock:
             return
         for attempt in range(attempts):
             try:
-                register_lock_version(self.versions, self.name, self.version + 1, {"infra.lock": "free"})
+                self.records.register_record(self.name, self.version + 1, {"infra.lock": "free"})
                 break
             except LockWriteRefused as refused:
-                if _read(self.versions, self.name).version > self.version:
+                if _read(self.records, self.name).version > self.version:
                     break       # the release landed before the error
                 if attempt + 1 == attempts:
                     raise refused.error from None
@@ -202,12 +202,12 @@ class StackLock:
         self.release()
 
 
-def read_lock(versions: Any, stack: str) -> LockInfo:
+def read_lock(records: RecordVersions, stack: str) -> LockInfo:
     """The stack's lock as it stands (one read of its latest version)."""
-    return _read(versions, lock_name(stack))
+    return _read(records, lock_name(stack))
 
 
-def force_unlock(versions: Any, stack: str, seen: LockInfo) -> None:
+def force_unlock(records: RecordVersions, stack: str, seen: LockInfo) -> None:
     """Clear the lock `seen` (read_lock's answer, checked by the caller): the "free" version registered is the one
     after it, so a lock released or taken again meanwhile (that version exists: versions are immutable) is left
     as it is and raised as LockChanged, never cleared in its new holder's hands."""
@@ -215,11 +215,11 @@ def force_unlock(versions: Any, stack: str, seen: LockInfo) -> None:
         return
     token = uuid.uuid4().hex
     try:
-        register_lock_version(versions, lock_name(stack), seen.version + 1,
-                              {"infra.lock": "free", "infra.lock.cleared": holder_id(),
-                               "infra.lock.cleared.id": seen.lock_id or "", "infra.lock.token": token})
+        records.register_record(lock_name(stack), seen.version + 1,
+                                {"infra.lock": "free", "infra.lock.cleared": holder_id(),
+                                 "infra.lock.cleared.id": seen.lock_id or "", "infra.lock.token": token})
     except LockWriteRefused as refused:
-        now = _read(versions, lock_name(stack))
+        now = _read(records, lock_name(stack))
         if now.version <= seen.version:
             raise refused.error from None    # nobody registered it: Azure's transient error, as it was
         if now.version == seen.version + 1 and now.token == token:

@@ -19,7 +19,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from infra_cli.azure.lock_store import LockWriteRefused, latest_lock_version, register_lock_version
+from infra_cli.azure.lock_store import LockWriteRefused
 from infra_cli.azure.protocol import Provider
 from infra_cli.state.lock import LockInfo, StackLock, force_unlock, read_lock
 from infra_cli.state.records import SmokeRecord, record_from_tags, record_tags
@@ -32,21 +32,21 @@ class StateStore:
 
     def lock(self, stack: str, operation: str) -> StackLock:
         """The stack's lock, taken on entering a `with` block and released on leaving it."""
-        return StackLock(self.provider.clients.versions, stack, operation)
+        return StackLock(self.provider, stack, operation)
 
     def read_lock(self, stack: str) -> LockInfo:
         """The stack's lock as it stands: held or free, by whom, its lock ID."""
-        return read_lock(self.provider.clients.versions, stack)
+        return read_lock(self.provider, stack)
 
     def force_unlock(self, stack: str, seen: LockInfo) -> None:
         """Clear the lock read as `seen` (LockChanged if it is no longer that lock)."""
-        force_unlock(self.provider.clients.versions, stack, seen)
+        force_unlock(self.provider, stack, seen)
 
     serial_name = staticmethod(serial_name)
 
     def serial(self, stack: str) -> StateSerial:
         """The stack's lineage and serial now (one read of the latest version)."""
-        latest = latest_lock_version(self.provider.clients.versions, serial_name(stack))
+        latest = self.provider.latest_record(serial_name(stack))
         return StateSerial() if latest is None else serial_from_version(stack, *latest)
 
     @staticmethod
@@ -64,11 +64,11 @@ class StateStore:
         token = uuid.uuid4().hex
         at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
-            register_lock_version(self.provider.clients.versions, serial_name(stack), after.serial,
-                                  serial_tags(stack, after, operation, at, token),
-                                  description=f"infra state serial of stack {stack} (do not use in jobs)")
+            self.provider.register_record(serial_name(stack), after.serial,
+                                          serial_tags(stack, after, operation, at, token),
+                                          description=f"infra state serial of stack {stack} (do not use in jobs)")
         except LockWriteRefused as refused:
-            latest = latest_lock_version(self.provider.clients.versions, serial_name(stack))
+            latest = self.provider.latest_record(serial_name(stack))
             if latest is None or latest[0] != after.serial or latest[1].get(TOKEN_TAG) != token:
                 raise refused.error from None
         return after

@@ -23,6 +23,7 @@ import yaml
 from emulator_fixtures import WORKSPACE_YAML
 
 from infra_cli.azure.jobs import LOG_TAIL_BYTES
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.conventions import OUTPUTS_LEFT_OUT_LOG
 from infra_cli.emulator.runner import MAX_OUTPUT_FILE_BYTES
 from infra_cli.plan.live import recorded_conda, recorded_content_hash
@@ -143,7 +144,7 @@ def test_a_smoke_job_s_linked_and_oversized_outputs_are_never_followed_nor_read_
     name = _planted_job(clients, tmp_path)
     capsys.readouterr()
     into = tmp_path / "download"
-    outputs = fetch_outputs(clients.ml, name, into, max_file_bytes=1 << 20)
+    outputs = fetch_outputs(AzureProvider(clients), name, into, max_file_bytes=1 << 20)
     assert outputs.result == {"ok": True} and outputs.why_no_result is None, (outputs.why_no_result, outputs.left_out)
     got = into / "artifacts" / "outputs"
     # only the regular files under the caps came back: no link, nothing of /etc, nothing of the sparse files
@@ -172,7 +173,7 @@ def test_a_smoke_job_s_linked_and_oversized_outputs_are_never_followed_nor_read_
 @pytest.mark.runs_jobs   # a job on the emulator (tests/conftest.py schedules these first)
 def test_a_job_s_download_stops_at_its_total(tmp_path, clients, emulator):
     name = _planted_job(clients, tmp_path)
-    outputs = fetch_outputs(clients.ml, name, tmp_path / "download", max_bytes=1 << 20)
+    outputs = fetch_outputs(AzureProvider(clients), name, tmp_path / "download", max_bytes=1 << 20)
     assert any("past the 1 MiB infra downloads of a job in all: not downloaded" in line for line in
                outputs.left_out), outputs.left_out
     assert sum(p.stat().st_size for p in (tmp_path / "download").rglob("*") if p.is_file()) <= 1 << 20
@@ -206,7 +207,7 @@ def test_the_emulator_uploads_each_output_and_all_of_them_under_its_caps(tmp_pat
     runner = emulator.backend.runner
     runner.max_output_file_bytes, runner.max_output_bytes = 1 << 20, 1 << 20
     name = _planted_job(clients, tmp_path, CAPPED)
-    outputs = fetch_outputs(clients.ml, name, tmp_path / "download")
+    outputs = fetch_outputs(AzureProvider(clients), name, tmp_path / "download")
     got = tmp_path / "download" / "artifacts" / "outputs"
     assert sorted(p.name for p in got.iterdir()) == ["a.bin", RESULT_FILE], sorted(p.name for p in got.iterdir())
     assert outputs.left_out == [
@@ -222,7 +223,7 @@ def test_the_emulator_uploads_each_output_and_all_of_them_under_its_caps(tmp_pat
 def test_outputs_replaced_by_a_link_are_not_followed(tmp_path, clients, emulator):
     script = 'import os, shutil\nshutil.rmtree("outputs", ignore_errors=True)\nos.symlink("/etc", "outputs")\n'
     name = _planted_job(clients, tmp_path, script)
-    outputs = fetch_outputs(clients.ml, name, tmp_path / "download")
+    outputs = fetch_outputs(AzureProvider(clients), name, tmp_path / "download")
     assert outputs.left_out == [
         "outputs/ (node 0): a symbolic link (to /etc): links are never followed: not uploaded"], outputs.left_out
     assert not (tmp_path / "download" / "artifacts" / "outputs").exists()

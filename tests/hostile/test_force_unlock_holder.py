@@ -33,9 +33,10 @@ def slow_emulator(tmp_path):
 
 @pytest.fixture
 def versions(slow_emulator, test_workspace):
+    from infra_cli.azure.provider import AzureProvider
     from infra_cli.commands.backend import build_clients
 
-    return build_clients(test_workspace, local=True, emulator=slow_emulator).versions
+    return AzureProvider(build_clients(test_workspace, local=True, emulator=slow_emulator))
 
 
 def _env(emulator) -> dict[str, str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from emulator_fixtures import WORKSPACE_YAML
 
 from infra_cli.azure.environment_versions import ARCHIVED_ONLY
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.state.lock import lock_name, read_lock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,7 @@ def test_destroy_archives_the_lock_s_free_version_too(tmp_path, emulator, client
     stack.write_text(STACK)
     name = lock_name("retired")
     assert _infra("apply", str(stack), "--auto-approve", "--no-smoke", emulator=emulator, state=state).returncode == 0
-    released = read_lock(clients.versions, "retired")
+    released = read_lock(AzureProvider(clients), "retired")
     assert not released.held and released.version >= 2     # taken, then freed by the apply
 
     destroyed = _infra("destroy", str(stack), "--auto-approve", emulator=emulator, state=state)
@@ -48,7 +49,7 @@ def test_destroy_archives_the_lock_s_free_version_too(tmp_path, emulator, client
     archived = _numbers(clients.versions.list(name, ARCHIVED_ONLY))
     last = max(archived)
     assert archived == list(range(1, last + 1)) and last > released.version, archived   # destroy's own free one too
-    assert not read_lock(clients.versions, "retired").held
+    assert not read_lock(AzureProvider(clients), "retired").held
 
     again = _infra("apply", str(stack), "--auto-approve", "--no-smoke", emulator=emulator, state=state)
     assert again.returncode == 0, again.stdout + again.stderr

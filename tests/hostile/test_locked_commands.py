@@ -11,6 +11,7 @@ from pathlib import Path
 
 from emulator_fixtures import WORKSPACE_YAML
 
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.state.lock import StackLock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,12 +37,12 @@ def test_state_rm_and_import_beside_a_running_apply_say_the_stack_is_locked(tmp_
     state, stack = tmp_path / "local", tmp_path / "stack.yaml"
     stack.write_text(STACK)
     assert _cli("apply", str(stack), "--auto-approve", "--no-smoke", emulator=emulator, state=state).returncode == 0
-    with StackLock(clients.versions, "held", "apply"):   # another apply holds the stack
+    with StackLock(AzureProvider(clients), "held", "apply"):   # another apply holds the stack
         _refused_as_locked(_cli("state", "rm", "cluster.gpu", str(stack), emulator=emulator, state=state), stack)
     assert (clients.ml.compute.get("gpu").tags or {}).get("infra.stack") == "held", "still owned: nothing changed"
 
     assert _cli("state", "rm", "cluster.gpu", str(stack), emulator=emulator, state=state).returncode == 0
-    with StackLock(clients.versions, "held", "apply"):
+    with StackLock(AzureProvider(clients), "held", "apply"):
         _refused_as_locked(_cli("import", "cluster.gpu", "gpu", str(stack), emulator=emulator, state=state), stack)
     assert not (clients.ml.compute.get("gpu").tags or {}).get("infra.stack"), "not adopted beside the apply"
     adopted = _cli("import", "cluster.gpu", "gpu", str(stack), emulator=emulator, state=state)

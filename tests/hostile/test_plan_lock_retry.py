@@ -18,6 +18,7 @@ from emulator_fixtures import (TEST_LOCATION, TEST_RESOURCE_GROUP, TEST_SUBSCRIP
                                WORKSPACE_YAML, start_emulator)
 
 from infra_cli.azure.clients import DEFAULT_RETRY_TOTAL  # noqa: E402
+from infra_cli.azure.provider import AzureProvider  # noqa: E402
 from infra_cli.state.lock import LockHeld, StackLock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,13 +37,13 @@ _LOCK_WORKER = textwrap.dedent("""
     state, gate, trials = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     ws = Workspace(subscription_id=sys.argv[4], resource_group="rg-race", name="mlw-race", location="eastus")
     clients = build_clients(ws, local=True, local_dir=state)
-    StackLock(clients.versions, "warm-up-" + str(os.getpid()), "apply").acquire()   # imports and connections made
+    StackLock(AzureProvider(clients), "warm-up-" + str(os.getpid()), "apply").acquire()   # imports and connections made
     threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
     print("ready", flush=True)
     for trial in range(trials):
         os.read(gate, 1)
         try:
-            StackLock(clients.versions, f"race{trial}", "apply").acquire()
+            StackLock(AzureProvider(clients), f"race{trial}", "apply").acquire()
             print(trial, "won", flush=True)
         except LockHeld:
             print(trial, "refused", flush=True)
@@ -103,7 +104,7 @@ def test_transient_error_taking_the_lock_is_reported_as_such(tmp_path):
         for attempt in range(40):
             server.stats.reset()
             try:
-                StackLock(clients.versions, f"flaky{attempt}", "apply").acquire()
+                StackLock(AzureProvider(clients), f"flaky{attempt}", "apply").acquire()
             except LockHeld as exc:
                 pytest.fail(f"nobody holds lock flaky{attempt}, yet: {exc}")
             except HttpResponseError as exc:

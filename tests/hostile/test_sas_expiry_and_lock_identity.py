@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
+from infra_cli.azure.provider import AzureProvider
 from infra_cli.state.lock import LockHeld, StackLock, lock_name
 from infra_cli.azure.lock_store import register_lock_version
 from infra_cli.emulator import auth
@@ -74,10 +75,10 @@ def _held_by(clients, stack: str, **extra: str) -> None:
 def test_a_lock_held_on_another_machine_of_the_same_name_is_not_taken_over(clients):
     _held_by(clients, "twin", **{MACHINE_TAG: "another-machine"})
     with pytest.raises(LockHeld):
-        StackLock(clients.versions, "twin", "apply").acquire()
+        StackLock(AzureProvider(clients), "twin", "apply").acquire()
     _held_by(clients, "older-infra")      # a lock that does not say where its pid lives: not provably dead here
     with pytest.raises(LockHeld):
-        StackLock(clients.versions, "older-infra", "apply").acquire()
+        StackLock(AzureProvider(clients), "older-infra", "apply").acquire()
 
 
 @pytest.mark.skipif(not LINUX_IDENTITY, reason="no boot id or pid namespace to tell this machine by")
@@ -85,7 +86,7 @@ def test_a_lock_whose_holder_died_on_this_machine_is_taken_over(clients):
     from infra_cli.state.lock import machine_identity
 
     _held_by(clients, "killed", **{MACHINE_TAG: machine_identity()})
-    lock = StackLock(clients.versions, "killed", "apply")
+    lock = StackLock(AzureProvider(clients), "killed", "apply")
     lock.acquire()
     assert lock.version == 2
     lock.release()
