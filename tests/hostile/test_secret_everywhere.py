@@ -151,6 +151,10 @@ def test_no_secret_in_any_artifact_or_output_of_a_whole_run(tmp_path):
                                                        "after_sensitive": True}
     assert document["output_changes"]["hidden"] == {"after": None, "after_unknown": False, "after_sensitive": True}
     assert "Standard_ND96asr_v4-eastus" not in plan_json.stdout   # a sensitive output's value, never in plan JSON
+    (acpt_read,) = [c for c in document["resource_changes"] if c["address"] == "environment.acpt"]
+    assert {k: acpt_read["change"]["after"][k] for k in ("curated", "resolved")} == {
+        "curated": "(sensitive value)", "resolved": "(sensitive value)"}   # both name the sensitive registry
+    assert "(reads environment.acpt: (sensitive value))" in runs["plan"].stdout, runs["plan"].stdout
     (gpu,) = [c for c in document["resource_changes"] if c["address"] == "cluster.gpu"]
     assert gpu["change"]["after"]["description"] == "(sensitive value)"
     assert set(gpu["change"]["after"]["tags"].values()) == {"(sensitive value)"}
