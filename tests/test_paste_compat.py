@@ -186,10 +186,11 @@ def test_a_jobs_other_keys_paste_in(tmp_path):
     assert (dist.display_name, dist.experiment_name, dist.description, dist.tags) == ("d", "e", "x", {"team": "ml"})
 
 
-def test_distribution_type_is_needed_one_way_or_the_other(tmp_path):
-    with pytest.raises(DiagnosticError) as exc:
-        load_stack(_write(tmp_path, DIST_HEAD + "    resources: {instance_count: 2}\n"))
-    assert [d.rule for d in exc.value.diagnostics] == ["stack.missing-key"]
+def test_a_job_without_a_distribution_type_pastes_as_one(tmp_path):
+    """A command job with no `distribution:` block (azure-ai-ml's command_job_test_msi_identity.yml) has no type: the
+    command runs once on each node (distribution.untyped-nodes warns where that is more than one)."""
+    dist = load_stack(_write(tmp_path, DIST_HEAD + "    resources: {instance_count: 2}\n")).stack.distributions["train"]
+    assert (dist.type, dist.instance_count, dist.distribution) == (None, 2, None)
 
 
 # ---- infra schema ------------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ RULE_ORDER = [
     "environment_build_steps", "environment_image_reference",
     "distribution_job_bindings", "distribution_bindings_unbound", "distribution_job_inputs", "distribution_job_services", "distribution_identity",
     "distribution_references", "distribution_infiniband", "distribution_gpus", "distribution_instances",
-    "distribution_mpi", "distribution_packages", "distribution_framework",
+    "distribution_mpi", "distribution_packages", "distribution_framework", "distribution_untyped", "distribution_ray",
     "distribution_command_syntax", "distribution_head_node_launcher", "distribution_launcher",
     "distribution_launcher_declared", "distribution_launcher_gpus", "distribution_launcher_nodes",
     "distribution_launcher_rendezvous", "distribution_node_rank_variable", "distribution_lightning",

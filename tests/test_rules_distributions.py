@@ -402,3 +402,73 @@ def test_a_declared_input_or_output_the_command_never_names(tmp_path):
     assert "${{outputs.model}}" in d.message and "remove it from `outputs:`" in d.hint
     named = body.replace("--data ${{inputs.data}}", "--data ${{inputs.data}} --model ${{outputs.model}}")
     assert check(tmp_path, named).diagnostics == []
+
+
+# Jobs without a distribution type and ray distributions (issue 41)
+
+def test_a_job_without_a_distribution_type_on_several_nodes_runs_alone_on_each(tmp_path):
+    body = one_distribution(A100, CURATED_ENV, "instance_count: 2\ncommand: python prep.py\n")
+    d = check(tmp_path, body).one("distribution.untyped-nodes", "warning", "instance_count: 2")
+    assert "each node alone" in d.message and "instance_count: 1" in d.hint
+    assert check(tmp_path, body.replace("instance_count: 2", "instance_count: 1")).diagnostics == []
+    typed = one_distribution(A100, CURATED_ENV, "type: pytorch\ninstance_count: 2\nprocess_count_per_instance: 8\n"
+                             "command: python train.py\n")
+    assert check(tmp_path, typed).of("distribution.untyped-nodes") == []
+
+
+@pytest.mark.parametrize("command", ["python preprocess.py --rows 10", "torchrun --standalone --nproc_per_node 8 train.py"])
+def test_a_single_node_job_without_a_type_is_judged_on_what_it_runs(tmp_path, command):
+    """No distribution: one process (a preprocessing step, a script that picks its GPU) or a launcher that starts
+    its own per GPU (torchrun --standalone): no GPU count, no framework type, no head-node launcher to judge."""
+    assert check(tmp_path, one_distribution(A100, CURATED_ENV, f"command: {command}\n")).diagnostics == []
+    # ... while a launcher that starts more processes than the node has GPUs is still what it is
+    over = check(tmp_path, one_distribution(A100, CURATED_ENV, "command: torchrun --standalone --nproc_per_node 16 "
+                                                               "train.py\n"))
+    assert [d.rule for d in over.diagnostics] == ["distribution.gpus-exceeded"]
+
+
+def test_a_job_without_a_type_refuses_a_distributions_process_count(tmp_path):
+    from infra_cli.stack.load import SchemaErrors
+    with pytest.raises(SchemaErrors, match="process_count_per_instance is no key of a job without a distribution "
+                                           "type: set type"):
+        check(tmp_path, one_distribution(A100, CURATED_ENV, "process_count_per_instance: 8\ncommand: python t.py\n"))
+
+
+RAY = "distribution:\n  type: ray\n  port: 6379\n  dashboard_port: 8265\ninstance_count: 2\ncommand: python tune.py\n"
+
+
+def test_a_ray_distribution_on_an_infiniband_size_is_clean(tmp_path):
+    """Ray takes every GPU of its node: no process count to judge; azure-ai-ml's dist_job_ray_1.yml shape."""
+    assert check(tmp_path, one_distribution(A100, CURATED_ENV, RAY)).diagnostics == []
+
+
+def test_a_multi_node_ray_job_without_infiniband_is_warned_as_any_gpu_job(tmp_path):
+    d = check(tmp_path, one_distribution("Standard_NC24ads_A100_v4", CURATED_ENV, RAY)).one(
+        "distribution.multinode-without-infiniband", "warning", "instance_count: 2")
+    assert "2 nodes" in d.message
+
+
+def test_ray_and_its_dashboard_on_one_port(tmp_path):
+    body = one_distribution(A100, CURATED_ENV, RAY.replace("8265", "6379"))
+    d = check(tmp_path, body).one("distribution.ray-settings", "error", "dashboard_port: 6379")
+    assert "one port, 6379" in d.message and "8265" in d.hint
+
+
+@pytest.mark.parametrize("args", ["--num-gpus 16", "--disable-usage-stats --num-gpus=9"])
+def test_ray_told_of_more_gpus_than_the_size_has(tmp_path, args):
+    body = one_distribution(A100, CURATED_ENV, RAY.replace("  dashboard_port: 8265\n", "  dashboard_port: 8265\n"
+                                                           f"  worker_node_additional_args: {args}\n"))
+    d = check(tmp_path, body).one("distribution.ray-settings", "error", f"worker_node_additional_args: {args}")
+    assert "8 GPU(s)" in d.message and "at most 8" in d.hint
+    assert check(tmp_path, body.replace(args, "--num-gpus 8")).of("distribution.ray-settings") == []
+
+
+@pytest.mark.parametrize("dist, said", [
+    ("type: pytorch\ndistribution: {port: 1234}\n", "port is no key of a pytorch distribution"),
+    ("distribution: {type: ray}\nprocess_count_per_instance: 8\n", "process_count_per_instance is no key of a ray"),
+    ("distribution: {include_dashboard: true}\n", "include_dashboard is no key of a job without a distribution type"),
+])
+def test_a_key_of_another_distribution_type_is_refused_as_azure_ai_ml_refuses_it(tmp_path, dist, said):
+    from infra_cli.stack.load import SchemaErrors
+    with pytest.raises(SchemaErrors, match=said):
+        check(tmp_path, one_distribution(A100, CURATED_ENV, dist))

@@ -129,6 +129,8 @@ def _environment_base(name: str, env: Environment) -> dict[str, Any]:
     if env.tags:
         doc["tags"] = dict(env.tags)
     doc["os_type"] = env.os_type
+    if env.inference_config is not None:
+        doc["inference_config"] = env.inference_config.model_dump()
     return doc
 
 
@@ -153,6 +155,8 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
             files.append(OutputFile(f"environments/{conda}", env.inline_conda,   # in clear (model.inline_conda_text)
                                     secrets=_holding(loaded, at, ("conda_file",))))
             doc["conda_file"] = conda
+    elif env.build.remote:   # Azure ML fetches it: its URI, passed through
+        doc["build"] = {"path": env.build.path, "dockerfile_path": env.build.dockerfile_path}
     elif env.build.path:
         # the context as it is uploaded (paths.context_files): no symlink followed out of it, ignored files left
         # out; modes no wider than the source's
@@ -167,7 +171,7 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
         doc["build"] = {"path": f"{name}/context", "dockerfile_path": "Dockerfile"}
     header = f"# az ml environment create -f environments/{name}.yml\n"
     secrets = _holding(loaded, at, ("description",), ("tags",), ("version",), ("image",), ("os_type",),
-                       ("build", "dockerfile_path"))
+                       ("build", "dockerfile_path"), ("build", "path"), ("inference_config",))
     files.append(OutputFile(f"environments/{name}.yml", header + _yaml(revealed(doc) if secrets else doc),
                             secrets=secrets))
     return files
@@ -206,8 +210,8 @@ def _sources(loaded: LoadedStack) -> Iterator[tuple[tuple | None, str, Path]]:
     for name, env in loaded.stack.environments.items():
         if env.conda_path:
             yield ("environments", name, "conda_file"), "the conda file", base / env.conda_path
-        if env.build and env.build.path:
-            yield ("environments", name, "build", "path"), "the build context", base / env.build.path
+        if env.build and env.build.local_path:
+            yield ("environments", name, "build", "path"), "the build context", base / env.build.local_path
         if env.build and env.build.template:
             yield ("environments", name, "build", "template"), "the Dockerfile template", template_dir(env.build.template)
     for name, dist in loaded.stack.distributions.items():

@@ -128,9 +128,10 @@ def environment_attributes(loaded: LoadedStack, env: Environment) -> dict:
         if env.build.template:
             build = {"template": env.build.template, "parameters": env.build.parameters,
                      "template_sha256": _tree_sha256(template_dir(env.build.template))}
-        else:
+        else:   # a remote context (https://, azureml://) is never read here: its URI is its identity
             build = {"path": env.build.path, "dockerfile_path": env.build.dockerfile_path,
-                     "context_sha256": _tree_sha256(base / env.build.path)}
+                     "context_sha256": hashlib.sha256(env.build.path.encode()).hexdigest() if env.build.remote
+                     else _tree_sha256(base / env.build.path)}
     attributes = {
         "kind": env.kind,
         "curated": env.curated,
@@ -143,12 +144,22 @@ def environment_attributes(loaded: LoadedStack, env: Environment) -> dict:
         "description": env.description,
         "tags": dict(sorted(env.tags.items())),
     }
+    if env.inference_config is not None:   # only where given: every other environment keeps its attributes and hash
+        attributes["inference_config"] = env.inference_config.model_dump()
     attributes["content_hash"] = environment_content_hash(attributes)
+    if contains_secret(env.model_dump()):   # a hash of a secret's text (an image, a conda file from ${ENV}) is one
+        for key in ("conda_sha256", "content_hash"):
+            attributes[key] = Secret(attributes[key]) if attributes[key] is not None else None
     return attributes
 
 
+# Content compared only where an environment has it, so an environment without it keeps the hash it always had.
+_CONTENT_WHERE_GIVEN = ("inference_config",)
+
+
 def environment_content_hash(attributes: dict) -> str:
-    return content_hash({k: attributes.get(k) for k in environment_content_fields()})
+    return content_hash({**{k: attributes.get(k) for k in environment_content_fields()},
+                         **{k: attributes[k] for k in _CONTENT_WHERE_GIVEN if attributes.get(k) is not None}})
 
 
 def desired_resources(loaded: LoadedStack) -> list[Resource]:

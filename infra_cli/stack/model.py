@@ -191,12 +191,56 @@ class Build(Model):
 
     template = Field(Text | None, None, description="a Dockerfile template from templates/docker/, e.g. openmpi-rdma")
     parameters = Field(DictOf(GRAMMAR_CHECKED), factory=dict, description="the template's parameters")
-    path = Field(PathText | None, None, description="a build context directory, relative to the stack file")
+    path = Field(PathText | None, None, description="a build context directory, relative to the stack file, or a "
+                 "remote one Azure ML fetches itself (https://... or azureml://...), never read here")
     dockerfile_path = Field(PathText, "Dockerfile", description="the Dockerfile inside the build context")
 
     def _check(self) -> None:
         if (self.template is None) == (self.path is None):
             raise ValueError("build needs exactly one of `template` or `path`")
+        if self.remote and _CREDENTIAL_IN_URL.search(revealed(self.path)):
+            # a plan, a plan file and a rendered environment show the URI: a credential in it would be shown too
+            raise ValueError("a remote build context's URL holds a credential (a SAS signature or a user:password@): "
+                             "plans and rendered files show this URL; use an azureml://datastores/... URI, or a URL "
+                             "the workspace's identity can read without one")
+
+    @property
+    def remote(self) -> bool:
+        """A build context Azure ML fetches from a URL (azure-ai-ml uploads nothing for one: its
+        `is_url`/`is_registry_id_for_resource`): identified by its URI, never looked up on this machine."""
+        return self.path is not None and is_remote_context(self.path)
+
+    @property
+    def local_path(self) -> str | None:
+        """`path` when it names a directory of the stack's project (relative to the stack file), else None."""
+        return None if self.path is None or self.remote else self.path
+
+
+# The paths azure-ai-ml takes as a build context without a local lookup: its `is_url` (urlparse finds a scheme
+# and a location: https://..., an azureml://datastores/... or azureml://registries/... URI).
+_REMOTE_CONTEXT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+")
+# A credential written into a URL: a SAS signature (sig=) or user information before the host.
+_CREDENTIAL_IN_URL = re.compile(r"[?&](?:sig|signature|token|access_token|code)=|^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*@",
+                                re.IGNORECASE)
+
+
+def is_remote_context(path: str) -> bool:
+    return bool(_REMOTE_CONTEXT.match(path))
+
+
+class Route(Model):
+    """One route of an inference server (azure-ai-ml RouteSchema)."""
+
+    port = Field(Count, ge=1, le=65535, description="the port the server listens on")
+    path = Field(Text, description="the route's path, e.g. /score")
+
+
+class InferenceConfig(Model):
+    """An environment's inference_config (azure-ai-ml InferenceConfigSchema): all three routes are required."""
+
+    liveness_route = Field(Route, description="{port, path} Azure ML probes for liveness")
+    readiness_route = Field(Route, description="{port, path} Azure ML probes for readiness")
+    scoring_route = Field(Route, description="{port, path} requests are scored on")
 
 
 def _version_text(v: Any) -> Any:
@@ -260,6 +304,8 @@ class Environment(Model):
     tags = Field(DictOf(Secretive), factory=dict, description="Azure tags (text values)")
     description = Field(SecretiveText | None, None, description="free text")
     os_type = Field(OneOf("linux"), "linux", description="only Linux images run distributed GPU training (any case: Linux)")
+    inference_config = Field(InferenceConfig | None, None, description="the routes of an inference server in the "
+                             "image, as Azure ML's environment YAML writes them; passed through as written")
 
     def _check(self) -> None:
         given = [k for k in ("curated", "image", "build") if getattr(self, k) is not None]
@@ -301,7 +347,17 @@ class Smoke(Model):
 
 
 Framework = OneOf("ddp", "deepspeed", "horovod", "lightning", "transformers", "tensorflow")
-DistributionType = OneOf("pytorch", "mpi", "tensorflow")
+DistributionType = OneOf("pytorch", "mpi", "tensorflow", "ray")
+# The keys of each distribution type but `type` (azure-ai-ml's distribution schemas, validators/job_schema.yaml).
+TYPE_KEYS: dict[str, tuple[str, ...]] = {
+    "pytorch": ("process_count_per_instance",),
+    "mpi": ("process_count_per_instance",),
+    "tensorflow": ("worker_count", "parameter_server_count"),
+    "ray": ("port", "address", "include_dashboard", "dashboard_port", "head_node_additional_args",
+            "worker_node_additional_args"),
+}
+# Ray's keys stay in the pasted `distribution:` block (a flat `port` or `address` would say nothing of Ray)
+RAY_KEYS = TYPE_KEYS["ray"]
 
 
 class JobDistribution(Model):
@@ -309,10 +365,22 @@ class JobDistribution(Model):
 
     # Required by Azure ML's job schema; here it may also be the flat `type` beside the block.
     type = Field(DistributionType | None, None, description="Azure ML distribution type (any case: PyTorch, Mpi, "
-                 "TensorFlow); given here or as the distribution's flat type")
+                 "TensorFlow, Ray); given here or as the distribution's flat type")
     process_count_per_instance = Field(Count | None, None, ge=1, le=_INT32_MAX, description="pytorch, mpi")
     worker_count = Field(Count | None, None, ge=1, le=_INT32_MAX, description="tensorflow")
     parameter_server_count = Field(Count | None, None, ge=0, le=_INT32_MAX, description="tensorflow")
+    port = Field(Count | None, None, ge=1, le=65535, description="ray: the head node's port (ray start --port)")
+    address = Field(Text | None, None, description="ray: the address of a Ray cluster to join (HOST:PORT)")
+    include_dashboard = Field(Bool() | None, None, description="ray: start Ray's dashboard")
+    dashboard_port = Field(Count | None, None, ge=1, le=65535, description="ray: the dashboard's port")
+    head_node_additional_args = Field(Text | None, None, description="ray: more arguments to `ray start` on the "
+                                      "head node")
+    worker_node_additional_args = Field(Text | None, None, description="ray: more arguments to `ray start` on "
+                                        "every other node")
+
+    def ray_settings(self) -> dict[str, Any]:
+        """The Ray keys this block sets."""
+        return {k: getattr(self, k) for k in RAY_KEYS if getattr(self, k) is not None}
 
 
 def _docker_args(v: Any) -> Any:
@@ -368,7 +436,7 @@ class JobQueueSettings(Model):
 
 # Where each key of the nested blocks lands in the flat form (the one rules and templates read).
 NESTED_DISTRIBUTION_KEYS: dict[str, tuple[str, ...]] = {
-    "distribution": tuple(JobDistribution.model_fields),
+    "distribution": tuple(k for k in JobDistribution.model_fields if k not in RAY_KEYS),
     "resources": ("instance_count",),
 }
 # The keys of a command job YAML (validators/job_schema.yaml `command_job`) a distribution does not hold, and
@@ -431,7 +499,8 @@ class Distribution(Model):
 
     cluster = Field(Text, description="name of a cluster in this stack")
     environment = Field(Text, description="name of an environment in this stack")
-    type = Field(DistributionType, description="Azure ML distribution type (any case); or give distribution.type")
+    type = Field(DistributionType | None, None, description="Azure ML distribution type (any case), or give "
+                 "distribution.type; none: a command job without a distribution, on one node (the command runs once)")
     instance_count = Field(Count, 1, ge=1, le=_INT32_MAX, description="nodes the job runs on")
     process_count_per_instance = Field(
         Count | None, None, ge=1, le=_INT32_MAX, description="processes Azure ML starts per node (pytorch, mpi); one per GPU")
@@ -482,6 +551,17 @@ class Distribution(Model):
         return flat
 
     def _check(self) -> None:
+        # Ray's keys where the type is not ray, process_count_per_instance under ray or no type (the tensorflow
+        # type's keys elsewhere: distribution.tensorflow-counts says where they are)
+        given = [k for k in (("process_count_per_instance",) if self.type in (None, "ray") else ()) + RAY_KEYS
+                 if getattr(self, k, None) is not None or (self.distribution is not None and
+                                                          getattr(self.distribution, k) is not None)]
+        foreign = [k for k in given if k not in TYPE_KEYS.get(self.type or "", ())]
+        if foreign:   # azure-ai-ml refuses the job: its schema for the type has no such key ("Unknown field")
+            raise ValueError(f"{', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} no key of "
+                             + (f"a {self.type} distribution" if self.type else "a job without a distribution type")
+                             + (f" (it takes {', '.join(TYPE_KEYS[self.type])})" if self.type else
+                                f": set type ({', '.join(TYPE_KEYS)}) or remove {'it' if len(foreign) == 1 else 'them'}"))
         # The command says how processes start (torchrun ... is per-node); a declared `launcher` is kept as
         # written so `infra validate` can report where it disagrees with the command.
         if "launcher" not in self.model_fields_set:
@@ -495,6 +575,11 @@ class Distribution(Model):
     @property
     def processes_per_instance(self) -> int:
         return self.process_count_per_instance or 1
+
+    @property
+    def ray(self) -> dict[str, Any]:
+        """A ray distribution's settings (port, address, dashboard, ...), as given in its `distribution:` block."""
+        return self.distribution.ray_settings() if self.distribution is not None else {}
 
 
 def _empty_section(v: Any) -> Any:

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from infra_cli.knowledge.job_schema import job_schema
-from infra_cli.stack.model import (JOB_KEYS_ELSEWHERE, NESTED_DISTRIBUTION_KEYS, Distribution, JobDistribution,
-                                   JobLimits, JobQueueSettings, JobResources)
+from infra_cli.stack.model import (JOB_KEYS_ELSEWHERE, NESTED_DISTRIBUTION_KEYS, TYPE_KEYS, Distribution,
+                                   JobDistribution, JobLimits, JobQueueSettings, JobResources)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,9 +45,10 @@ def test_nested_blocks_read_exactly_azures_keys():
     assert _keys(JobResources) == set(schema.resources)
     assert _keys(JobLimits) == set(schema.limits)
     assert _keys(JobQueueSettings) == set(schema.queue_settings)
-    types = {"pytorch", "mpi", "tensorflow"}
-    assert types <= set(schema.distribution)
+    types = {"pytorch", "mpi", "tensorflow", "ray"}
+    assert types == set(schema.distribution)   # every type azure-ai-ml knows is one a stack takes
     assert _keys(JobDistribution) == set().union(*(schema.distribution[t] for t in types))
+    assert {t: {"type", *keys} for t, keys in TYPE_KEYS.items()} == {t: set(schema.distribution[t]) for t in types}
     assert set(NESTED_DISTRIBUTION_KEYS["resources"]) <= set(schema.resources)
 
 

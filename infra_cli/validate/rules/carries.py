@@ -170,7 +170,10 @@ def environment_carries(env: Environment, base_dir: Path, root: Path) -> Carries
         provides |= pip | {extra for p in pip for extra in build_template_pip_extras(env.build.template).get(p, ())}
         evidence = f"templates/docker/{env.build.template} installs it"
     files: list[str] = []
-    if env.build and env.build.path:
+    if env.build and env.build.remote:
+        evidence = (f"the remote build context {env.build.path} is not read here: it carries only what it declares "
+                    "in requires") if not declared else "declared in requires (a remote build context is not read)"
+    elif env.build and env.build.path:
         built, evidence, files = _build_context_carries(env, base_dir, root)
         provides |= built
     if env.conda_path and project_text(base_dir / env.conda_path, root) is not None:

@@ -70,6 +70,11 @@ FRAMEWORK_TYPE = declare("distribution.framework-type", "error",
                          "the framework does not run under the distribution type")
 FRAMEWORK_LAUNCHER = declare("distribution.framework-launcher", "error",
                              "the framework is not launched the way the distribution launches it")
+UNTYPED_NODES = declare("distribution.untyped-nodes", "warning",
+                        "a job without a distribution type spans several nodes: each runs the command alone")
+RAY_SETTINGS = declare("distribution.ray-settings", "error",
+                       "a ray distribution's settings contradict themselves or the size (one port for Ray and its "
+                       "dashboard, `ray start --num-gpus` beyond the size's GPUs)")
 
 
 @rule_for_each("distributions", JOB_BINDING)
@@ -290,6 +295,10 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
     sku = ctx.sku(dist.cluster)
     if sku is None or dist.type == "tensorflow":
         return
+    if dist.type == "ray":
+        return   # `ray start` gives Ray every GPU of its node (distribution.ray-settings judges --num-gpus)
+    if dist.type is None and not dist.framework and not launched_per_node(dist):
+        return   # no distribution: one process, the command's own (a preprocessing step, a single-GPU script)
     per_node = dist.processes_per_instance
     path = ("distributions", name, "process_count_per_instance")
     if launched_per_node(dist):
@@ -385,7 +394,7 @@ def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: Frame
 def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     if fw is None:
         return
-    if dist.type not in fw.types:
+    if dist.type is not None and dist.type not in fw.types:   # no type: one node, the command starts what it runs
         yield ctx.at(("distributions", name, "type"), FRAMEWORK_TYPE.id,
                      f"framework {fw.name} does not run under distribution type {dist.type}",
                      f"use type: {' or '.join(fw.types)} ({fw.source})")
@@ -398,3 +407,44 @@ def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: Fram
                      f"use launcher: {' or '.join(fw.launchers)}" if declared else
                      f"launch {fw.name} {' or '.join(fw.launchers)}: e.g. `command: python train.py` with "
                      "process_count_per_instance set to the GPUs per node")
+
+
+@rule_for_each("distributions", UNTYPED_NODES)
+def distribution_untyped(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """A command job without a distribution runs its command once on each of its nodes, and Azure ML sets none of
+    the variables that join them (MASTER_ADDR, RANK, OMPI_COMM_WORLD_*, TF_CONFIG): n copies of one job."""
+    if dist.type is not None or dist.instance_count < 2:
+        return
+    yield ctx.warning(("distributions", name, "instance_count"), UNTYPED_NODES.id,
+                      f"distribution {name!r} has no distribution type but {dist.instance_count} nodes: Azure ML runs "
+                      f"the command on each node alone, with no rendezvous between them ({dist.instance_count} "
+                      "copies of one job)",
+                      "set a type (pytorch, mpi, tensorflow, ray) for a job across nodes, or instance_count: 1")
+
+
+# `ray start --num-gpus N` (or --num-gpus=N) in the head or worker node's additional arguments
+_RAY_NUM_GPUS = re.compile(r"(?:^|\s)--num-gpus(?:=|\s+)(\S+)")
+
+
+@rule_for_each("distributions", RAY_SETTINGS)
+def distribution_ray(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """Ray on Azure ML: `ray start --head` on the first node, `ray start --address` on the others, the command on
+    the head node. One port for Ray and its dashboard cannot be; a node told it has more GPUs than its size has
+    schedules tasks on GPUs that are not there."""
+    if dist.type != "ray":
+        return
+    ray, base = dist.ray, ("distributions", name, "distribution")
+    if ray.get("port") is not None and ray.get("port") == ray.get("dashboard_port"):
+        yield ctx.at(base + ("dashboard_port",), RAY_SETTINGS.id,
+                     f"distribution {name!r} gives Ray and its dashboard one port, {ray['port']}: the second to start "
+                     "cannot bind it", "give dashboard_port another port (Ray's default: 8265; Ray's own: 6379)")
+    sku = ctx.sku(dist.cluster)
+    for key in ("head_node_additional_args", "worker_node_additional_args"):
+        m = _RAY_NUM_GPUS.search(ray.get(key) or "")
+        wanted = m.group(1) if m else None
+        if sku is None or wanted is None or not wanted.isdigit() or int(wanted) <= sku.gpus:
+            continue
+        yield ctx.at(base + (key,), RAY_SETTINGS.id,
+                     f"distribution {name!r} starts Ray with --num-gpus {wanted} but {sku.name} has {sku.gpus} "
+                     "GPU(s) per node: Ray schedules tasks on GPUs that are not there",
+                     f"remove --num-gpus (Ray finds the node's GPUs itself) or set it to at most {sku.gpus}")

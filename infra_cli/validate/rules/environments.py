@@ -138,7 +138,7 @@ def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Dia
                 place = ":".join(str(p) for p in (d.file, d.line, d.column) if p is not None)
                 yield ctx.at(where, CONDA_FILE.id, f"conda file {env.conda_path!r} is refused: "
                              f"{d.message} (at {place})", d.hint or "fix the conda file")
-    if env.build and env.build.path:
+    if env.build and env.build.local_path:   # a remote context (https://, azureml://) Azure ML fetches itself
         where = ("environments", name, "build", "path")
         context = base / env.build.path
         outside = _outside_project(ctx, where, "build.path", env.build.path)
@@ -209,8 +209,8 @@ def environment_build_steps(ctx: Context, name: str, env: Environment) -> Iterat
     (a compiler and MPI's and Python's headers to build mpi4py, torch before DeepSpeed) fails Azure ML's build:
     an error at the step's line (validate/build_steps.py; validators/base_images.yaml). A template's Dockerfile
     is judged where it is rendered (plan, render)."""
-    if not (env.build and env.build.path):
-        return
+    if not (env.build and env.build.local_path):
+        return   # a remote context's Dockerfile is not read here
     context = ctx.loaded.base_dir / env.build.path
     dockerfile = context / env.build.dockerfile_path
     text = project_text(dockerfile, project_root(ctx.loaded.path)) if inside(dockerfile, context) else None

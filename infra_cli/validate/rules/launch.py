@@ -92,6 +92,8 @@ def distribution_command_syntax(ctx: Context, name: str, dist: Distribution) -> 
 @rule(HEAD_NODE_LAUNCHER)
 def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist, step in launches_of(ctx, "head-node"):
+        if dist.type in (None, "ray"):
+            continue   # Azure ML starts the command once (no distribution: on one node; ray: on the head node)
         nodes, per = dist.instance_count, tasks_per_node(dist)
         started = nodes * per
         script = step.script or "train.py"
