@@ -324,3 +324,38 @@ def test_a_template_parameter_from_env_is_judged_by_its_clear_text_and_sealed_in
                         str(tmp_path / "p.plan")], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr   # the grammar judged the URL itself, not "(sensitive value)"
     assert "SasS3cret77" not in r.stdout + r.stderr + (tmp_path / "p.plan").read_text()
+
+
+def test_a_hash_of_a_secret_s_text_is_a_secret(tmp_path):
+    """An inline conda file with a package index token from ${ENV}: its sha256 and the environment's content hash
+    (fast hashes of the token's text) read "(sensitive value)" in plan JSON and are sealed in the plan file; the
+    version Azure registers carries the clear conda file (the next plan has nothing to change)."""
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(textwrap.dedent("""\
+        stack: envs
+        workspace: {subscription_id: 00000000-0000-0000-0000-0000000000c4, resource_group: rg, name: mlw,
+                    location: eastus}
+        environments:
+          img:
+            image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04:latest
+            conda_file:
+              channels: [conda-forge]
+              dependencies: [python=3.10, {pip: ["--extra-index-url https://u:${PIP_TOKEN}@pkgs.example.com", torch]}]
+        """))
+    env = {k: v for k, v in os.environ.items() if k != "INFRA_PLAN_KEY"}
+    env.update({"PIP_TOKEN": "PipS3cret42", "INFRA_LOCAL_DIR": str(tmp_path / "state")})
+
+    def infra(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True,
+                              timeout=300, env=env)
+
+    plan = infra("plan", str(stack), "--local", "--json", "--out", str(tmp_path / "p.plan"))
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    (change,) = json.loads(plan.stdout)["resource_changes"]
+    assert change["change"]["after"]["conda_sha256"] == SHOWN and change["change"]["after"]["content_hash"] == SHOWN
+    saved = (tmp_path / "p.plan").read_text()
+    assert "PipS3cret42" not in plan.stdout + saved
+    assert json.loads(saved)["resource_changes"][0]["change"]["after"]["conda_sha256"].startswith(f"{SHOWN} scrypt:")
+    assert infra("apply", str(tmp_path / "p.plan"), "--local").returncode == 0
+    again = infra("plan", str(stack), "--local")
+    assert "No changes." in again.stdout, again.stdout + again.stderr
