@@ -252,16 +252,18 @@ def for_this_run(text: str) -> str:
         text = _AZ_NAMED.sub(lambda m: f"`{_LOCAL_INSTEAD[m.group(1)].format(stack=shlex.quote(stack))}`", text)
 
     def as_run(m: re.Match) -> str:
-        command = m.group(1)
+        command, note = m.group(1), ""
         words = command.split()
         if _Run.stack is not None and words[1] != "skus" and not {"--var", "--var-file"} & set(words) and \
                 any(_same_file(word, _Run.stack) for word in words[2:]):
-            from infra_cli.stack.variables import command_line_words
+            from infra_cli.stack.variables import command_line_words, left_out_of_command_line
 
             command += "".join(f" {shlex.quote(word)}" for word in command_line_words())
+            left_out = left_out_of_command_line()   # a sensitive value is named, never repeated
+            note = f" (with {', '.join(f'--var {name}=...' for name in left_out)} again)" if left_out else ""
         if _Run.local and "--local" not in words:
             command += " --local"
-        return f"`{command}`"
+        return f"`{command}`{note}"
 
     return _COMMAND_NAMED.sub(as_run, text)
 

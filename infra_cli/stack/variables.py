@@ -88,6 +88,13 @@ def command_line_words() -> list[str]:
     return words
 
 
+def left_out_of_command_line() -> list[str]:
+    """The variables this run gave with --var that command_line_words leaves out (sensitive, or not known to be
+    declared otherwise): a hint names them, never their values."""
+    return sorted({given.text.partition("=")[0].strip() for given in _command_line
+                   if given.kind == "var" and given.text.partition("=")[0].strip() not in _not_sensitive})
+
+
 def command_words(recorded: Mapping[str, Any]) -> list[str]:
     """A saved plan's recorded values (recorded_values) as the --var options that give them again, each
     `NAME=VALUE` as a -var value reads back (a list or map as JSON); a sensitive one (kept as a digest) is left

@@ -256,6 +256,7 @@ def test_a_hint_naming_a_command_gives_this_run_s_vars_again_but_not_a_sensitive
                        timeout=120, env=environ)
     assert r.returncode == 0 and "--var env=prod" in r.stderr, r.stdout + r.stderr
     assert PIN not in r.stdout + r.stderr and "given-pin-42" not in r.stdout + r.stderr, r.stderr
+    assert "(with --var pin=..., --var token=... again)" in r.stderr, r.stderr   # named, without their values
 
 
 def test_a_rule_judges_a_secret_by_its_clear_value_and_never_quotes_it(tmp_path):
