@@ -2,11 +2,20 @@
 from them (Terraform's sensitive values, https://developer.hashicorp.com/terraform/language/values/outputs#sensitive).
 
 A `Secret` holds its clear value privately. Every way a writer turns a value into text gives the redacted form
-(`str`, `repr`, `format`, f-strings, `json.dumps(..., default=json_default)`, `canonical_json`), and a writer that
-knows nothing of secrets fails rather than leaks: `json.dumps` without a default and `yaml.safe_dump` refuse the
-type. The clear value comes out only through `reveal` (one value) or `revealed` (a whole request body), called where
-infra builds what it sends to Azure and where a content hash is compared with what Azure reads back. Equality is by
-clear value (a Secret equals the plain text Azure reports back), so a diff compares secrets as it compares text.
+"(sensitive value)": `str`, `repr`, `format` and f-strings, every `json.dumps` and JSONEncoder of the process (the
+encoder's default is replaced below, so a writer added tomorrow inherits it), every YAML dumper, `canonical_json`.
+A plan file keeps a keyed digest instead (`sealed` with plan/planfile.py secret_seal: `keyed_digest`). The clear
+value comes out only through `reveal` (one value) or `revealed` (a whole structure), and only where infra builds
+what it sends to Azure (azure/arm.py: every request body; azure/provider.py: an environment azure-ai-ml registers;
+azure/jobs.py: a smoke job), where a content hash is compared with what Azure reads back (plan/model.py
+content_hash, plan/live.py fingerprint), where a rule judges a value without showing it, and where the user asks
+for one by name (`infra output STACK NAME`). Equality is by clear value (a Secret equals the plain text Azure
+reports back), so a diff compares secrets as it compares text; `len` is the clear value's (a bound is judged).
+
+The loader (stack/source.py) makes the Secrets; text fields that are parsed or become part of a URL (names, a
+command, a curated reference) keep their clear text and are marked instead (stack/load.py mark_sensitive_fields):
+their dumps redact them, views mask them by the loader's sensitive paths, and diagnostics at a stack position never
+quote a secret's text (SourceMap.scrubbed).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ SHOWN = "(sensitive value)"
 
 
 class Secret:
-    """A sensitive value (text, or a number a sensitive variable held). Never shown: see the module's doc."""
+    """A sensitive value (text; a number where a dump marks one). Never shown: see the module's doc."""
 
     __slots__ = ("_clear",)
 
