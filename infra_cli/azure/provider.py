@@ -17,7 +17,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import Future
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -322,20 +322,33 @@ class AzureProvider:
 
     # ---- jobs (smoke/run.py's), through azure-ai-ml ----------------------------------------------------------
 
+    @contextmanager
+    def _jobs(self) -> Iterator[Any]:
+        """azure-ai-ml's MLClient, quieted: built first, as its import sets its loggers to INFO, which quiet_sdk
+        lowers on entering."""
+        ml = self.clients.ml
+        with quiet_sdk():
+            yield ml
+
     def submit_job(self, spec: Any, code_dir: Path) -> str:
-        return submit_job(self.clients.ml, spec, code_dir)
+        with self._jobs() as ml:
+            return submit_job(ml, spec, code_dir)
 
     def job_status(self, job_name: str) -> str:
-        return job_status(self.clients.ml, job_name)
+        with self._jobs() as ml:
+            return job_status(ml, job_name)
 
     def cancel_job(self, job_name: str) -> None:
-        cancel_job(self.clients.ml, job_name)
+        with self._jobs() as ml:
+            cancel_job(ml, job_name)
 
     def download_job(self, job_name: str, into: Path, **bounds: int) -> list[str]:
-        return download_job(self.clients.ml, job_name, into, **bounds)
+        with self._jobs() as ml:
+            return download_job(ml, job_name, into, **bounds)
 
     def job_logs(self, job_name: str) -> dict[str, str]:
-        return job_logs(self.clients.ml, job_name)
+        with self._jobs() as ml:
+            return job_logs(ml, job_name)
 
     # ---- smoke records (the last smoke of each distribution, on Azure) ------------------------------------
 

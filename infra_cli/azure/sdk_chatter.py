@@ -47,12 +47,19 @@ def quiet_sdk() -> Iterator[None]:
     global _depth, _saved
     with _lock:
         if _depth == 0:
-            loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)
-                       if name.startswith("azure.ai.ml")] + [logging.getLogger("azure.ai.ml")]
-            _saved = (sys.stderr, loggers, [lg.level for lg in loggers])
-            for lg in loggers:
-                lg.setLevel(logging.ERROR)
+            _saved = (sys.stderr, [], [])
             sys.stderr = _ResetFilter(sys.stderr)  # type: ignore[assignment]
+        # each entry, nested ones too: azure-ai-ml's import sets its module loggers to INFO, so those it made since
+        # the outer entry (loaded inside it) are lowered by the next
+        assert _saved is not None
+        known = set(_saved[1])
+        for lg in [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)
+                   if name.startswith("azure.ai.ml")] + [logging.getLogger("azure.ai.ml")]:
+            if lg not in known:
+                known.add(lg)
+                _saved[1].append(lg)
+                _saved[2].append(lg.level)
+                lg.setLevel(logging.ERROR)
         _depth += 1
     try:
         yield

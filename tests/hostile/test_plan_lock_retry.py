@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _LOCK_WORKER = textwrap.dedent("""
     import os, sys, threading
     from pathlib import Path
+    from infra_cli.azure.provider import AzureProvider
     from infra_cli.state.lock import LockHeld, StackLock
     from infra_cli.commands.backend import build_clients
     from infra_cli.stack.model import Workspace
