@@ -77,12 +77,12 @@ def test_the_legacy_curated_environments_the_sdk_s_tests_use_resolve_on_the_loca
     for reference in (SKLEARN_024, "azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu:33"):
         path.write_text(STACK.replace("CURATED", reference))
         outcome = plan_stack(load_stack(path), AzureProvider(clients))
-        assert not [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"], reference
+        assert not [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"], reference
     path.write_text(STACK.replace("CURATED", SKLEARN_024.replace("0.24", "0.23")))
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
-    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
-    assert error["hint"].startswith("did you mean azureml:AzureML-sklearn-0.24-ubuntu18.04-py37-cpu:1"), error["hint"]
-    assert "tensorflow" not in error["hint"], error["hint"]
+    (error,) = [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"]
+    assert error.hint.startswith("did you mean azureml:AzureML-sklearn-0.24-ubuntu18.04-py37-cpu:1"), error.hint
+    assert "tensorflow" not in error.hint, error.hint
 
 
 def test_a_size_refused_low_priority_needs_its_source(tmp_path, monkeypatch):

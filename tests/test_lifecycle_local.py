@@ -133,7 +133,7 @@ def test_untagged_same_name_is_an_error_and_import_adopts_it(tmp_path, clients):
         name="gpu", size="Standard_ND96asr_v4", max_instances=2, idle_time_before_scale_down=900,
         enable_node_public_ip=True)).result()  # as the stack has it (no public IP would need a subnet)
     outcome = plan(path, clients)
-    assert "plan.unmanaged-resource" in [d["rule"] for d in outcome.plan.diagnostics]
+    assert "plan.unmanaged-resource" in [d.rule for d in outcome.plan.diagnostics]
     assert "cluster.gpu" not in actions(outcome)
     store = StateStore(AzureProvider(clients))
     before = store.serial("life")
@@ -188,14 +188,14 @@ def test_restricted_size_and_short_quota_fail_the_plan(tmp_path, emulator, clien
 
     west = build_clients(load_stack(path).stack.workspace, local=True, emulator=emulator)
     outcome = plan(path, west)
-    problems = {d["rule"]: d["message"] for d in outcome.plan.diagnostics}
+    problems = {d.rule: d.message for d in outcome.plan.diagnostics}
     assert "preflight.size-restricted" in problems
     assert "Standard_ND96isr_H200_v5" in problems["preflight.size-restricted"]
     assert "westus2" in problems["preflight.size-restricted"]
 
     path = write_stack(tmp_path, STACK.replace("max_instances: 2", "max_instances: 20"))
     outcome = plan(path, clients)
-    quota = [d for d in outcome.plan.diagnostics if d["rule"] == "preflight.quota"]
+    quota = [d for d in outcome.plan.diagnostics if d.rule == "preflight.quota"]
     assert quota, outcome.plan.diagnostics
     msg = quota[0]["message"]
     assert "Standard_ND96asr_v4" in msg and "eastus" in msg and "1920" in msg and "available" in msg
@@ -212,7 +212,7 @@ def test_prevent_destroy_and_destroy(tmp_path, clients):
     clients.ml.compute.begin_create_or_update(AmlCompute(name="untagged", size="Standard_NC24ads_A100_v4",
                                                          max_instances=1)).result()
     outcome = plan(path, clients, mode="destroy")
-    assert "plan.prevent-destroy" in [d["rule"] for d in outcome.plan.diagnostics]
+    assert "plan.prevent-destroy" in [d.rule for d in outcome.plan.diagnostics]
     # lift the protection on gpu2 through an apply, then destroy: untagged stays
     path = write_stack(tmp_path)
     converge(path, clients)

@@ -25,16 +25,16 @@ def test_check_images_reports_met_unmet_and_unreadable(tmp_path, clients, images
     path.write_text(STACK.replace("REGISTRY", images.registry.host))
     loaded = load_stack(path)
     without = plan_stack(loaded, AzureProvider(clients))
-    assert not [d for d in without.plan.diagnostics if d["rule"].startswith("plan.image")]
+    assert not [d for d in without.plan.diagnostics if d.rule.startswith("plan.image")]
     outcome = plan_stack(loaded, AzureProvider(clients), check_images=True)
     by_rule = {}
     for d in outcome.plan.diagnostics:
-        by_rule.setdefault((d["rule"], d["severity"]), []).append(d)
+        by_rule.setdefault((d.rule, d.severity), []).append(d)
     met = by_rule[("plan.image-requirement", "info")]
-    assert any("test/openmpi" in d["message"] and "openmpi>=4.1" in d["message"] for d in met)
+    assert any("test/openmpi" in d.message and "openmpi>=4.1" in d.message for d in met)
     unmet = by_rule[("plan.image-requirement", "error")]
-    assert any("test/mpich" in d["message"] for d in unmet) and unmet[0]["line"] is not None
-    assert any("nothing-here" in d["message"] for d in by_rule[("plan.image-unreadable", "error")])
+    assert any("test/mpich" in d.message for d in unmet) and unmet[0].line is not None
+    assert any("nothing-here" in d.message for d in by_rule[("plan.image-unreadable", "error")])
     assert outcome.plan.has_errors()
 
 
@@ -45,8 +45,8 @@ def test_a_build_environment_is_said_not_checked(tmp_path, clients):
     path.write_text(STACK.split("environments:")[0] + "environments:\n"
                     "  built: {build: {template: openmpi-rdma}, requires: [openmpi>=4.1, ibverbs]}\n")
     outcome = plan_stack(load_stack(path), AzureProvider(clients), check_images=True)
-    (said,) = [d for d in outcome.plan.diagnostics if d["rule"].startswith("plan.image")]
-    assert (said["rule"], said["severity"], said["line"]) == ("plan.image-not-checked", "info", 7), said
-    assert "requires (openmpi>=4.1, ibverbs) not checked against an image" in said["message"]
-    assert "template openmpi-rdma" in said["message"] and "`infra image check IMAGE --require SPEC`" in said["hint"]
+    (said,) = [d for d in outcome.plan.diagnostics if d.rule.startswith("plan.image")]
+    assert (said.rule, said.severity, said.line) == ("plan.image-not-checked", "info", 7), said
+    assert "requires (openmpi>=4.1, ibverbs) not checked against an image" in said.message
+    assert "template openmpi-rdma" in said.message and "`infra image check IMAGE --require SPEC`" in said.hint
     assert not outcome.plan.has_errors()

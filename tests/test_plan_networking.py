@@ -45,7 +45,7 @@ def _plan(tmp_path, text: str, clients):
 
 
 def _rules(plan, rule: str) -> list[tuple[str, int]]:
-    return [(d["severity"], d["line"]) for d in plan.diagnostics if d["rule"] == rule]
+    return [(d.severity, d.line) for d in plan.diagnostics if d.rule == rule]
 
 
 def test_validate_warns_offline(tmp_path):
@@ -62,8 +62,8 @@ def test_plan_refuses_it_in_a_workspace_without_a_managed_network(tmp_path, clie
     path, plan = _plan(tmp_path, NO_PUBLIC_IP, clients)
     line = NO_PUBLIC_IP.count("\n")
     assert _rules(plan, "cluster.public-ip-without-subnet") == [("error", line)]   # once, as an error (not also
-    found = next(d for d in plan.diagnostics if d["rule"] == "cluster.public-ip-without-subnet")  # validate's warning)
-    assert "Disabled" in found["message"] and "subnet" in found["hint"]
+    found = next(d for d in plan.diagnostics if d.rule == "cluster.public-ip-without-subnet")  # validate's warning)
+    assert "Disabled" in found.message and "subnet" in found.hint
     # the emulator refuses the same cluster, as Azure does
     with pytest.raises(HttpResponseError) as info:
         clients.ml.compute.begin_create_or_update(AmlCompute(name="cpu", size="Standard_DS3_v2", max_instances=2,
@@ -88,7 +88,7 @@ def test_a_managed_network_takes_it(tmp_path, test_workspace, mode):
         assert AzureProvider(clients).read_workspace() == {"location": "eastus", "isolation_mode": mode}
         _, plan = _plan(tmp_path, NO_PUBLIC_IP, clients)
         assert _rules(plan, "cluster.public-ip-without-subnet") == []
-        assert not [d for d in plan.diagnostics if d["severity"] == "error"], plan.diagnostics
+        assert not [d for d in plan.diagnostics if d.severity == "error"], plan.diagnostics
         created = clients.ml.compute.begin_create_or_update(AmlCompute(
             name="cpu", size="Standard_DS3_v2", max_instances=2, enable_node_public_ip=False)).result()
         assert created.enable_node_public_ip is False and created.provisioning_state == "Succeeded"
@@ -101,5 +101,5 @@ def test_ssh_access_without_credentials_plans_with_a_warning(tmp_path, clients):
             + "clusters:\n  cpu:\n    size: Standard_DS3_v2\n    max_instances: 1\n    ssh_public_access_enabled: true\n")
     _, plan = _plan(tmp_path, text, clients)
     assert _rules(plan, "cluster.ssh-settings") == [("warning", text.count("\n"))]
-    assert not [d for d in plan.diagnostics if d["severity"] == "error"], plan.diagnostics
+    assert not [d for d in plan.diagnostics if d.severity == "error"], plan.diagnostics
     assert [c.address for c in plan.changes] == ["cluster.cpu"]

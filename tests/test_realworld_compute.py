@@ -59,7 +59,7 @@ def test_the_folder_holds_the_seven_public_cluster_files():
 def test_public_cluster_file_plans_with_its_intended_verdict(tmp_path, clients, example):
     text, name = pasted((EXAMPLES / example).read_text(encoding="utf-8"))
     plan = plan_of(tmp_path, text, clients)
-    found = sorted(d["rule"] for d in plan.diagnostics)
+    found = sorted(d.rule for d in plan.diagnostics)
     assert found == sorted(VERDICTS[example]), plan.diagnostics
     assert not plan.has_errors()
     (change,) = [c for c in plan.resource_changes if c.address == f"cluster.{name}"]
@@ -70,17 +70,17 @@ def test_public_cluster_file_plans_with_its_intended_verdict(tmp_path, clients, 
 def test_cross_region_warning_says_it_is_a_preview_and_points_at_the_location(tmp_path, clients):
     text, _ = pasted((EXAMPLES / "cluster-location.yml").read_text(encoding="utf-8"))
     plan = plan_of(tmp_path, text, clients)
-    (d,) = [d for d in plan.diagnostics if d["rule"] == "preflight.location-mismatch"]
-    assert d["severity"] == "warning" and "preview" in d["message"] and "westus" in d["message"]
-    assert d["line"] == text.splitlines().index("    location: westus") + 1
-    assert "how-to-create-attach-compute-cluster" in d["hint"]
+    (d,) = [d for d in plan.diagnostics if d.rule == "preflight.location-mismatch"]
+    assert d.severity == "warning" and "preview" in d.message and "westus" in d.message
+    assert d.line == text.splitlines().index("    location: westus") + 1
+    assert "how-to-create-attach-compute-cluster" in d.hint
 
 
 def test_a_region_azure_does_not_have_is_an_error(tmp_path, clients):
     text, _ = pasted((EXAMPLES / "cluster-location.yml").read_text(encoding="utf-8").replace("westus", "westmars"))
     plan = plan_of(tmp_path, text, clients)
-    (d,) = [d for d in plan.diagnostics if d["rule"] == "preflight.location-unknown"]
-    assert d["severity"] == "error" and "westmars" in d["message"] and plan.has_errors()
+    (d,) = [d for d in plan.diagnostics if d.rule == "preflight.location-unknown"]
+    assert d.severity == "error" and "westmars" in d.message and plan.has_errors()
 
 
 @pytest.mark.parametrize("size", ["Standard_DS15_v2", "Standard_D4s_v3", "Standard_D8ds_v4", "Standard_D16s_v5",

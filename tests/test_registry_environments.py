@@ -115,9 +115,9 @@ def test_plan_shows_the_resolved_version_and_refuses_a_reference_to_nothing(tmp_
 
     path.write_text(STACK.replace("CURATED", "azureml://registries/azureml/environments/acpt-pytorch-9.9/versions/1"))
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
-    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
-    assert error["severity"] == "error" and error["line"] == 12 and "acpt-pytorch-9.9" in error["message"]
-    assert error["hint"].startswith("did you mean ") and "az ml" not in error["hint"], error["hint"]
+    (error,) = [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"]
+    assert error.severity == "error" and error.line == 12 and "acpt-pytorch-9.9" in error.message
+    assert error.hint.startswith("did you mean ") and "az ml" not in error.hint, error.hint
 
 
 def test_a_version_that_does_not_exist_is_told_the_versions_there_are(tmp_path, clients):
@@ -131,10 +131,10 @@ def test_a_version_that_does_not_exist_is_told_the_versions_there_are(tmp_path, 
                                      f"azureml:AzureML-{ACPT_22}@latest")):
         path.write_text(STACK.replace("CURATED", written))
         outcome = plan_stack(load_stack(path), AzureProvider(clients))
-        (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
-        assert error["message"].endswith(f"(registry 'azureml' has versions 1 to {newest} of "
+        (error,) = [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"]
+        assert error.message.endswith(f"(registry 'azureml' has versions 1 to {newest} of "
                                          f"{parse_environment_reference(written).name!r}; label latest is {newest})"), error
-        assert error["hint"] == f"pin a version it has, as `{pinned}`, or follow the newest with `{follow}`"
+        assert error.hint == f"pin a version it has, as `{pinned}`, or follow the newest with `{follow}`"
 
 
 def test_jobs_carry_registry_references_whole_and_render_loads_with_the_sdk(tmp_path):
@@ -279,7 +279,7 @@ def test_todays_curated_environments_plan_clean_in_their_workspace_form(tmp_path
     path.write_text(STACK.replace("CURATED", f"azureml:AzureML-{name}@latest"))
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
     assert not outcome.plan.has_errors(), outcome.plan.diagnostics
-    assert not [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
+    assert not [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"]
     (env,) = [c for c in outcome.plan.resource_changes if c.address == "environment.acpt"]
     assert env.after["resolved"] == f"azureml://registries/azureml/environments/{name}/versions/{latest(name)}"
 
@@ -340,9 +340,9 @@ def test_a_name_that_resolves_to_nothing_gets_a_did_you_mean_from_the_registry(t
     path = tmp_path / "stack.yaml"
     path.write_text(STACK.replace("CURATED", written))
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
-    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
-    assert error["hint"].startswith(f"did you mean {suggested}"), error["hint"]
-    assert "az ml" not in error["hint"], error["hint"]   # the registry's few names are all in reach: no az to run
+    (error,) = [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"]
+    assert error.hint.startswith(f"did you mean {suggested}"), error.hint
+    assert "az ml" not in error.hint, error.hint   # the registry's few names are all in reach: no az to run
 
 
 def test_a_name_like_none_the_registry_lists_names_them_or_the_listing(tmp_path, clients, monkeypatch):
@@ -355,9 +355,9 @@ def test_a_name_like_none_the_registry_lists_names_them_or_the_listing(tmp_path,
     names = sorted((r.name for r in curated_registries()["azureml"]), key=str.lower)
     assert len(names) <= engine.NAMES_SAID, "the local registry outgrew the hint: raise NAMES_SAID"
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
-    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
-    assert error["hint"] == "registry 'azureml' lists: " + ", ".join(names), error["hint"]
+    (error,) = [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"]
+    assert error.hint == "registry 'azureml' lists: " + ", ".join(names), error.hint
     monkeypatch.setattr(engine, "NAMES_SAID", len(names) - 1)
     outcome = plan_stack(load_stack(path), AzureProvider(clients))
-    (error,) = [d for d in outcome.plan.diagnostics if d["rule"] == "plan.environment-not-found"]
-    assert error["hint"] == "check the name and version with `az ml environment list --registry-name azureml`"
+    (error,) = [d for d in outcome.plan.diagnostics if d.rule == "plan.environment-not-found"]
+    assert error.hint == "check the name and version with `az ml environment list --registry-name azureml`"

@@ -104,7 +104,7 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
                      str(path), hint)
     _refuse_mismatch(saved.plan.changes, as_saved(derived.changes, saved.seal), str(path), hint, values=True)
-    errors = [Diagnostic(**d) for d in derived.diagnostics if d.get("severity") == "error"]
+    errors = [d for d in derived.diagnostics if d.severity == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
         raise DiagnosticError(errors)
     return SavedOutcome(derived, loaded, provider, live=None, smoke_inputs=derived_outcome.smoke_inputs,

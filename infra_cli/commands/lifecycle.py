@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def _print_plan_diagnostics(plan, *, summary: bool = True) -> None:
     from infra_cli.commands.views.plan import error_summary
 
-    print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+    print_diagnostics(plan.diagnostics)
     summary = summary and error_summary(plan)
     if summary:   # beside the errors, on their stream
         print(summary, file=sys.stderr)
@@ -181,7 +181,7 @@ def plan(
     p = outcome.plan
     document = _plan_document(outcome)
     judged = _policy_diagnostics(document, stack, policy, namespace)
-    p.diagnostics.extend(d.to_json() for d in judged)
+    p.diagnostics.extend(judged)
     document["diagnostics"].extend(for_this_run_diagnostic(d).to_json() for d in judged)
     if as_json:
         print(json.dumps(document, indent=2))
@@ -214,7 +214,7 @@ def _plan_document(outcome) -> dict:
     from infra_cli.commands.views.outputs import plan_outputs_json
 
     document = outcome.plan.to_json()
-    document["diagnostics"] = [for_this_run_diagnostic(Diagnostic(**d)).to_json() for d in document["diagnostics"]]
+    document["diagnostics"] = [for_this_run_diagnostic(d).to_json() for d in outcome.plan.diagnostics]
     if outcome.outputs:
         document["output_changes"] = plan_outputs_json(outcome.outputs)
     disabled = _rules_disabled(outcome)
@@ -351,8 +351,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal", replace=list(replace))
             # the stack's policy/ folder judges what apply would do, as it judges `infra plan`
-            outcome.plan.diagnostics.extend(d.to_json() for d in _policy_diagnostics(_plan_document(outcome), source,
-                                                                                   [], []))
+            outcome.plan.diagnostics.extend(_policy_diagnostics(_plan_document(outcome), source, [], []))
             _print_plan_diagnostics(outcome.plan, summary=False)   # "Apply refused" below says it
             if outcome.plan.has_errors():  # nothing will happen: the errors say why, a plan would only distract
                 print(f"\n{'Destroy' if destroy else 'Apply'} refused: fix the errors above; nothing was changed.",

@@ -33,10 +33,10 @@ def _show_plan(path: Path, as_json: bool, markdown: bool = False) -> None:
         print(json.dumps(plan.to_json(), indent=2))
     elif markdown:   # for a pull request or a job summary (commands/views/plan_markdown.py)
         from infra_cli.commands.views.plan_markdown import render_markdown
-        print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+        print_diagnostics(plan.diagnostics)
         print(render_markdown(plan, render_plan(plan, colour=False)))
     else:  # as `infra plan` printed it: its diagnostics on stderr, the plan on stdout
-        print_diagnostics([Diagnostic(**d) for d in plan.diagnostics])
+        print_diagnostics(plan.diagnostics)
         print(render_plan(plan, colour=colour_for(sys.stdout)))
     # where and when it was made; its serial is apply's to check (under the lock), not offline
     print_diagnostics(saved.warnings + ([problem] if problem is not None else []) + [binding_note(saved, path)])

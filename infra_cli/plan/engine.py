@@ -273,7 +273,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         stack=stack.stack, mode=mode,
         resource_changes=[] if mode == "refresh-only" else changes,
         smoke_jobs=sorted(reasons),   # changed_smokes' and pending ones (empty unless a normal plan)
-        diagnostics=[d.to_json() for d in diagnostics],
+        diagnostics=list(diagnostics),
         live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
         workspace=workspace_identity(stack.workspace), state=read.serial, configuration=configuration(stack),
     )

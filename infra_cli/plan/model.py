@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from infra_cli.conventions import TAG_STACK
+from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.cost import costs_json
 from infra_cli.stack.secret import Secret, revealed, wrap
 from infra_cli.state.serial import StateSerial
@@ -227,7 +228,7 @@ class Plan:
     mode: PlanMode
     resource_changes: list[ResourceChange]
     smoke_jobs: list[str]
-    diagnostics: list[dict]
+    diagnostics: list[Diagnostic]   # as the stages said them: turned into JSON only by to_json
     live_fingerprint: str
     desired: list[Resource] = field(default_factory=list)
     drift: list[ResourceChange] = field(default_factory=list)
@@ -253,7 +254,7 @@ class Plan:
         return add, change, destroy
 
     def has_errors(self) -> bool:
-        return any(d.get("severity") == "error" for d in self.diagnostics)
+        return any(d.severity == "error" for d in self.diagnostics)
 
     def to_json(self, *, mask_sensitive: bool = True) -> dict:
         """`mask_sensitive=False` only for plan files, whose apply compares the real (hardened) values."""
@@ -265,7 +266,7 @@ class Plan:
             "resource_drift": [c.to_json(mask_sensitive=mask_sensitive) for c in self.drift],
             "smoke_jobs": list(self.smoke_jobs),
             "smoke_reasons": {job: self.smoke_reasons.get(job) for job in self.smoke_jobs},
-            "diagnostics": list(self.diagnostics),
+            "diagnostics": [d.to_json() for d in self.diagnostics],
             "live_fingerprint": self.live_fingerprint,
             "workspace": dict(self.workspace),
             "state": self.state.to_json(),

@@ -237,7 +237,7 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         plan = Plan(
             stack=data["stack"], mode=data["mode"],
             resource_changes=[ResourceChange.from_json(c) for c in data["resource_changes"]],
-            smoke_jobs=list(data.get("smoke_jobs") or []), diagnostics=list(data.get("diagnostics") or []),
+            smoke_jobs=list(data.get("smoke_jobs") or []), diagnostics=[Diagnostic(**d) for d in data.get("diagnostics") or []],
             live_fingerprint=data["live_fingerprint"],
             desired=[Resource.from_json(r) for r in data.get("desired") or []],
             smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},
@@ -302,8 +302,7 @@ def _check_shapes(plan: Plan) -> None:
     if not _strings(plan.smoke_reasons.values()):
         raise TypeError("smoke_reasons: each reason is a string")
     costs_json(plan.resource_changes)   # the cost show and plan --json print: a size or count it cannot price
-    for d in plan.diagnostics:
-        diagnostic = Diagnostic(**d)   # show prints them
+    for diagnostic in plan.diagnostics:   # show prints them
         if not _strings((diagnostic.severity, diagnostic.rule, diagnostic.message)) or not all(
                 v is None or isinstance(v, t) and not isinstance(v, bool) for v, t in (
                     (diagnostic.file, str), (diagnostic.line, int), (diagnostic.column, int), (diagnostic.hint, str))):

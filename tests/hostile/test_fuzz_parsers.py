@@ -27,7 +27,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import DiagnosticError
 from infra_cli.image.check import check_image
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.layers import index_layer
@@ -370,7 +370,7 @@ def assert_read_or_refused(raw: bytes, key: bytes | None = None, strict: bool = 
             json.dumps(plan.to_json())
             plan.counts()
             for d in plan.diagnostics:
-                Diagnostic(**d).location()
+                d.location()
 
 
 @FUZZ

@@ -259,7 +259,7 @@ def test_prevent_destroy_from_the_last_apply_holds_when_the_stack_on_disk_drops_
     stack.write_text(CHANGED.replace("  a100:\n    size: Standard_ND96asr_v4\n    max_instances: 3\n"
                                      "    lifecycle: {prevent_destroy: true}\n", ""))
     outcome = plan_stack(load_stack(stack), AzureProvider(world.clients))
-    assert "plan.prevent-destroy" in [d["rule"] for d in outcome.plan.diagnostics]
+    assert "plan.prevent-destroy" in [d.rule for d in outcome.plan.diagnostics]
     assert next(c for c in outcome.plan.resource_changes if c.address == "cluster.a100").actions == DELETE
     outcome.plan.diagnostics = []
     planfile = tmp_path / "hand.plan"

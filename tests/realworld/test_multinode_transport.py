@@ -67,7 +67,7 @@ def _validate(tmp_path: Path, text: str) -> list[tuple[str, str]]:
 def _plan(tmp_path: Path, text: str, clients) -> list[tuple[str, str]]:
     loaded, warnings = load_for_plan(_write(tmp_path, text, live=True))
     plan = plan_stack(loaded, AzureProvider(clients), warnings=warnings).plan
-    return sorted((d["severity"], d["rule"]) for d in plan.diagnostics)
+    return sorted((d.severity, d.rule) for d in plan.diagnostics)
 
 
 def test_every_file_names_its_source():

@@ -145,6 +145,6 @@ def test_public_job_as_its_hints_fix_it_plans_clean_on_the_emulator(tmp_path, fi
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace(HEADER.splitlines()[1] + "\n", WORKSPACE_YAML), encoding="utf-8")
     plan = plan_stack(load_stack(path), AzureProvider(clients)).plan
-    errors = sorted(d["rule"] for d in plan.diagnostics if d["severity"] == "error")
+    errors = sorted(d.rule for d in plan.diagnostics if d.severity == "error")
     assert errors == (["plan.environment-not-found"] if PYTORCH_19 in VERDICTS[fixture][2] else []), plan.diagnostics
     assert f"cluster.{VERDICTS[fixture][0]}" in {c.address for c in plan.changes}

@@ -243,7 +243,7 @@ def render_smoke_jobs(plan: Plan, paint: _Painter) -> list[str]:
 
 
 def plan_errors(plan: Plan) -> int:
-    return sum(d.get("severity") == "error" for d in plan.diagnostics)
+    return sum(d.severity == "error" for d in plan.diagnostics)
 
 
 def _errors(n: int) -> str:

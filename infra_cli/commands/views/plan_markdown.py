@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.cost import costs_json, money
 from infra_cli.plan.model import Action, Plan, PlanMode, ResourceChange, masked
 
@@ -93,11 +94,11 @@ def _workspace(plan: Plan) -> str:
     return f"workspace {code(ws['name'])}" + (f" ({where})" if where else "")
 
 
-def _diagnostic_line(d: dict) -> str:
-    where = d.get("file")
-    if where and d.get("line"):
-        where = f"{where}:{d['line']}"
-    return (f"- **{text(d.get('severity'))}** {code(d.get('rule'))}: {text(d.get('message'))}"
+def _diagnostic_line(d: Diagnostic) -> str:
+    where = d.file
+    if where and d.line:
+        where = f"{where}:{d.line}"
+    return (f"- **{text(d.severity)}** {code(d.rule)}: {text(d.message)}"
             + (f" ({code(where)})" if where else ""))
 
 
@@ -136,9 +137,9 @@ def render_markdown(plan: Plan, full_text: str) -> str:
             continue
         what = _what_changes(change, "update" if drift else kind)
         rows.append((ICONS[kind], change.address, what))
-    errors = [d for d in plan.diagnostics if d.get("severity") == "error"]
-    warnings = [d for d in plan.diagnostics if d.get("severity") == "warning"]
-    policy = [d for d in errors + warnings if str(d.get("rule", "")).startswith("policy.")]
+    errors = [d for d in plan.diagnostics if d.severity == "error"]
+    warnings = [d for d in plan.diagnostics if d.severity == "warning"]
+    policy = [d for d in errors + warnings if d.rule.startswith("policy.")]
     errors = [d for d in errors if d not in policy]
     warnings = [d for d in warnings if d not in policy]
     if not rows and not plan.diagnostics and not plan.smoke_jobs:   # nothing to say but that
@@ -153,7 +154,7 @@ def render_markdown(plan: Plan, full_text: str) -> str:
         imported = sum(c.importing is not None for c in plan.resource_changes)
         counts = f"{f'{imported} to import, ' if imported else ''}{add} to add, {change_n} to change, {destroy} to destroy"
         out.append(f"**Plan: {counts}.**")
-    if errors or any(d.get("severity") == "error" for d in policy):
+    if errors or any(d.severity == "error" for d in policy):
         out[-1] += " Apply refuses this plan until its errors are fixed."
     out.append("")
     if rows:
