@@ -51,6 +51,8 @@ SAMPLES = {
     "tensorflow-missing": "tensorflow is not importable here (ModuleNotFoundError: No module named 'tensorflow'); "
                           "install tensorflow in the environment",
     "horovod-missing": "horovod is not importable here (ImportError: libmpi.so.40); install horovod",
+    "ray-missing": "infra-preflight: missing ray: ray is not importable here (No module named 'ray' on the import path "
+                   "of /usr/bin/python3)",
 }
 
 
@@ -83,6 +85,7 @@ PREFLIGHT = [
      "-m pip install -e '.[frameworks]'"),
     (["--framework", "horovod=horovod.torch"], "horovod", "horovod-missing", "-m pip install -e '.[horovod]'"),
     (["--module", "tensorflow"], "tensorflow", "tensorflow-missing", "-m pip install -e '.[tf]'"),
+    (["--module", "ray"], "ray", "ray-missing", "-m pip install 'ray[default]'"),
     (["--launcher", "torchrun"], "", "launcher-missing", "-m pip install -e '.[smoke]'"),
 ]
 

@@ -19,12 +19,12 @@ TERMINAL = frozenset({"Completed", "Failed", "Canceled", "NotResponding", "Pause
 def sdk_command_job(spec: Any, code_dir: Path | None) -> "Command":
     """A smoke job's spec (smoke/spec.py CommandJobSpec) as azure.ai.ml.command(...) builds it: the same job as
     the rendered YAML."""
-    from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribution, command
+    from azure.ai.ml import MpiDistribution, PyTorchDistribution, RayDistribution, TensorFlowDistribution, command
 
     block = dict(spec.distribution)
-    kind = block.pop("type")
-    distribution = {"pytorch": PyTorchDistribution, "mpi": MpiDistribution,
-                    "tensorflow": TensorFlowDistribution}[kind](**block)
+    kind = block.pop("type", None)   # none: a job without a distribution
+    distribution = {"pytorch": PyTorchDistribution, "mpi": MpiDistribution, "tensorflow": TensorFlowDistribution,
+                    "ray": RayDistribution}[kind](**block) if kind else None
     return command(
         code=str(code_dir) if code_dir is not None else None,
         command=spec.command,

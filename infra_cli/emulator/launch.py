@@ -8,6 +8,9 @@ process gets, exactly those Azure ML sets (https://learn.microsoft.com/azure/mac
   (LOCAL_RANK 0..ppn-1 on each node, NODE_RANK by Open MPI's own meaning), plus AZ_BATCH_MASTER_NODE
   ("addr:port", several nodes) or AZ_BATCHAI_MPI_MASTER_NODE (one node). No NODE_RANK: Azure ML sets none.
 - TensorFlow: TF_CONFIG.
+- Ray: `ray start --head` before the command, which runs on the first node only, with RAY_ADDRESS; on this one
+  machine one Ray node stands for the job's nodes (Azure ML starts `ray start --address` on every other node).
+  Where `ray` is not on PATH the command runs without a cluster, as it would in an image without Ray, and says so.
 Each emulated node has its own working directory holding a copy of the code.
 """
 
@@ -119,8 +122,40 @@ def plan_launches(spec: JobSpec, workdir: Path, logs_dir: Path, *, mpirun: str |
     if kind == "tensorflow":
         return _tensorflow(spec, workdir, nodes, int(dist.get("workerCount") or nodes),
                            int(dist.get("parameterServerCount") or 0))
+    if kind == "ray":
+        return [_ray(spec, workdir, dist, master_port)]
     # No distribution: Azure ML runs the command once on every node.
     return [_process(spec, workdir, n, {}, _log_name(n, nodes)) for n in range(nodes)]
+
+
+# The head node's start, the command, and the stop, as one shell program: $1 the head's port, $2 the command, $3...
+# the head node's own arguments (each one word, never parsed by this shell). A job whose image has no `ray` runs the
+# command alone, which finds no cluster (the smoke's preflight says what is missing).
+_RAY_HEAD = """\
+port="$1"; command="$2"; shift 2
+if command -v ray >/dev/null 2>&1; then
+  if ray start --head --port="$port" --include-dashboard=false --disable-usage-stats "$@"; then
+    started=1; export RAY_ADDRESS="127.0.0.1:$port"
+  fi
+else
+  echo "infra emulator: ray is not on PATH: the job's Ray cluster was not started" >&2
+fi
+sh -c "$command"; status=$?
+if [ -n "$started" ]; then ray stop --force >/dev/null 2>&1; fi
+exit $status
+"""
+
+
+def _ray(spec: JobSpec, workdir: Path, dist: dict, port: int) -> Launch:
+    """Azure ML's ray distribution on one machine: the head node's Ray (on a free port: the job's own `port` may be
+    taken here; the dashboard off, it needs ray[default]), then the command on the first node."""
+    here = node_dir(workdir, 0)
+    try:
+        head_args = shlex.split(str(dist.get("headNodeAdditionalArgs") or ""))
+    except ValueError:   # an unclosed quote: passed as the one word it is (ray start refuses it, as on Azure)
+        head_args = [str(dist["headNodeAdditionalArgs"])]
+    argv = ["sh", "-c", _RAY_HEAD, "ray-head", str(port), resolve_command(spec, here), *head_args]
+    return Launch(argv, _node_env(spec, 0), here, _log_name(0, 1))
 
 
 def _node_env(spec: JobSpec, node: int) -> dict[str, str]:

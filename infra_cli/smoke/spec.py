@@ -23,6 +23,7 @@ from infra_cli.stack.secret import Secret
 
 DDP_SCRIPT = "ddp_smoke.py"
 TF_SCRIPT = "tf_smoke.py"
+RAY_SCRIPT = "ray_smoke.py"   # a ray distribution's: joins the job's Ray cluster, a task on every node
 # Run first by every smoke job's command, with the job's own python: the modules the smoke imports and the
 # launcher it starts are there, or the job ends at once (templates/smoke/preflight.py.j2)
 PREFLIGHT_SCRIPT = "preflight.py"
@@ -102,6 +103,11 @@ def processes_per_node(dist: Distribution, sku: Sku | None) -> int:
 
 
 def _distribution_block(dist: Distribution, per_node: int) -> dict[str, Any]:
+    """The job's `distribution:` block; empty for a job without a distribution type (none is written)."""
+    if dist.type is None:
+        return {}
+    if dist.type == "ray":
+        return {"type": "ray", **dist.ray}
     if dist.type == "tensorflow":
         block: dict[str, Any] = {"type": "tensorflow", "worker_count": dist.worker_count or dist.instance_count}
         if dist.parameter_server_count is not None:
@@ -111,7 +117,11 @@ def _distribution_block(dist: Distribution, per_node: int) -> dict[str, Any]:
     return {"type": dist.type, "process_count_per_instance": 1 if dist.launcher == "per-node" else per_node}
 
 
-def _smoke_argv(name: str, dist: Distribution, per_node: int) -> tuple[str, list[str]]:
+def _smoke_argv(name: str, dist: Distribution, per_node: int, sku: Sku | None = None) -> tuple[str, list[str]]:
+    if dist.type == "ray":
+        return RAY_SCRIPT, ["python", RAY_SCRIPT, "--label", name, "--instance-count", str(dist.instance_count),
+                            "--gpus-per-node", str(sku.gpus if sku else 0), "--outputs", OUTPUTS_DIR,
+                            "--timeout-s", str(dist.smoke.timeout_minutes * 60)]
     if dist.type == "tensorflow":
         return TF_SCRIPT, ["python", TF_SCRIPT, "--label", name,
                            "--worker-count", str(dist.worker_count or dist.instance_count),
@@ -142,14 +152,17 @@ def preflight_argv(script: str, dist: Distribution, launcher: str | None) -> lis
     return argv + ["--outputs", OUTPUTS_DIR]
 
 
-def _smoke_command(name: str, dist: Distribution, per_node: int) -> tuple[str, str]:
-    script, argv = _smoke_argv(name, dist, per_node)
-    per_node_launch = dist.launcher == "per-node" and dist.type in ("pytorch", "mpi")
+def _smoke_command(name: str, dist: Distribution, per_node: int, sku: Sku | None = None) -> tuple[str, str]:
+    script, argv = _smoke_argv(name, dist, per_node, sku)
+    per_node_launch = dist.launcher == "per-node" and dist.type in ("pytorch", "mpi", None)
     # The preflight ends the job before any launcher or rank starts when the job's python lacks what they need.
     preflight = quote_command(preflight_argv(script, dist, PER_NODE_LAUNCHER if per_node_launch else None)) + " &&"
     if per_node_launch:
         launcher = [PER_NODE_LAUNCHER, "--nnodes", str(dist.instance_count), "--nproc_per_node", str(per_node)]
         # The rendezvous variables are ours and must reach the shell unquoted; everything else is quoted.
+        if dist.type is None:   # no distribution: one node, and no rendezvous variables from Azure ML
+            return script, " ".join([preflight, quote_command([PER_NODE_LAUNCHER, "--standalone", *launcher[1:]]),
+                                     quote_command(argv[1:])])
         if dist.type == "mpi":
             return script, " ".join([preflight, _MPI_PER_NODE_MASTER, quote_command(launcher),
                                      *_MPI_PER_NODE_RENDEZVOUS, quote_command(argv[1:])])
@@ -185,7 +198,7 @@ def _common(loaded: LoadedStack, name: str, catalog: Catalog) -> tuple[Distribut
 def smoke_job(loaded: LoadedStack, name: str, catalog: Catalog, debug_env: dict[str, str]) -> SmokeJob:
     dist, sku = _common(loaded, name, catalog)
     per_node = processes_per_node(dist, sku)
-    script, command = _smoke_command(name, dist, per_node)
+    script, command = _smoke_command(name, dist, per_node, sku)
     stack = loaded.stack.stack
     spec = CommandJobSpec(
         address=f"smoke.{name}",
@@ -198,7 +211,9 @@ def smoke_job(loaded: LoadedStack, name: str, catalog: Catalog, debug_env: dict[
         environment_variables=job_environment(sku, dist, debug_env),
         experiment_name=safe_name(dist.smoke.experiment_name or f"infra-smoke-{stack}"),
         display_name=f"smoke {stack}/{name}",
-        description=f"infra smoke test of distribution {name!r}: ranks, DDP replicas, all_reduce busbw, NCCL transport",
+        description=f"infra smoke test of distribution {name!r}: " + (
+            "Ray's nodes, the GPUs it sees on each, a task on every node" if dist.type == "ray" else
+            "ranks, DDP replicas, all_reduce busbw, NCCL transport"),
         timeout_s=dist.smoke.timeout_minutes * 60,
         tags={TAG_STACK: stack, TAG_ADDRESS: f"smoke.{name}"},
     )
