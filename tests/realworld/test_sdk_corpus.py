@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infra_cli.apply.files import render_stack
 from infra_cli.diagnostics import DiagnosticError
@@ -30,6 +31,7 @@ SDK = Path(__file__).parent / "sdk"
 ENTITY = "sdk/ml/azure-ai-ml/tests/compute/unittests/test_compute_entity.py"
 JOB_SCHEMA = "sdk/ml/azure-ai-ml/tests/command_job/unittests/test_command_job_schema.py"
 ENV_SCHEMA = "sdk/ml/azure-ai-ml/tests/environment/unittests/test_environment_schema.py"
+JOB_E2E = "sdk/ml/azure-ai-ml/tests/command_job/e2etests/test_command_job.py"
 LOADS = "the installed azure-ai-ml loads it"
 REFUSES = "the installed azure-ai-ml refuses it"
 
@@ -53,6 +55,13 @@ JOBS = {
     "dist_job_bad.yml": (False, f"{JOB_SCHEMA} test_invalid_distribution_config", ["distribution.tensorflow-counts"]),
     # `torch.distributed` is no distribution type of azure-ai-ml 1.35 (pytorch, mpi, tensorflow, ray)
     "dist_job_pytorch_torch_distributed.yml": (False, REFUSES, ["stack.invalid"]),
+    # Ray (issue 41): its keys in the distribution block; a job joining a Ray cluster at an address; the e2e job
+    # Azure runs to completion (its environment inline: an image)
+    "dist_job_ray_1.yml": (True, LOADS, []),
+    "dist_job_ray_2.yml": (True, LOADS, []),
+    "command_job_dist_ray.yml": (True, f"{JOB_E2E} test_ray_command_job", []),
+    # no distribution: one node, the command as written
+    "command_job_test_msi_identity.yml": (True, LOADS, []),
 }
 ENVIRONMENTS = {
     "environment_conda.yml": (True, f"{ENV_SCHEMA} test_yaml_load", []),
@@ -60,6 +69,9 @@ ENVIRONMENTS = {
     "environment_conda_bad.yml": (False, f"{ENV_SCHEMA} test_yaml_load_anonymous_bad", ["stack.unknown-key"]),
     "environment_docker_image.yml": (True, LOADS, []),
     "environment_docker_context.yml": (True, f"{ENV_SCHEMA} test_docker_context", []),
+    # issue 41: inference_config passed through; a build context at a URL, never looked up on this machine
+    "environment_docker_inference.yml": (True, f"{ENV_SCHEMA} test_yaml_with_inference_config", []),
+    "environment_docker_context_remote_path.yml": (True, LOADS, []),
 }
 # Where infra's verdict differs from the SDK's, and why (the comments above say it at length).
 DIFFERENCES = {"dist_job_3.yml"}
@@ -89,8 +101,11 @@ def _project(tmp_path: Path, kind: str, fixture: str) -> tuple[Path, str]:
     shutil.copytree(SDK / kind, tmp_path, dirs_exist_ok=True)   # what the files name beside them
     text = (SDK / kind / fixture).read_text(encoding="utf-8")
     if kind == "jobs":
-        environment = re.search(r"^environment: (\S+)", text, re.MULTILINE).group(1)
-        stack = pasted_stack(text, cluster="testCompute", size=AML_DEFAULT_SIZE, environment=f'curated: "{environment}"')
+        named = re.search(r"^environment: (\S+)", text, re.MULTILINE)
+        # a named environment is curated; one written inline (its image) is an environments entry as written
+        environment = f'curated: "{named.group(1)}"' if named else \
+            yaml.safe_dump(yaml.safe_load(text)["environment"], sort_keys=False)
+        stack = pasted_stack(text, cluster="testCompute", size=AML_DEFAULT_SIZE, environment=environment)
         name = "job"
     else:
         name = _name(text)
