@@ -33,6 +33,7 @@ from infra_cli.azure.protocol import Written, read_pool
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.azure.url import segment
 from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
+from infra_cli.stack.model import is_remote_context
 from infra_cli.stack.secret import revealed
 
 MAX_READ_CONCURRENCY = 32   # one round of single reads for a stack of 60 resources, each waiting on the network
@@ -438,6 +439,10 @@ class AzureProvider:
         found = versions.get(name, version)
         versions.rewrite(name, version, tags={**version_tags(found), **tags})
 
+    # an environment's inference_config routes as the REST body names them (azure-ai-ml InferenceContainerProperties)
+    _INFERENCE_ROUTES = {"liveness_route": "livenessRoute", "readiness_route": "readinessRoute",
+                         "scoring_route": "scoringRoute"}
+
     def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | dict | None,
                                    build_files: Callable[[Path], Path] | None) -> Any:
         """Register a new, immutable version (never rewrite one); returns the version registered. conda_file: a
@@ -446,17 +451,23 @@ class AzureProvider:
         # what azure-ai-ml sends below is the request body: a secret goes there in clear (stack/secret.py)
         common = revealed(dict(name=resource.name, version=a["version"], description=a.get("description"),
                                tags={**a.get("tags", {}), **resource.tags}))
+        inference = a.get("inference_config")   # routes, passed through (REST: camel case, as azure-ai-ml sends them)
         if a["kind"] == "image":
             properties = {"image": a["image"], "tags": common["tags"], "description": common["description"],
-                          "condaFile": conda_text(base_dir, conda_file)}
+                          "condaFile": conda_text(base_dir, conda_file),
+                          "inferenceConfig": {self._INFERENCE_ROUTES[k]: v for k, v in inference.items()} if inference else None}
             registered = self.clients.versions.register(resource.name, a["version"],
                                                         {k: v for k, v in properties.items() if v is not None})
             return str(registered.get("name") or a["version"])
         from azure.ai.ml.entities import BuildContext, Environment
 
         with tempfile.TemporaryDirectory(prefix="infra-build-") as tmp, quiet_sdk():  # uploads the context
-            context = build_files(Path(tmp)) if build_files else base_dir
+            build = a.get("build") or {}
+            # a remote context (https://, azureml://) goes as its URI: azure-ai-ml uploads nothing for one
+            remote = isinstance(build.get("path"), str) and is_remote_context(build["path"])
+            context = build["path"] if remote else build_files(Path(tmp)) if build_files else base_dir
             # a user's context may name its Dockerfile otherwise (build.dockerfile_path); a template's is "Dockerfile"
-            dockerfile = (a.get("build") or {}).get("dockerfile_path") or "Dockerfile"
-            env = Environment(build=BuildContext(path=str(context), dockerfile_path=dockerfile), **common)
+            dockerfile = build.get("dockerfile_path") or "Dockerfile"
+            env = Environment(build=BuildContext(path=str(context), dockerfile_path=dockerfile),
+                              **({"inference_config": inference} if inference else {}), **common)
             return str(self.clients.ml.environments.create_or_update(env).version)
