@@ -55,3 +55,16 @@ def test_graph_of_a_missing_file_is_a_diagnostic_not_a_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-m", "infra_cli", "graph", str(tmp_path / "absent.yaml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "absent.yaml" in r.stderr
+
+
+def test_a_ray_job_and_one_without_a_type_are_labelled_as_what_they_are(tmp_path):
+    path = tmp_path / "stack.yaml"
+    path.write_text("stack: kinds\nworkspace: {subscription_id: 00000000-0000-0000-0000-000000000000, "
+                    "resource_group: rg, name: mlw-kinds, location: eastus}\n"
+                    "clusters: {gpus: {size: Standard_ND96asr_v4, max_instances: 2}}\n"
+                    "environments: {env: {image: 'rayproject/ray:latest'}}\n"
+                    "distributions:\n  tune: {cluster: gpus, environment: env, distribution: {type: ray}, "
+                    "instance_count: 2}\n  prep: {cluster: gpus, environment: env, command: python prep.py}\n")
+    dot = stack_graph(load_stack(path).stack)
+    assert 'label = "smoke.tune\\nray\\n2 x 1"' in dot
+    assert 'label = "smoke.prep\\nno distribution\\n1 x 1"' in dot and "None" not in dot

@@ -472,3 +472,14 @@ def test_a_key_of_another_distribution_type_is_refused_as_azure_ai_ml_refuses_it
     from infra_cli.stack.load import SchemaErrors
     with pytest.raises(SchemaErrors, match=said):
         check(tmp_path, one_distribution(A100, CURATED_ENV, dist))
+
+
+def test_a_job_without_a_type_may_start_its_own_launcher_and_name_its_framework(tmp_path):
+    """No distribution: Azure ML starts the command once, so mpirun on the node is the command's own launch (not a
+    head-node launcher inside Azure ML's), and a framework runs under whatever the command starts (no type to
+    disagree with); the same command under type pytorch is both."""
+    body = one_distribution(A100, CURATED_ENV, "framework: horovod\ncommand: mpirun -np 8 python train.py\n")
+    assert check(tmp_path, body).diagnostics == []
+    typed = check(tmp_path, one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 8\n"
+                                             "framework: horovod\ncommand: mpirun -np 8 python train.py\n"))
+    assert {"distribution.head-node-launcher", "distribution.framework-type"} <= {d.rule for d in typed.diagnostics}

@@ -37,7 +37,8 @@ def stack_graph(stack: Stack) -> str:
         labels[f"environment.{name}"] = _environment_label(env)
     for name, dist in stack.distributions.items():
         shape = f"{dist.instance_count} x {dist.process_count_per_instance or 1}"
-        labels[f"smoke.{name}"] = f"{dist.type}{'/' + dist.framework if dist.framework else ''}\n{shape}"
+        kind = dist.type or "no distribution"   # a job without a type: one command on its node
+        labels[f"smoke.{name}"] = f"{kind}{'/' + dist.framework if dist.framework else ''}\n{shape}"
     edges = sorted((job, dependency) for job, dependencies in distribution_dependencies(stack).items()
                    for dependency in dependencies)
     lines = [f"digraph {_quoted(stack.stack)} {{", "  rankdir = \"RL\";", "  node [fontname = \"sans-serif\"];"]

@@ -297,8 +297,10 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
         return
     if dist.type == "ray":
         return   # `ray start` gives Ray every GPU of its node (distribution.ray-settings judges --num-gpus)
-    if dist.type is None and not dist.framework and not launched_per_node(dist):
-        return   # no distribution: one process, the command's own (a preprocessing step, a single-GPU script)
+    if dist.type is None and (sku.gpus or not dist.framework):
+        # no distribution: the command starts what it starts (one process: a preprocessing step, a single-GPU
+        # script; or its own launcher, judged by the launch rules); only a framework on a CPU size is said
+        return
     per_node = dist.processes_per_instance
     path = ("distributions", name, "process_count_per_instance")
     if launched_per_node(dist):
