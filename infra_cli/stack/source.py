@@ -33,6 +33,7 @@ _MAX_NODES = 100_000
 MAX_STACK_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_EXPANDED_BYTES = 4 << 20
+SCRUBBED_FROM = 4   # the shortest secret text SourceMap.scrubbed takes out of a diagnostic
 _WHOLE_VARIABLE = re.compile(r"\$\{var\.([^{}]*)\}")
 _RESOURCE_REFERENCE = re.compile(r"^(?:cluster|environment|smoke)\.")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -89,8 +90,10 @@ class SourceMap:
                           hint if hint is None else self.scrubbed(hint))
 
     def scrubbed(self, text: str) -> str:
+        """`text` without the stack's secrets. One of fewer than SCRUBBED_FROM characters (a flag's "1", a count)
+        is left: replacing it would garble every message, and it tells nothing a guess would not."""
         for clear in sorted(self.secrets, key=len, reverse=True):
-            if clear and clear in text:
+            if len(clear) >= SCRUBBED_FROM and clear in text:
                 text = text.replace(clear, secret_text.SHOWN)
         return text
 

@@ -360,3 +360,11 @@ def test_a_hash_of_a_secret_s_text_is_a_secret(tmp_path):
     assert infra("apply", str(tmp_path / "p.plan"), "--local").returncode == 0
     again = infra("plan", str(stack), "--local")
     assert "No changes." in again.stdout, again.stdout + again.stderr
+
+
+def test_a_diagnostic_at_a_stack_position_quotes_no_secret_but_keeps_short_flags_readable():
+    from infra_cli.stack.source import SourceMap
+
+    source = SourceMap("stack.yaml", secrets={"1", "reg-Secr3t", "reg-Secr3t/envs"})
+    d = source.diagnostic((), "rule.x", "1 node reads azureml://registries/reg-Secr3t/envs/x", "see reg-Secr3t")
+    assert d.message == "1 node reads azureml://registries/(sensitive value)/x" and d.hint == "see (sensitive value)"
