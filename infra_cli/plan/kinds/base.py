@@ -1,0 +1,131 @@
+"""What every resource kind answers (`Kind`), and the diff's helpers the kinds share: the diagnostics of a
+resource another owner holds, of an import block naming nothing, and the change an import block adopts.
+
+A kind is one module of plan/kinds/ (cluster.py, environment.py), registered in plan/kinds/__init__.py KINDS:
+the engines look a resource's kind up there instead of branching on its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from infra_cli.diagnostics import Diagnostic
+from infra_cli.plan.live import LiveState
+from infra_cli.plan.model import Resource, ResourceChange
+from infra_cli.plan.normalise import is_other_compute
+from infra_cli.stack.source import SourceMap
+
+REPLACE_REQUESTED = "replace requested"
+
+
+@dataclass(frozen=True)
+class DiffContext:
+    """What a kind's diff judges by besides the resource: the stack's name, where each key of its file is, its
+    import blocks (address -> Azure name), the mode (normal, destroy, refresh-only) and `now` (epoch seconds, None:
+    the clock)."""
+    stack: str
+    source: SourceMap
+    imports: dict[str, str]
+    mode: str = "normal"
+    now: float | None = None
+
+
+class Kind:
+    """One kind of resource: its names, and its part of the diff. Each method's default is "nothing of this
+    kind": a kind overrides what it has."""
+
+    name: str = ""          # the address's first part and Resource.type: "cluster"
+    section: str = ""       # the stack file's section: "clusters"
+    az_noun: str = ""       # the az ml command group that lists it: "compute"
+
+    def live(self, live: LiveState) -> dict[str, Resource]:
+        """The live resources of this kind, by Azure name."""
+        raise NotImplementedError
+
+    def exists(self, current: Resource | None) -> bool:
+        """Whether the live resource read is there to compare with (an environment: some version of it)."""
+        return current is not None
+
+    def adoptable(self, current: Resource) -> bool:
+        """Whether an import block may adopt this existing resource: no stack owns it."""
+        return not current.owner_stack
+
+    def importable(self, desired: Resource) -> bool:
+        """Whether an import block of this declaration names something to find in Azure."""
+        return True
+
+    def judge(self, desired: Resource, current: Resource | None, adopt: bool, ctx: DiffContext
+              ) -> tuple[list[ResourceChange], list[Diagnostic]]:
+        """The change (and the diagnostics) that take `current` (this stack's, or one an import block adopts;
+        absent or not there: None, or what was read of it) to the declaration."""
+        raise NotImplementedError
+
+    def diff_declared(self, desired: Resource, live: LiveState, ctx: DiffContext
+                      ) -> tuple[list[ResourceChange], list[Diagnostic]]:
+        """The change (and the diagnostics) that take the live resource to the one the stack declares: one
+        another stack owns, or none owns without an import block, is left alone and said; an import block that
+        names nothing is said."""
+        current = self.live(live).get(desired.name)
+        exists = self.exists(current)
+        adopt = desired.address in ctx.imports and exists and self.adoptable(current)
+        if desired.address in ctx.imports and not exists and self.importable(desired):
+            return [], [import_missing(self, desired, ctx)]
+        if exists and current.owner_stack != ctx.stack and not adopt:
+            return [], [not_owned(self, desired.address, desired.name, current, ctx)]
+        return self.judge(desired, current, adopt, ctx)
+
+    def diff_undeclared(self, desired: list[Resource], live: LiveState, ctx: DiffContext
+                        ) -> tuple[list[ResourceChange], list[Diagnostic]]:
+        """What becomes of this stack's live resources of this kind the stack no longer declares (or all of
+        them, on destroy)."""
+        return [], []
+
+    def replace_requested(self, change: ResourceChange, source: SourceMap
+                          ) -> tuple[list[ResourceChange], list[Diagnostic]] | None:
+        """`--replace ADDR` on this change: the changes and diagnostics it becomes; None: it stays as it is."""
+        return None
+
+    def drift(self, desired: list[Resource], live: LiveState, stack: str) -> list[ResourceChange]:
+        """This stack's live resources changed outside infra."""
+        return []
+
+
+def not_owned(kind: Kind, address: str, name: str, live: Resource, ctx: DiffContext) -> Diagnostic:
+    owner, source, stack = live.owner_stack, ctx.source, ctx.stack
+    at = (kind.section, name)
+    if is_other_compute(live):
+        return source.diagnostic(at, "plan.name-taken-by-other-compute",
+                                 f"{kind.name} {name!r}: the workspace already has a compute of that name that is "
+                                 f"not an AmlCompute cluster ({live.attributes['compute_type']}); infra manages "
+                                 "AmlCompute clusters only and will not touch it",
+                                 f"rename {address} in this stack (a workspace's compute names are unique)", key=True)
+    if owner and owner != stack:
+        return source.diagnostic(at, "plan.owned-by-other-stack",
+                                 f"{kind.name} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
+                                 f"rename {address} in this stack, or remove it from stack {owner!r} first", key=True)
+    hint = (f"adopt it with an import block (`import: [{{to: {address}, id: {name}}}]`) or "
+            f"`infra import {address} {name} {source.file}`, or rename {address}")
+    return source.diagnostic(at, "plan.unmanaged-resource",
+                             f"{kind.name} {name!r} already exists in Azure without this stack's ownership tag; "
+                             "the plan will not touch it", hint, key=True)
+
+
+def import_missing(kind: Kind, res: Resource, ctx: DiffContext) -> Diagnostic:
+    """Terraform's "Cannot import non-existent remote object"."""
+    return ctx.source.diagnostic(import_at(ctx.imports, res.address), "import.not-found",
+                                 f"import of {res.address}: there is no {res.type} {ctx.imports[res.address]!r} in "
+                                 f"the workspace to import", f"check the name (`az ml {kind.az_noun} list`), or "
+                                 "remove the import block to let infra create it")
+
+
+def import_at(imports: dict[str, str], address: str) -> tuple:
+    """The stack file's place of the import block of `address`."""
+    return ("import", list(imports).index(address), "id")
+
+
+def adopted(change: ResourceChange, azure_name: str) -> ResourceChange:
+    return replace(change, importing=azure_name)
+
+
+def next_version(version: str | None) -> str:
+    return str(int(version) + 1) if version and version.isdigit() else "1"
