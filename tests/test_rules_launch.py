@@ -312,3 +312,13 @@ def test_the_mpi_per_node_rendezvous_hint_leads_to_a_clean_stack(tmp_path):
     assert "--rdzv_endpoint $AZ_BATCH_MASTER_NODE" in d.hint and "$OMPI_COMM_WORLD_RANK" in d.hint, d.hint
     fixed = body.replace("t.py", "--rdzv_endpoint $AZ_BATCH_MASTER_NODE --node_rank $OMPI_COMM_WORLD_RANK t.py")
     assert check(tmp_path, fixed).diagnostics == []
+
+
+def test_a_multi_node_launch_without_a_distribution_type_is_told_to_take_one(tmp_path):
+    """No type (issue 41): Azure ML sets no rendezvous variable, so torchrun across nodes is told to set type: pytorch,
+    never "a None job"."""
+    r = check(tmp_path, one_distribution(A100, CURATED_ENV, "instance_count: 2\ncommand: torchrun --nnodes 2 "
+                                         "--nproc_per_node 8 --node_rank $NODE_RANK train.py\n"))
+    found = r.of("distribution.launcher-rendezvous")
+    assert len(found) == 2 and all("set type: pytorch" in d.hint for d in found), found
+    assert "job without a distribution type" in found[1].message and "None" not in found[1].message

@@ -237,7 +237,9 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
                               f"{step.invoked_as} on {dist.instance_count} nodes without "
                               f"{', '.join(spec.flags[r][0] for r in missing)}: every node starts its own rendezvous "
                               "and waits for the others forever",
-                              f"pass {fix} (Azure ML sets these on each node of a {dist.type} job)")
+                              f"pass {fix} (Azure ML sets these on each node of a {dist.type} job)" if dist.type else
+                              "set type: pytorch (Azure ML then sets NODE_RANK, MASTER_ADDR and MASTER_PORT on each node) "
+                              "and pass them, or run on one node (instance_count: 1)")
         literal = count(values["node_rank"])
         if literal is not None:
             yield diagnostic_at_command(ctx, name, LAUNCHER_RENDEZVOUS.id,
@@ -256,8 +258,10 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
                        & known - set(own.get(dist.type, {})) - set(dist.environment_variables))
         for var in unset:
             yield diagnostic_at_command(ctx, name, LAUNCHER_RENDEZVOUS.id,
-                              f"the command passes ${var}, which Azure ML does not set in a {dist.type} job",
-                              f"use the variables of type {dist.type}: {', '.join(sorted(own.get(dist.type, {})))}")
+                              f"the command passes ${var}, which Azure ML does not set in a "
+                              + (f"{dist.type} job" if dist.type else "job without a distribution type"),
+                              f"use the variables of type {dist.type}: {', '.join(sorted(own.get(dist.type, {})))}"
+                              if dist.type else "set type: pytorch (or mpi), whose launcher sets them")
 
 
 @rule_for_each("distributions", NODE_RANK_VARIABLE)
