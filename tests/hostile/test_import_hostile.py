@@ -19,7 +19,8 @@ from pathlib import Path
 import yaml
 from emulator_fixtures import WORKSPACE_YAML
 
-from infra_cli.plan.generate import _entry, environment_declaration
+from infra_cli.plan.generate import _entry
+from infra_cli.plan.kinds.environment import environment_declaration
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOKEN = "ghp_not-a-real-token-0123456789"

@@ -8,11 +8,14 @@ the engines look a resource's kind up there instead of branching on its name.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
+from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.live import LiveState
 from infra_cli.plan.model import Resource, ResourceChange
 from infra_cli.plan.normalise import is_other_compute
+from infra_cli.stack.model import Stack
 from infra_cli.stack.source import SourceMap
 
 REPLACE_REQUESTED = "replace requested"
@@ -37,6 +40,11 @@ class Kind:
     name: str = ""          # the address's first part and Resource.type: "cluster"
     section: str = ""       # the stack file's section: "clusters"
     az_noun: str = ""       # the az ml command group that lists it: "compute"
+    imported_noun: str = ""  # what an import block of it names in Azure: "AmlCompute cluster"
+
+    def declared(self, stack: Stack) -> dict[str, Any]:
+        """The stack's declarations of this kind, by name."""
+        raise NotImplementedError
 
     def live(self, live: LiveState) -> dict[str, Resource]:
         """The live resources of this kind, by Azure name."""
@@ -88,6 +96,18 @@ class Kind:
     def drift(self, desired: list[Resource], live: LiveState, stack: str) -> list[ResourceChange]:
         """This stack's live resources changed outside infra."""
         return []
+
+    # ---- `plan --generate-config-out` (plan/generate.py) ---------------------------------------------------
+
+    def read_imported(self, provider: Provider, wanted: list[tuple[int, str]], imports: list[Any]) -> dict[int, Any]:
+        """What Azure has for each undeclared import target of this kind ((index of its import block, name)):
+        index -> what `declaration` reads (None: not there)."""
+        raise NotImplementedError
+
+    def declaration(self, name: str, azure_name: str, read: Any, where: str
+                    ) -> tuple[dict[str, Any], list[str]] | None:
+        """Its stack entry as read live, and the notes on it; None where Azure has no such resource."""
+        raise NotImplementedError
 
 
 def not_owned(kind: Kind, address: str, name: str, live: Resource, ctx: DiffContext) -> Diagnostic:

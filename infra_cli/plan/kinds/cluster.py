@@ -10,17 +10,25 @@ import re
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
+from typing import Any
 
+from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_HASH
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.update_semantics import provisioning_rules, semantics
+from infra_cli.plan.declaration import literal, placeholder
 from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, import_at
-from infra_cli.plan.live import LiveState
+from infra_cli.plan.live import LiveState, read_cluster
 from infra_cli.plan.model import CREATE, DELETE, NO_OP, REPLACE, UPDATE, Resource, ResourceChange, content_hash
 from infra_cli.plan.normalise import is_other_compute, without_provisioning
+from infra_cli.stack.cluster_fields import CLUSTER_FIELDS
+from infra_cli.stack.model import Stack
 from infra_cli.stack.source import SourceMap
 
+# the plan attributes that are not the stack's to write: infra's own, secrets, and live state
+_NOT_DECLARED = {"ssh_credentials_hash", "prevent_destroy", "user_assigned_identities", "tags",
+                 "provisioning_state", "provisioning_error", "provisioning_since"}
 UNREPORTED = "update_after_create: "  # the reason of a cluster whose settings Azure has not reported yet
 
 
@@ -152,8 +160,37 @@ def _as_adopted(desired: Resource, live: Resource) -> Resource:
     return live
 
 
+def cluster_declaration(attributes: dict[str, Any], name: str) -> dict[str, Any]:
+    """A live cluster's plan attributes -> its stack entry (the fields the stack writes, Azure's defaults left out
+    only where the stack's default is the same)."""
+    out: dict[str, Any] = {}
+    for f in CLUSTER_FIELDS:
+        value = attributes.get(f.attribute)
+        if f.stack is None or f.attribute in _NOT_DECLARED or value is None:
+            continue
+        if f.attribute == "ssh_public_access_enabled" and not attributes.get("ssh_admin_username"):
+            continue
+        holder, *rest = f.stack.split(".")
+        if rest:
+            out.setdefault(holder, {})[rest[0]] = value
+        else:
+            out[holder] = value
+    if attributes.get("user_assigned_identities"):
+        out.setdefault("identity", {})["user_assigned_identities"] = [
+            {"resource_id": i} for i in attributes["user_assigned_identities"]]
+    if attributes.get("tags"):
+        out["tags"] = dict(attributes["tags"])
+    out = literal(out)
+    if "ssh_settings" in out:   # Azure never returns the secret: the user supplies it from the environment
+        out["ssh_settings"]["admin_password"] = placeholder(name, "admin_password")
+    return out
+
+
 class Cluster(Kind):
-    name, section, az_noun = "cluster", "clusters", "compute"
+    name, section, az_noun, imported_noun = "cluster", "clusters", "compute", "AmlCompute cluster"
+
+    def declared(self, stack: Stack) -> dict[str, Any]:
+        return stack.clusters
 
     def live(self, live: LiveState) -> dict[str, Resource]:
         return live.clusters
@@ -226,6 +263,23 @@ class Cluster(Kind):
             out.append(ResourceChange(current.address, "cluster", name, UPDATE, before, current.attributes, [],
                                       "changed outside infra" + (f": {', '.join(changed)}" if changed else "")))
         return out
+
+
+    def read_imported(self, provider: Provider, wanted: list[tuple[int, str]], imports: list[Any]) -> dict[int, Any]:
+        return {i: read_cluster(provider, imports[i].id) for i, _ in wanted}
+
+    def declaration(self, name: str, azure_name: str, read: Any, where: str
+                    ) -> tuple[dict[str, Any], list[str]] | None:
+        if read is None or is_other_compute(read):
+            return None
+        notes = [f"cluster.{name}: read from Azure ML compute {azure_name!r} (AmlCompute) in {where}"]
+        if read.owner_stack:
+            notes.append(f"it carries stack {read.owner_stack!r}'s ownership tags")
+        body = cluster_declaration(read.attributes, name)
+        if "ssh_settings" in body:
+            notes.append(f"set {body['ssh_settings']['admin_password'][2:-1]} to its admin password (or "
+                         "replace admin_password with ssh_key_value: ${VAR}); Azure never returns either")
+        return body, notes
 
 
 CLUSTER = Cluster()

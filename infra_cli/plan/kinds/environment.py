@@ -6,10 +6,16 @@ version."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic
+from infra_cli.plan.declaration import literal
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, next_version
-from infra_cli.plan.live import LiveState
+from infra_cli.plan.live import LiveState, recorded_conda
 from infra_cli.plan.model import CREATE, NO_OP, UPDATE, Resource, ResourceChange
+from infra_cli.plan.normalise import split_tags
+from infra_cli.stack.model import Stack
 from infra_cli.stack.source import SourceMap
 
 RELEASE_REASON = ("destroy requested: Azure ML never deletes environment versions (jobs may name them); they are "
@@ -43,8 +49,39 @@ def _environment_change(desired: Resource, live: Resource | None, source: Source
                           f"{before.get('version')} stays for jobs that use it)"), None
 
 
+def environment_declaration(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A live environment version -> its stack entry, and what the header says of it."""
+    content, notes = values.get("content") or {}, []
+    out: dict[str, Any] = {}
+    if content.get("image"):
+        out["image"] = content["image"]
+    if content.get("build"):
+        build = content["build"]
+        out["build"] = {"path": f"{values['name']}-context", "dockerfile_path": build.get("dockerfile_path")
+                        or "Dockerfile"}
+        notes.append(f"its build context is recorded at {build.get('context_uri')}: put a copy in "
+                     f"{values['name']}-context/ beside the stack (its next apply registers a new version)")
+    conda = content.get("conda_file")
+    if conda:
+        parsed, why = recorded_conda(conda)   # under the loader's bounds, as plan reads it
+        if parsed is not None:
+            out["conda_file"] = parsed   # inline, as Azure recorded it
+        else:
+            notes.append(f"its conda file as recorded is not a YAML mapping infra reads ({why}): left out (add "
+                         "conda_file: yourself)")
+    if content.get("description"):
+        out["description"] = content["description"]
+    user_tags, _ = split_tags(values.get("tags"))
+    if user_tags:
+        out["tags"] = user_tags
+    return literal(out), notes
+
+
 class Environment(Kind):
-    name, section, az_noun = "environment", "environments", "environment"
+    name, section, az_noun, imported_noun = "environment", "environments", "environment", "environment"
+
+    def declared(self, stack: Stack) -> dict[str, Any]:
+        return stack.environments
 
     def live(self, live: LiveState) -> dict[str, Resource]:
         return live.environments
@@ -93,6 +130,21 @@ class Environment(Kind):
         after = {**c.after, "version": c.before.get("next_version") or next_version(c.before.get("version"))}
         return [ResourceChange(c.address, c.type, c.name, CREATE, c.before, after, [],
                                f"new version {after['version']} ({REPLACE_REQUESTED})")], []
+
+
+    def read_imported(self, provider: Provider, wanted: list[tuple[int, str]], imports: list[Any]) -> dict[int, Any]:
+        """One batch (provider.read_environments), by the names the import blocks' addresses give."""
+        read = provider.read_environments({name: None for _, name in wanted})
+        return {i: read.get(name) for i, name in wanted}
+
+    def declaration(self, name: str, azure_name: str, read: Any, where: str
+                    ) -> tuple[dict[str, Any], list[str]] | None:
+        if read is None:
+            return None
+        body, notes = environment_declaration(read)
+        notes.insert(0, f"environment.{name}: read from Azure ML environment {azure_name!r} version "
+                        f"{read['version']} in {where}")
+        return body, notes
 
 
 ENVIRONMENT = Environment()
