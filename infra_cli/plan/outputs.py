@@ -15,16 +15,14 @@ from typing import Any, Callable
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.live import LiveRead, LiveState, read_live
-from infra_cli.plan.model import Action, ResourceChange
+from infra_cli.plan.kinds import KINDS
+from infra_cli.plan.model import ResourceChange
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.outputs import UNKNOWN, Reference, evaluate
 from infra_cli.state.records import SmokeRecord
+from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
-
-_ARM = ("/subscriptions/{s}/resourceGroups/{g}/providers/Microsoft.MachineLearningServices/workspaces/{w}"
-        "/computes/{n}")
-
 
 @dataclass(frozen=True)
 class OutputValue:
@@ -43,48 +41,15 @@ def output_values(loaded: LoadedStack, live: LiveState, records: dict[str, Smoke
     """Each output's value from the live state; `changes` and `pending` (smoke.NAME) of a plan make the values
     they will change unknown."""
     stack = loaded.stack
-    # the desired state (the change's `after`) of what the plan creates, replaces or versions anew
-    planned = {c.address: c.after or {} for c in changes or []
-               if c.action in (Action.CREATE, Action.REPLACE) or (c.action is Action.UPDATE and c.type == "environment")}
     unknown = set(pending)   # a smoke that will run: its verdict, figures, job and time come from running it
-    updated = {c.address: c.after for c in changes or [] if c.action is Action.UPDATE and c.type == "cluster"}
-    ws = stack.workspace
-
-    def cluster(name: str, a: dict, state: Any) -> dict:
-        return {"id": _ARM.format(s=ws.subscription_id, g=ws.resource_group, w=ws.name, n=name), "name": name,
-                "size": a.get("size"), "max_instances": a.get("max_instances"), "location": a.get("location"),
-                "provisioning_state": state}
+    planned = {c.address: c for c in changes or []}
 
     def lookup(ref: Reference) -> Any:
         if ref.address in unknown:
             return UNKNOWN
-        after = planned.get(ref.address)
-        if ref.type == "cluster":
-            if after is not None:   # created or replaced: what the stack sets is known, Azure's state is not
-                return cluster(ref.name, after, UNKNOWN).get(ref.attribute)
-            r = live.clusters.get(ref.name)
-            if r is None or r.owner_stack != stack.stack:
-                return None
-            a = updated.get(ref.address) or r.attributes   # an update in place: the values it sets
-            return cluster(r.name, a, a.get("provisioning_state") or "Succeeded").get(ref.attribute)
-        if ref.type == "environment":
-            env = stack.environments.get(ref.name)
-            if env is None:
-                return None
-            if env.curated:
-                asset = (resolved or {}).get(ref.name) or env.curated   # a registry's: azureml://registries/...
-                version = (asset.rsplit("/versions/", 1)[1] if "/versions/" in asset
-                           else asset.rsplit(":", 1)[1] if asset.count(":") >= 2 and "@" not in asset else None)
-            elif after is not None:   # a new version: the one the plan assigns (pinned or the next number)
-                version = after.get("version") or UNKNOWN
-                asset = f"azureml:{ref.name}:{version}" if version is not UNKNOWN else UNKNOWN
-            else:
-                r = live.environments.get(ref.name)
-                version = r.attributes.get("version") if r is not None else None
-                if version is None:
-                    return None
-                asset = f"azureml:{ref.name}:{version}"
-            return {"asset_id": asset, "name": ref.name, "version": version, "image": env.image}.get(ref.attribute)
+        kind = KINDS.get(ref.type)
+        if kind is not None:
+            return kind.output(ref.name, ref.attribute, planned.get(ref.address), live, stack, resolved or {})
         record = records.get(ref.name)
         if record is None:
             return None
@@ -112,16 +77,15 @@ def _anything_live(stack: str, read: LiveRead) -> bool:
     """Whether Azure holds anything of the stack: a resource with its tag (an environment's live version) or a
     smoke record. Never applied, or destroyed: nothing (infra's state is the tags, so there are no outputs)."""
     live = read.state
-    return any(r.owner_stack == stack for r in live.clusters.values()) or \
-        any(r.owner_stack == stack and r.attributes.get("version") is not None for r in live.environments.values()) or \
-        any(record is not None for record in read.records.values())
+    return any(r.owner_stack == stack and kind.exists(r) for kind in KINDS.values() for r in kind.live(live).values()) \
+        or any(record is not None for record in read.records.values())
 
 
-def read_outputs(stack_path: Path, *, backend: Callable[[Any], Any]
+def read_outputs(stack_path: Path, *, backend: Callable[[Any], Any], inputs: Inputs | None = None
                  ) -> tuple[LoadedStack, dict[str, OutputValue] | None]:
     """`infra output`: load the stack, read Azure through the provider `backend` builds, evaluate its outputs;
     None when nothing of the stack exists in its workspace (Terraform with no state: no outputs to show)."""
-    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES)
+    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES, inputs=inputs)
     if not loaded.stack.outputs:
         return loaded, {}
     read = _read(loaded, backend(loaded.stack.workspace))

@@ -97,6 +97,14 @@ class Kind:
         """This stack's live resources changed outside infra."""
         return []
 
+    # ---- outputs (plan/outputs.py) ---------------------------------------------------------------------------
+
+    def output(self, name: str, attribute: str, change: ResourceChange | None, live: LiveState, stack: Stack,
+               resolved: dict[str, str | None]) -> Any:
+        """An output's `KIND.NAME.ATTRIBUTE`: from the plan's `change` of it where it has one (what the stack sets
+        is known, what Azure will say is UNKNOWN), else live; None where the stack has none of it."""
+        raise NotImplementedError
+
     # ---- `plan --generate-config-out` (plan/generate.py) ---------------------------------------------------
 
     def read_imported(self, provider: Provider, wanted: list[tuple[int, str]], imports: list[Any]) -> dict[int, Any]:

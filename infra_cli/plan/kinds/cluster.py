@@ -20,15 +20,19 @@ from infra_cli.plan.declaration import literal, placeholder
 from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, import_at
 from infra_cli.plan.live import LiveState, read_cluster
-from infra_cli.plan.model import CREATE, DELETE, NO_OP, REPLACE, UPDATE, Resource, ResourceChange, content_hash
+from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Action, Resource, ResourceChange,
+                                  content_hash)
 from infra_cli.plan.normalise import is_other_compute, without_provisioning
 from infra_cli.stack.cluster_fields import CLUSTER_FIELDS
 from infra_cli.stack.model import Stack
+from infra_cli.stack.outputs import UNKNOWN
 from infra_cli.stack.source import SourceMap
 
 # the plan attributes that are not the stack's to write: infra's own, secrets, and live state
 _NOT_DECLARED = {"ssh_credentials_hash", "prevent_destroy", "user_assigned_identities", "tags",
                  "provisioning_state", "provisioning_error", "provisioning_since"}
+_ARM = ("/subscriptions/{s}/resourceGroups/{g}/providers/Microsoft.MachineLearningServices/workspaces/{w}"
+        "/computes/{n}")
 UNREPORTED = "update_after_create: "  # the reason of a cluster whose settings Azure has not reported yet
 
 
@@ -264,6 +268,24 @@ class Cluster(Kind):
                                       "changed outside infra" + (f": {', '.join(changed)}" if changed else "")))
         return out
 
+
+    def output(self, name: str, attribute: str, change: ResourceChange | None, live: LiveState, stack: Stack,
+               resolved: dict[str, str | None]) -> Any:
+        ws = stack.workspace
+
+        def values(a: dict, state: Any) -> dict:
+            return {"id": _ARM.format(s=ws.subscription_id, g=ws.resource_group, w=ws.name, n=name), "name": name,
+                    "size": a.get("size"), "max_instances": a.get("max_instances"), "location": a.get("location"),
+                    "provisioning_state": state}
+
+        if change is not None and change.action in (Action.CREATE, Action.REPLACE):
+            # created or replaced: what the stack sets is known, Azure's state is not
+            return values(change.after or {}, UNKNOWN).get(attribute)
+        r = live.clusters.get(name)
+        if r is None or r.owner_stack != stack.stack:
+            return None
+        a = change.after if change is not None and change.action is Action.UPDATE and change.after else r.attributes
+        return values(a, a.get("provisioning_state") or "Succeeded").get(attribute)   # an update: what it sets
 
     def read_imported(self, provider: Provider, wanted: list[tuple[int, str]], imports: list[Any]) -> dict[int, Any]:
         return {i: read_cluster(provider, imports[i].id) for i, _ in wanted}

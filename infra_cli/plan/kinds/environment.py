@@ -13,9 +13,10 @@ from infra_cli.diagnostics import Diagnostic
 from infra_cli.plan.declaration import literal
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, next_version
 from infra_cli.plan.live import LiveState, recorded_conda
-from infra_cli.plan.model import CREATE, NO_OP, UPDATE, Resource, ResourceChange
+from infra_cli.plan.model import CREATE, NO_OP, UPDATE, Action, Resource, ResourceChange
 from infra_cli.plan.normalise import split_tags
 from infra_cli.stack.model import Stack
+from infra_cli.stack.outputs import UNKNOWN
 from infra_cli.stack.source import SourceMap
 
 RELEASE_REASON = ("destroy requested: Azure ML never deletes environment versions (jobs may name them); they are "
@@ -131,6 +132,26 @@ class Environment(Kind):
         return [ResourceChange(c.address, c.type, c.name, CREATE, c.before, after, [],
                                f"new version {after['version']} ({REPLACE_REQUESTED})")], []
 
+
+    def output(self, name: str, attribute: str, change: ResourceChange | None, live: LiveState, stack: Stack,
+               resolved: dict[str, str | None]) -> Any:
+        env = stack.environments.get(name)
+        if env is None:
+            return None
+        if env.curated:
+            asset = resolved.get(name) or env.curated   # a registry's: azureml://registries/...
+            version = (asset.rsplit("/versions/", 1)[1] if "/versions/" in asset
+                       else asset.rsplit(":", 1)[1] if asset.count(":") >= 2 and "@" not in asset else None)
+        elif change is not None and change.action in (Action.CREATE, Action.REPLACE, Action.UPDATE):
+            version = (change.after or {}).get("version") or UNKNOWN   # a new version: the one the plan assigns
+            asset = f"azureml:{name}:{version}" if version is not UNKNOWN else UNKNOWN
+        else:
+            r = live.environments.get(name)
+            version = r.attributes.get("version") if r is not None else None
+            if version is None:
+                return None
+            asset = f"azureml:{name}:{version}"
+        return {"asset_id": asset, "name": name, "version": version, "image": env.image}.get(attribute)
 
     def read_imported(self, provider: Provider, wanted: list[tuple[int, str]], imports: list[Any]) -> dict[int, Any]:
         """One batch (provider.read_environments), by the names the import blocks' addresses give."""
