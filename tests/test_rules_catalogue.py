@@ -54,7 +54,7 @@ UNREACHABLE = {
 RULE_ORDER = [
     "resource_names", "output_references", "import_blocks", "tags",
     "cluster_size", "cluster_infiniband", "cluster_ssh", "cluster_ssh_secret_inline", "cluster_location",
-    "cluster_node_public_ip", "cluster_subnet_needs_vnet", "cluster_compute_name", "cluster_low_priority",
+    "cluster_node_public_ip", "cluster_subnet_needs_vnet", "cluster_compute_name", "cluster_low_priority", "serverless_size",
     "environment_name", "environment_requires", "environment_files", "code_paths", "environment_template_parameters",
     "environment_build_steps", "environment_image_reference",
     "distribution_job_bindings", "distribution_bindings_unbound", "distribution_job_inputs", "distribution_job_services", "distribution_identity",

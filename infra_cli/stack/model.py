@@ -360,6 +360,11 @@ TYPE_KEYS: dict[str, tuple[str, ...]] = {
 RAY_KEYS = TYPE_KEYS["ray"]
 
 
+# A compute named by a job (`compute: azureml:NAME` or NAME): a name Azure ML's REST path takes as one segment
+# (letters, digits, hyphens, underscores); the live read says whether it exists.
+COMPUTE_REFERENCE = r"^(azureml:)?[A-Za-z0-9][A-Za-z0-9_-]{0,254}$"
+
+
 class JobDistribution(Model):
     """A command job's `distribution:` block, pasted unchanged; read into the flat fields beside it."""
 
@@ -446,7 +451,8 @@ JOB_KEYS_ELSEWHERE: dict[str, str] = {
     "type": "always `command`; a distribution's `type` is its distribution type",
     "name": "a job name is unique in the workspace: Azure ML names each submission",
     "parent_job_name": "pipeline jobs only",
-    "compute": "the distribution's `cluster`: the compute becomes a cluster entry",
+    "compute": "the distribution's `cluster` (the compute becomes a cluster entry), or its `compute: azureml:NAME` "
+               "for a compute infra does not manage; none: serverless compute",
     "environment": "the distribution's `environment`: the job's environment becomes an environments entry",
 }
 
@@ -497,7 +503,11 @@ class Distribution(Model):
     """How a training job spreads over a cluster: the command job's `distribution` and `resources` fields, flat
     (type, instance_count, ...) or as the job's own `distribution:` and `resources:` blocks pasted unchanged."""
 
-    cluster = Field(Text, description="name of a cluster in this stack")
+    cluster = Field(Text | None, None, description="name of a cluster in this stack; without it the job runs on a "
+                    "`compute` infra does not manage, or on Azure ML's serverless compute (resources.instance_type)")
+    compute = Field(Str(pattern=COMPUTE_REFERENCE) | None, None, description="a compute infra does not manage "
+                    "(azureml:NAME: a Kubernetes (Arc) compute, a Singularity virtual cluster, an AmlCompute made "
+                    "elsewhere): plan reads it live, apply never creates or deletes it")
     environment = Field(Text, description="name of an environment in this stack")
     type = Field(DistributionType | None, None, description="Azure ML distribution type (any case), or give "
                  "distribution.type; none: a command job without a distribution, on one node (the command runs once)")
@@ -551,6 +561,9 @@ class Distribution(Model):
         return flat
 
     def _check(self) -> None:
+        if self.cluster is not None and self.compute is not None:
+            raise ValueError("cluster and compute both name where the job runs: keep `cluster:` for a cluster of "
+                             "this stack, or `compute: azureml:NAME` for one infra does not manage")
         # Ray's keys where the type is not ray, process_count_per_instance under ray or no type (the tensorflow
         # type's keys elsewhere: distribution.tensorflow-counts says where they are)
         given = [k for k in (("process_count_per_instance",) if self.type in (None, "ray") else ()) + RAY_KEYS
@@ -571,6 +584,22 @@ class Distribution(Model):
                 derived = None
             if derived is not None:
                 self.__dict__["launcher"] = derived  # frozen instance: set once, while it is being built
+
+    @property
+    def runs_on(self) -> str:
+        """Where the job runs: "cluster" (one of this stack's), "compute" (one infra does not manage, read live by
+        plan) or "serverless" (Azure ML's serverless compute: the size is resources.instance_type)."""
+        return "cluster" if self.cluster is not None else "compute" if self.compute is not None else "serverless"
+
+    @property
+    def compute_name(self) -> str | None:
+        """The name of the compute infra does not manage (`compute: azureml:NAME` without its prefix)."""
+        return None if self.compute is None else self.compute.split(":", 1)[1] if ":" in self.compute else self.compute
+
+    @property
+    def instance_type(self) -> str | None:
+        """The size a serverless job asks for (resources.instance_type); None where Azure ML picks one."""
+        return self.resources.instance_type if self.resources is not None else None
 
     @property
     def processes_per_instance(self) -> int:

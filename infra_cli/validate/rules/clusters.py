@@ -10,7 +10,7 @@ from typing import Iterator
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.knowledge.skus import Catalog, Sku
-from infra_cli.stack.model import Cluster
+from infra_cli.stack.model import Cluster, Distribution
 from infra_cli.validate.rules.registry import Context, declare, rule_for_each
 from infra_cli.validate.rules.resources import pasted_name
 from infra_cli.validate.rules.size_advice import closest_first, ib_reason, ib_sizes
@@ -212,3 +212,25 @@ def cluster_low_priority(ctx: Context, name: str, cluster: Cluster) -> Iterator[
                  "the cluster is created with the error and none of its jobs runs)",
                  f"set `tier: dedicated` (Azure ML runs {sku.name} only as dedicated), or pick a size it runs at low "
                  f"priority; source: {sku.low_priority_source}")
+
+
+@rule_for_each("distributions", SIZE_UNKNOWN, SIZE_RETIRED)
+def serverless_size(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
+    """A serverless job's resources.instance_type is the size Azure ML creates its nodes of: judged as a cluster's
+    size is (a name that is no VM size, a retired size: Azure refuses the job)."""
+    if dist.runs_on != "serverless" or dist.instance_type is None:
+        return
+    path, size = ("distributions", name, "resources", "instance_type"), dist.instance_type
+    sku = ctx.catalog.get(size)
+    if sku is None and parse_size_name(size) is None:
+        family = {n.lower(): n for n in same_family(size, ctx.catalog)}
+        close = [family[c] for c in difflib.get_close_matches(size.lower(), list(family), n=1, cutoff=0.75)]
+        yield ctx.at(path, SIZE_UNKNOWN.id,
+                     f"distribution {name!r} runs on serverless compute of instance_type {size!r}, which is not an "
+                     "Azure VM size name (Standard_<family><vCPUs><features>[_<accelerator>][_v<version>])",
+                     (f"did you mean {close[0]!r}? " if close else "")
+                     + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
+    elif sku is not None and sku.retired_as_of(ctx.today):
+        yield ctx.at(path, SIZE_RETIRED.id,
+                     f"{sku.name} was retired by Azure{_retirement(sku)}: serverless compute creates no node of it",
+                     "choose a current size for resources.instance_type (`infra skus`)")

@@ -15,14 +15,14 @@ from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks, types_need
 from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.paths import project_root
-from infra_cli.stack.model import Cluster, Distribution
+from infra_cli.stack.model import Distribution
 from infra_cli.stack.secret import Secret
 from infra_cli.stack.source import short_repr
 from infra_cli.validate.job_inputs import input_problem
 from infra_cli.validate.rules.carries import environment_carries
 from infra_cli.validate.rules.command import diagnostic_at_command, launched_per_node
 from infra_cli.validate.rules.registry import Context, declare, rule_for_each
-from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes
+from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes_for
 
 
 # A command job's expression bindings: ${{inputs.NAME}} and ${{outputs.NAME}}
@@ -196,6 +196,8 @@ def distribution_identity(ctx: Context, name: str, dist: Distribution) -> Iterat
 @rule_for_each("distributions", DANGLING_REFERENCE)
 def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     for section, ref in (("clusters", dist.cluster), ("environments", dist.environment)):
+        if ref is None:
+            continue   # no cluster: a compute infra does not manage (plan reads it live), or serverless compute
         known = list(getattr(ctx.stack, section))
         if ref not in known:
             close = difflib.get_close_matches(ref, known, n=1)
@@ -206,15 +208,14 @@ def distribution_references(ctx: Context, name: str, dist: Distribution) -> Iter
                          (f"declared: {', '.join(known)}" if known else f"declare it under `{section}:`"))
 
 
-def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, str | None, str] | None:
+def _multinode_transport(ctx: Context, size: str, required: bool) -> tuple[str, str | None, str] | None:
     """(why the cluster gives no InfiniBand to NCCL/MPI, why that is an error: "required", "fabric" or None for a
     warning, the transport between nodes)
     for a cluster whose size has none, None where it has (or the name says nothing). Errors are what Azure ML
     or the stack forbids: a cluster that requires InfiniBand, an RDMA size without SR-IOV (NCCL and MPI cannot
     use its fabric, the how-to-train-distributed-gpu guide's NC24r). Otherwise TCP sockets are a performance
     matter: a warning for GPUs, and nothing at all for CPU jobs, which run across nodes over TCP (gloo, MPI)."""
-    required = cluster.infiniband == "required"
-    sku = ctx.catalog.get(cluster.size)
+    sku = ctx.catalog.get(size)
     if sku is not None:
         if sku.infiniband_eligible:
             return None
@@ -223,37 +224,38 @@ def _multinode_transport(ctx: Context, cluster: Cluster) -> tuple[str, str | Non
             return None
         return ib_reason(sku), "fabric" if fabric_unusable else "required" if required else None, \
             sku.sockets_between_nodes
-    parsed = parse_size_name(cluster.size)
+    parsed = parse_size_name(size)
     if parsed is None or parsed.rdma or (not parsed.family.startswith("N") and not required):
         return None  # size-unknown says the name is wrong; infiniband-unverified judges an `r` size; a CPU size
-    return (f"{cluster.size} has no `r` (RDMA) in its name, so no InfiniBand", "required" if required else None,
+    return (f"{size} has no `r` (RDMA) in its name, so no InfiniBand", "required" if required else None,
             "TCP sockets on Ethernet (its bandwidth not in the catalog)")
 
 
 @rule_for_each("distributions", INFINIBAND_UNVERIFIED, MULTINODE_WITHOUT_INFINIBAND)
 def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
-    cluster = ctx.stack.clusters.get(dist.cluster)
-    if cluster is None or dist.instance_count < 2:
+    size = ctx.size_of(dist)   # a cluster's size or a serverless job's instance_type
+    if size is None or dist.instance_count < 2:
         return
+    cluster = ctx.stack.clusters.get(dist.cluster) if dist.cluster is not None else None
     path = ("distributions", name, "instance_count")
-    parsed = parse_size_name(cluster.size) if ctx.sku(dist.cluster) is None else None
+    parsed = parse_size_name(size) if ctx.dist_sku(dist) is None else None
     if parsed is not None and parsed.rdma:
         yield ctx.warning(path, INFINIBAND_UNVERIFIED.id,
-                     f"distribution {name!r} spans {dist.instance_count} nodes of {cluster.size}, an RDMA size "
+                     f"distribution {name!r} spans {dist.instance_count} nodes of {size}, an RDMA size "
                      "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
                      "InfiniBand (SR-IOV) is unconfirmed",
                      "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
         return
-    found = _multinode_transport(ctx, cluster)
+    found = _multinode_transport(ctx, size, cluster is not None and cluster.infiniband == "required")
     if found is None:
         return
     reason, error, transport = found
     ib = ctx.catalog.gpu_infiniband_gbps()
     against = f" against {ib[0]:,}-{ib[1]:,} Gb/s of InfiniBand per VM on the InfiniBand GPU sizes" if ib else ""
-    message = (f"distribution {name!r} spans {dist.instance_count} nodes of cluster {dist.cluster!r}, but {reason}: "
+    message = (f"distribution {name!r} spans {dist.instance_count} nodes of {ctx.runs_on_words(dist)}, but {reason}: "
                f"inter-node traffic goes over {transport}{against}, so scaling across nodes stays far from linear")
-    sizes = ib_sizes(ctx, dist.cluster)
-    sku = ctx.sku(dist.cluster)
+    sizes = ib_sizes_for(ctx, dist)
+    sku = ctx.dist_sku(dist)
     figures = ("figures: validators/skus.yaml" + (f", {sku.name}'s Ethernet from {sku.source.split()[0]}"
                                                    if sku is not None and sku.ethernet_gbps else "")
                + ", the InfiniBand sizes' from their sources")
@@ -292,7 +294,7 @@ def _cpu_environment(ctx: Context, dist: Distribution) -> bool:
 
 @rule_for_each("distributions", NO_GPUS, GPUS_EXCEEDED, GPUS_UNDERUSED)
 def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
-    sku = ctx.sku(dist.cluster)
+    sku = ctx.dist_sku(dist)
     if sku is None or dist.type == "tensorflow":
         return
     if dist.type == "ray":
@@ -310,7 +312,7 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
     if sku.gpus == 0 and _cpu_environment(ctx, dist):
         return  # a CPU job on a CPU size (azure-ai-ml's dist_job_1/2: sklearn ...-cpu on Standard_DS3_v2; Dask-MPI)
     if sku.gpus == 0:
-        yield ctx.warning(("distributions", name, "cluster"), NO_GPUS.id,
+        yield ctx.warning(ctx.size_path(name, dist), NO_GPUS.id,
                      f"{sku.name} has no GPUs; distribution {name!r} will train on CPU",
                      "use a GPU size for GPU training; for CPU training use type: mpi on an HPC size (HB, HC, HX: InfiniBand)")
     elif per_node > sku.gpus:
@@ -440,7 +442,7 @@ def distribution_ray(ctx: Context, name: str, dist: Distribution) -> Iterator[Di
         yield ctx.at(base + ("dashboard_port",), RAY_SETTINGS.id,
                      f"distribution {name!r} gives Ray and its dashboard one port, {ray['port']}: the second to start "
                      "cannot bind it", "give dashboard_port another port (Ray's default: 8265; Ray's own: 6379)")
-    sku = ctx.sku(dist.cluster)
+    sku = ctx.dist_sku(dist)
     for key in ("head_node_additional_args", "worker_node_additional_args"):
         m = _RAY_NUM_GPUS.search(ray.get(key) or "")
         wanted = m.group(1) if m else None

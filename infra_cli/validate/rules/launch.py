@@ -123,7 +123,7 @@ def distribution_launcher(ctx: Context, name: str, dist: Distribution) -> Iterat
     if dist.launcher != "per-node" or dist.processes_per_instance <= 1 or dist.type == "tensorflow":
         return
     step = training_launch(dist)
-    sku = ctx.sku(dist.cluster)
+    sku = ctx.dist_sku(dist)
     gpus = sku.gpus if sku else 0
     if step is not None and step.kind == "per-node":
         each, _ = _per_node_processes(step, dist, gpus)
@@ -160,7 +160,7 @@ def distribution_launcher_declared(ctx: Context) -> Iterator[Diagnostic]:
 @rule(GPUS_EXCEEDED, GPUS_UNDERUSED)
 def distribution_launcher_gpus(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist, step in launches_of(ctx, "per-node"):
-        sku = ctx.sku(dist.cluster)
+        sku = ctx.dist_sku(dist)
         if sku is None or not sku.gpus or dist.processes_per_instance > 1:
             continue
         per_node, said = _per_node_processes(step, dist, sku.gpus)
@@ -305,7 +305,7 @@ _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
 @rule_for_each("distributions", LIGHTNING_TRAINER, GPUS_EXCEEDED, GPUS_UNDERUSED, framework=True)
 def distribution_lightning(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     step = training_launch(dist)
-    sku = ctx.sku(dist.cluster)
+    sku = ctx.dist_sku(dist)
     if fw is None or not fw.nodes_flags or step is None or step.kind != "script":
         return
     found: dict[str, tuple[str, str]] = {}   # nodes/devices -> (value, where it was read)
@@ -413,7 +413,7 @@ def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribu
 
 @rule_for_each("distributions", INFINIBAND_DISABLED)
 def distribution_ib_disabled(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
-    sku = ctx.sku(dist.cluster)
+    sku = ctx.dist_sku(dist)
     env = revealed(dist.environment_variables)   # judged, never shown: a value may be a secret (${ENV})
     ib_off = env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket"
     if ib_off and sku and sku.infiniband_eligible and dist.instance_count > 1:

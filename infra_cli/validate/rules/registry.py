@@ -39,6 +39,32 @@ class Context:
         cluster = self.stack.clusters.get(cluster_name)
         return self.catalog.get(cluster.size) if cluster else None
 
+    def size_of(self, dist: Distribution) -> str | None:
+        """The size the distribution runs on, the one place size rules read it: its cluster's size, a serverless
+        job's resources.instance_type; None where offline cannot know it (a compute infra does not manage, whose
+        size plan reads live; a serverless job without instance_type, whose size Azure ML picks)."""
+        if dist.cluster is not None:
+            cluster = self.stack.clusters.get(dist.cluster)
+            return cluster.size if cluster is not None else None
+        return dist.instance_type if dist.compute is None else None
+
+    def dist_sku(self, dist: Distribution) -> Sku | None:
+        """The catalog's row for the size the distribution runs on (size_of), None where unknown."""
+        size = self.size_of(dist)
+        return self.catalog.get(size) if size is not None else None
+
+    @staticmethod
+    def size_path(name: str, dist: Distribution) -> tuple:
+        """Where the distribution's size is written: its `cluster:`, or a serverless job's resources.instance_type."""
+        return ("distributions", name) + (("resources", "instance_type") if dist.runs_on == "serverless" else
+                                          ("compute",) if dist.runs_on == "compute" else ("cluster",))
+
+    @staticmethod
+    def runs_on_words(dist: Distribution) -> str:
+        """Where the distribution runs, as messages name it: cluster 'NAME', compute 'NAME', serverless compute."""
+        return {"cluster": f"cluster {dist.cluster!r}", "compute": f"compute {dist.compute_name!r}",
+                "serverless": "serverless compute"}[dist.runs_on]
+
     @staticmethod
     def framework(dist: Distribution) -> FrameworkInfo | None:
         """The distribution's framework facts from frameworks.yaml (None without a framework)."""

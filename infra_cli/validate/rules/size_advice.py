@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.knowledge.skus import Sku
-from infra_cli.stack.model import Cluster
+from infra_cli.stack.model import Cluster, Distribution
 from infra_cli.validate.rules.command import launched_per_node
 from infra_cli.validate.rules.registry import Context
 
@@ -40,10 +40,22 @@ def closest_first(ctx: Context, current: Sku | None, pool, cluster: Cluster | No
 def ib_sizes(ctx: Context, cluster_name: str) -> str:
     # current sizes only (a retiring size is no advice), with the GPUs the processes per node need (a
     # suggestion that distribution.gpus-exceeded refuses next is no advice either), closest to the cluster's first
-    gpus, current = _gpus_needed(ctx, cluster_name), ctx.sku(cluster_name)
     cluster = ctx.stack.clusters.get(cluster_name)
-    # a CPU cluster is pointed at the HPC sizes (HB, HC, HX) with all their cores, not the constrained-core ones
-    parsed = parse_size_name(cluster.size) if current is None and cluster is not None else None
+    return _ib_sizes(ctx, cluster.size if cluster is not None else None, _gpus_needed(ctx, cluster_name), cluster)
+
+
+def ib_sizes_for(ctx: Context, dist: Distribution) -> str:
+    """ib_sizes for the size the distribution runs on: its cluster's, or a serverless job's instance_type (the
+    GPUs its own processes need)."""
+    if dist.cluster is not None:
+        return ib_sizes(ctx, dist.cluster)
+    return _ib_sizes(ctx, ctx.size_of(dist), _gpus_of(dist), None)
+
+
+def _ib_sizes(ctx: Context, size: str | None, gpus: int, cluster: Cluster | None) -> str:
+    current = ctx.catalog.get(size) if size is not None else None
+    # a CPU size is pointed at the HPC sizes (HB, HC, HX) with all their cores, not the constrained-core ones
+    parsed = parse_size_name(size) if current is None and size is not None else None
     cpu = current.gpus == 0 if current is not None else parsed is not None and not parsed.family.startswith("N")
 
     def fits(s: Sku) -> bool:
@@ -54,8 +66,12 @@ def ib_sizes(ctx: Context, cluster_name: str) -> str:
     return ", ".join(s.name for s in closest_first(ctx, current, pool, cluster))
 
 
+def _gpus_of(dist: Distribution) -> int:
+    """The processes per node a distribution starts one per GPU (per-node launches size themselves to the node)."""
+    return 0 if dist.type == "tensorflow" or launched_per_node(dist) else dist.processes_per_instance
+
+
 def _gpus_needed(ctx: Context, cluster_name: str) -> int:
-    """The most processes per node a distribution on the cluster starts one per GPU (per-node launches
-    size themselves to the node): a size suggested for the cluster needs that many GPUs."""
-    return max((d.processes_per_instance for d in ctx.stack.distributions.values()
-                if d.cluster == cluster_name and d.type != "tensorflow" and not launched_per_node(d)), default=0)
+    """The most processes per node a distribution on the cluster starts one per GPU: a size suggested for the
+    cluster needs that many GPUs."""
+    return max((_gpus_of(d) for d in ctx.stack.distributions.values() if d.cluster == cluster_name), default=0)
