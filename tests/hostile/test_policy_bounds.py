@@ -52,7 +52,10 @@ def plan(tmp_path: Path, policy: str | bytes, **env: str) -> subprocess.Complete
     path.write_bytes(policy if isinstance(policy, bytes) else policy.encode())
     return subprocess.run([sys.executable, "-m", "infra_cli", "plan", "stack.yaml", "--local", "--policy", "p.rego"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                          env={**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state"), **env})
+                          # a generous time bound where a test is not about time: a loaded machine (xdist beside
+                          # other work) once took over the default 10 s for 5,000 warnings
+                          env={**os.environ, "INFRA_LOCAL_DIR": str(tmp_path / "state"), "INFRA_POLICY_TIMEOUT": "100",
+                               **env})
 
 
 def test_a_policy_that_loops_is_stopped_at_the_time_bound(tmp_path):
