@@ -23,14 +23,18 @@ def sdk_command_job(spec: Any, code_dir: Path | None) -> "Command":
 
     block = dict(spec.distribution)
     kind = block.pop("type", None)   # none: a job without a distribution
+    queue = spec.job_fields.get("queue_settings") or {}   # a serverless job's tier (smoke/spec.py)
     distribution = {"pytorch": PyTorchDistribution, "mpi": MpiDistribution, "tensorflow": TensorFlowDistribution,
                     "ray": RayDistribution}[kind](**block) if kind else None
     return command(
         code=str(code_dir) if code_dir is not None else None,
         command=spec.command,
         environment=sdk_environment(spec.environment),
-        compute=spec.compute.removeprefix("azureml:"),
+        compute=spec.compute.removeprefix("azureml:") if spec.compute else None,   # None: serverless compute
         instance_count=spec.instance_count,
+        instance_type=spec.resources.get("instance_type"),
+        job_tier=queue.get("job_tier"),
+        priority=queue.get("priority"),
         distribution=distribution,
         # the request body: a secret (stack/secret.py) is sent in clear here, as nowhere else
         environment_variables=revealed(dict(spec.environment_variables)),

@@ -240,7 +240,7 @@ def _run_jobs(loaded_stack: LoadedStack, runner: JobRunner, jobs: list[SmokeJob]
         for job in jobs:
             name = _submit(runner, loaded_stack, job, work / "code" / safe_name(job.name))
             dist = loaded_stack.stack.distributions[job.name]
-            emit(JobSubmitted(job.name, name, dist.instance_count, job.spec.compute,
+            emit(JobSubmitted(job.name, name, dist.instance_count, job.spec.compute or "serverless compute",
                               job.spec.distribution.get("type") or "no"))   # "no distribution": a job without a type
             submitted.append((job, name))
         for job, name in submitted:

@@ -50,7 +50,7 @@ class CommandJobSpec:
     command: str
     code: str | None
     environment: str
-    compute: str
+    compute: str | None   # None: serverless compute (the job names none; resources.instance_type its size)
     instance_count: int
     distribution: dict[str, Any]
     environment_variables: dict[str, str]
@@ -186,13 +186,13 @@ def _common(loaded: LoadedStack, name: str, catalog: Catalog) -> tuple[Distribut
                                           f"no distribution {name!r} in stack {stack.stack}", str(loaded.path),
                                           None, None, f"pick one of: {known}")])
     dist = stack.distributions[name]
-    cluster = stack.clusters.get(dist.cluster)
-    if cluster is None or dist.environment not in stack.environments:
+    if (dist.cluster is not None and dist.cluster not in stack.clusters) or dist.environment not in stack.environments:
         raise DiagnosticError([loaded.source.diagnostic(
             ("distributions", name), "smoke.unresolved",
             f"distribution {name!r} names a cluster or environment the stack does not define",
             "run `infra validate` and fix the references first")])
-    return dist, catalog.get(cluster.size)
+    size = stack.size_of(dist)   # a cluster's size, a serverless instance_type; None for a compute read live
+    return dist, catalog.get(size) if size is not None else None
 
 
 def smoke_job(loaded: LoadedStack, name: str, catalog: Catalog, debug_env: dict[str, str]) -> SmokeJob:
@@ -205,7 +205,7 @@ def smoke_job(loaded: LoadedStack, name: str, catalog: Catalog, debug_env: dict[
         command=command,
         code=".",
         environment=environment_reference(loaded, dist.environment),
-        compute=f"azureml:{dist.cluster}",
+        compute=loaded.stack.compute_of(dist),
         instance_count=dist.instance_count,
         distribution=_distribution_block(dist, per_node),
         environment_variables=job_environment(sku, dist, debug_env),
@@ -216,8 +216,19 @@ def smoke_job(loaded: LoadedStack, name: str, catalog: Catalog, debug_env: dict[
             "ranks, DDP replicas, all_reduce busbw, NCCL transport"),
         timeout_s=dist.smoke.timeout_minutes * 60,
         tags={TAG_STACK: stack, TAG_ADDRESS: f"smoke.{name}"},
+        **_serverless_fields(dist),
     )
     return SmokeJob(name, spec, script, sku)
+
+
+def _serverless_fields(dist: Distribution) -> dict[str, Any]:
+    """What a smoke job on serverless compute carries of its distribution: the size (resources.instance_type) and
+    queue_settings (its tier), as the training job does; nothing for a job on a cluster or a named compute."""
+    if dist.runs_on != "serverless":
+        return {}
+    fields, resources = pasted_job_fields(dist)
+    return {"resources": {k: v for k, v in resources.items() if k == "instance_type"},
+            "job_fields": {k: v for k, v in fields.items() if k == "queue_settings"}}
 
 
 def training_job(loaded: LoadedStack, name: str, catalog: Catalog, code: str | None) -> CommandJobSpec | None:
@@ -232,7 +243,7 @@ def training_job(loaded: LoadedStack, name: str, catalog: Catalog, code: str | N
         command=dist.command,  # the user's own shell command, passed through as written
         code=code,
         environment=environment_reference(loaded, dist.environment),
-        compute=f"azureml:{dist.cluster}",
+        compute=loaded.stack.compute_of(dist),
         instance_count=dist.instance_count,
         distribution=_distribution_block(dist, processes_per_node(dist, sku)),
         environment_variables=job_environment(sku, dist, None),

@@ -684,3 +684,17 @@ class Stack(Model):
     rules = Field(DictOf(RuleSwitch), factory=dict, before=_empty_section,
                   description="rules of `infra rules` switched for this stack: {ID: {enabled: false, reason: WHY}}; "
                               "a rule's warnings are switched off, never its errors")
+
+    def size_of(self, dist: Distribution) -> str | None:
+        """The size the distribution runs on, the one place validate, render and plan read it from: its cluster's
+        size, a serverless job's resources.instance_type; None where offline cannot know it (a compute infra does
+        not manage, whose size plan reads live; a serverless job without instance_type: Azure ML picks one)."""
+        if dist.cluster is not None:
+            cluster = self.clusters.get(dist.cluster)
+            return cluster.size if cluster is not None else None
+        return dist.instance_type if dist.compute is None else None
+
+    def compute_of(self, dist: Distribution) -> str | None:
+        """The job's `compute:` (azureml:NAME), None for serverless compute (the job names none)."""
+        name = dist.cluster if dist.cluster is not None else dist.compute_name
+        return f"azureml:{name}" if name is not None else None

@@ -62,6 +62,8 @@ JOBS = {
     "command_job_dist_ray.yml": (True, f"{JOB_E2E} test_ray_command_job", []),
     # no distribution: one node, the command as written
     "command_job_test_msi_identity.yml": (True, LOADS, []),
+    # serverless (issue 41): no compute:, queue_settings' job_tier; the e2e test Azure runs it in
+    "command_job_test_serverless.yml": (True, f"{JOB_E2E} test_command_job_serverless", []),
 }
 ENVIRONMENTS = {
     "environment_conda.yml": (True, f"{ENV_SCHEMA} test_yaml_load", []),
@@ -105,7 +107,10 @@ def _project(tmp_path: Path, kind: str, fixture: str) -> tuple[Path, str]:
         # a named environment is curated; one written inline (its image) is an environments entry as written
         environment = f'curated: "{named.group(1)}"' if named else \
             yaml.safe_dump(yaml.safe_load(text)["environment"], sort_keys=False)
-        stack = pasted_stack(text, cluster="testCompute", size=AML_DEFAULT_SIZE, environment=environment)
+        # a job without `compute:` runs on serverless compute: pasted without a cluster
+        serverless = re.search(r"^compute:", text, re.MULTILINE) is None
+        stack = pasted_stack(text, cluster=None if serverless else "testCompute", size=AML_DEFAULT_SIZE,
+                             environment=environment)
         name = "job"
     else:
         name = _name(text)

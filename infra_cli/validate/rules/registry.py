@@ -40,13 +40,8 @@ class Context:
         return self.catalog.get(cluster.size) if cluster else None
 
     def size_of(self, dist: Distribution) -> str | None:
-        """The size the distribution runs on, the one place size rules read it: its cluster's size, a serverless
-        job's resources.instance_type; None where offline cannot know it (a compute infra does not manage, whose
-        size plan reads live; a serverless job without instance_type, whose size Azure ML picks)."""
-        if dist.cluster is not None:
-            cluster = self.stack.clusters.get(dist.cluster)
-            return cluster.size if cluster is not None else None
-        return dist.instance_type if dist.compute is None else None
+        """The size the distribution runs on (Stack.size_of: a cluster's size, a serverless instance_type)."""
+        return self.stack.size_of(dist)
 
     def dist_sku(self, dist: Distribution) -> Sku | None:
         """The catalog's row for the size the distribution runs on (size_of), None where unknown."""
