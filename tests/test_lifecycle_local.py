@@ -197,7 +197,7 @@ def test_restricted_size_and_short_quota_fail_the_plan(tmp_path, emulator, clien
     outcome = plan(path, clients)
     quota = [d for d in outcome.plan.diagnostics if d.rule == "preflight.quota"]
     assert quota, outcome.plan.diagnostics
-    msg = quota[0]["message"]
+    msg = quota[0].message
     assert "Standard_ND96asr_v4" in msg and "eastus" in msg and "1920" in msg and "available" in msg
 
 

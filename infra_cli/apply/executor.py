@@ -24,16 +24,12 @@ from typing import Callable
 
 from infra_cli.azure.errors import azure_error_code, azure_error_message, is_transient
 from infra_cli.azure.protocol import Provider
-from infra_cli.image.api import render_dockerfile
-from infra_cli.knowledge.update_semantics import semantics, transient_errors
-from infra_cli.paths import stage_context
-from infra_cli.conventions import TAG_HASH
-from infra_cli.plan.api import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, Resource, ResourceChange, cluster_secrets,
-                                provisioning_problem, read_cluster, settings_unreported)
+from infra_cli.apply.kinds import STEPS, SizeMismatch
+from infra_cli.knowledge.update_semantics import transient_errors
+from infra_cli.plan.api import DELETE, NO_OP, REPLACE, UPDATE, Plan, Resource, ResourceChange
 from infra_cli.stack.load import LoadedStack
 
 DEFAULT_PARALLELISM = 8
-_BUSY_STATES = ("Creating", "Updating", "Deleting")
 
 
 @dataclass(frozen=True)
@@ -67,10 +63,6 @@ class ApplyResult:
         return not self.failures and not self.not_started and not self.interrupted
 
 
-class SizeMismatch(RuntimeError):
-    code = "SizeMismatchAfterReplace"
-
-
 class Applier:
     def __init__(self, provider: Provider, loaded: LoadedStack, emit: Callable[[Event], None], *,
                  poll_s: float = 0.5, settle_timeout_s: float = 1800.0, retry_pause_s: float = 1.0):
@@ -101,103 +93,12 @@ class Applier:
 
     def _step(self, change: ResourceChange, desired: Resource | None, say: Callable[[str, str], None], *,
               first: bool) -> None:
+        steps = STEPS[change.type]
         if change.importing is not None:
-            self._adopt(change, desired, say)
+            steps.adopt(self, change, desired, say)
             if change.actions == NO_OP:
                 return
-        if change.type == "environment":
-            if change.actions == CREATE:
-                env = self.loaded.stack.environments[change.name]
-                version = dict(desired.attributes, version=change.after["version"])
-                resource = Resource(desired.address, desired.type, desired.name, version, desired.tags)
-                say("progress", f"registering version {version['version']}")
-                # registering the same content again is idempotent: a retry after an error is safe
-                self.provider.create_environment_version(
-                    resource, self.loaded.base_dir, env.conda_file,
-                    _build_files(env, self.loaded.base_dir) if env.build else None)
-            elif change.actions == UPDATE:  # only destroy updates one: plan/diff.py _released_environments
-                say("progress", "archiving its versions and dropping this stack's tags (Azure ML keeps versions)")
-                self.provider.archive_environment(change.name, self.loaded.stack.stack)
-            return
-        if change.actions == DELETE:
-            say("progress", "destroying")
-            self.provider.delete_cluster(change.name)
-            return
-        # a cluster whose settings Azure has not reported (still Creating, Deleting): wait for it, then judge it
-        if first and not (change.before is not None and settings_unreported(change.before)):
-            if change.actions == REPLACE:
-                say("progress", "destroying (replace, step 1 of 2)")
-                self.provider.delete_cluster(change.name)
-            say("progress", "creating (replace, step 2 of 2)" if change.actions == REPLACE else change.action.verb)
-        else:
-            live = self._settled(change.name)
-            if live is not None and self._unusable(live, desired):
-                say("progress", f"destroying what is there ({provisioning_problem(live.attributes) or 'replace'})")
-                self.provider.delete_cluster(change.name)
-                live = None
-            say("progress", "creating" if live is None else "putting the cluster again")
-        self._put_cluster(change, desired)
-
-    def _adopt(self, change: ResourceChange, desired: Resource, say: Callable[[str, str], None]) -> None:
-        """An import block (Terraform's import): infra's ownership tags on the existing resource, then the change
-        converges it. A cluster adopted as it is gets the same PUT with the tags added; one that changes gets them
-        with its change. An environment's version gets them (the content hash only when the content matches: else
-        the stack's content is registered as a new version next). Both idempotent: a retry is safe."""
-        if change.type == "cluster":
-            if change.actions == NO_OP:
-                say("progress", f"importing {change.importing} (adding this stack's ownership tags)")
-                self._put_cluster(change, desired)
-            return
-        say("progress", f"importing {change.importing} version {change.before['version']}")
-        tags = desired.tags if change.actions == NO_OP else {k: v for k, v in desired.tags.items() if k != TAG_HASH}
-        self.provider.adopt_environment(change.name, change.before["version"], tags)
-
-    def _put_cluster(self, change: ResourceChange, desired: Resource) -> None:
-        cluster = self.loaded.stack.clusters[change.name]
-        net = cluster.network_settings
-        self.provider.put_cluster(desired, cluster_secrets(cluster), net.subnet if net else None,
-                                  net.vnet_name if net else None)
-        if change.actions == REPLACE:
-            live = read_cluster(self.provider, change.name)
-            want = desired.attributes["size"]
-            if live is None or live.attributes["size"].lower() != want.lower():
-                raise SizeMismatch(f"after the replace, {change.address} reports size "
-                                   f"{live.attributes['size'] if live else '(gone)'} instead of {want}")
-
-    def _settled(self, name: str) -> Resource | None:
-        """The cluster once no operation runs on it (None if absent); bounded by settle_timeout_s."""
-        deadline = time.monotonic() + self.settle_timeout_s
-        while True:
-            live = read_cluster(self.provider, name)
-            if live is None or live.attributes.get("provisioning_state") not in _BUSY_STATES:
-                return live
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"cluster {name} is still {live.attributes['provisioning_state']} after "
-                                   f"{self.settle_timeout_s:.0f}s")
-            time.sleep(self.poll_s)
-
-    @staticmethod
-    def _unusable(live: Resource, desired: Resource) -> bool:
-        """Failed (or the like), or differing in a field no PUT can change: only delete + create helps."""
-        forcing = semantics("cluster").force_replacement
-        if settings_unreported(live.attributes):  # nothing reported to compare: the PUT says what it should be
-            return bool(provisioning_problem(live.attributes))
-        return bool(provisioning_problem(live.attributes)) or any(
-            live.attributes.get(k) != desired.attributes.get(k) for k in desired.attributes if k in forcing)
-
-
-def _build_files(env, base_dir) -> Callable:
-    """A build context for `build:`: the rendered template, or a copy of what the user's directory uploads
-    (paths.context_files: its .amlignore honoured, no symlink followed out of it), so the SDK's own walk,
-    which follows every link, never sees more."""
-    def write(tmp: Path) -> Path:
-        if env.build.template:
-            (tmp / "Dockerfile").write_text(render_dockerfile(env.build.template, env.build.parameters))
-            return tmp
-        stage_context(Path(base_dir) / env.build.path, tmp / "context")
-        return tmp / "context"
-
-    return write
+        steps.step(self, change, desired, say, first=first)
 
 
 def execute(plan: Plan, loaded: LoadedStack, provider: Provider, *, parallelism: int = DEFAULT_PARALLELISM,
@@ -280,8 +181,4 @@ def _verb(change: ResourceChange) -> str:
 def _past(change: ResourceChange) -> str:
     if change.actions == NO_OP and change.importing is not None:
         return "imported"
-    if change.type == "environment":
-        if change.actions == UPDATE:
-            return "released (versions archived, this stack's tags dropped)"
-        return f"registered version {(change.after or {}).get('version')}"
-    return change.action.past
+    return STEPS[change.type].past(change)
