@@ -81,6 +81,7 @@ def cluster_costs(changes: Iterable[Any], catalog: Catalog | None = None) -> lis
     """Each cluster change priced (ResourceChange-like: address, type, actions, before, after)."""
     out = []
     for change in changes:
+        # by name, not plan/kinds' `sized`: plan/model.py reads this module, and the kinds read plan/model.py
         if change.type != "cluster" or not ((change.after or {}).get("size") or (change.before or {}).get("size")):
             continue  # not an AmlCompute cluster of this stack (another kind of compute has no size)
         catalog = catalog or load_catalog()

@@ -9,9 +9,10 @@ red, dashed node, so the picture shows the mistake `infra validate` reports.
 from __future__ import annotations
 
 from infra_cli.plan.desired import distribution_dependencies
+from infra_cli.plan.kinds import KINDS
 from infra_cli.stack.model import Environment, Stack
 
-_SHAPES = {"cluster": "box3d", "environment": "folder", "smoke": "ellipse"}
+_SHAPES = {**{kind.name: kind.graph_shape for kind in KINDS.values()}, "smoke": "ellipse"}
 
 
 def _quoted(text: str) -> str:

@@ -219,6 +219,7 @@ class LiveRead:
 
 
 def _wanted_environments(desired: list[Resource]) -> dict[str, str | None]:
+    # by name: this reader sits below plan/kinds (which read its LiveState), and reads each kind its own way
     return {r.name: r.attributes.get("version") for r in desired
             if r.type == "environment" and r.attributes.get("kind") != "curated"}
 
@@ -277,7 +278,7 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
         quota_f = pool.submit(provider.usages, location) if location else None
         resolved_f = pool.submit(provider.resolve_environments, curated or {})
         environments = envs_f.result()
-        clusters = {r.name for r in desired if r.type == "cluster"}
+        clusters = {r.name for r in desired if r.type == "cluster"}   # by name: see _wanted_environments
         out = LiveRead(_state(computes_f.result(), environments, wanted, clusters), resolved=resolved_f.result())
         if location:
             workspace = ws_f.result() or {}

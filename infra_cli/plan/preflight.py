@@ -15,6 +15,7 @@ from typing import Any
 
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.diagnostics import Diagnostic
+from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import LiveFacts, LiveQuota, LiveSku
 from infra_cli.plan.diff import settings_unreported
 from infra_cli.plan.model import CREATE, DELETE, REPLACE, UPDATE, Resource, ResourceChange
@@ -65,7 +66,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
     if facts.workspace_location is None:
         error(("workspace", "name"), "preflight.workspace-missing", f"workspace {workspace_name!r} does not exist",
               "create it (az ml workspace create) or fix workspace.name / resource_group / subscription_id")
-    clusters = [c for c in changes if c.type == "cluster" and c.actions in (CREATE, REPLACE, UPDATE)]
+    clusters = [c for c in changes if KINDS[c.type].sized and c.actions in (CREATE, REPLACE, UPDATE)]
     # Clusters placed in a region other than the workspace's (the cluster's own `location`): the region's sizes and
     # quota read here are the workspace region's, so theirs are left to Azure at apply, as the warning says.
     elsewhere: set[str] = set()
@@ -183,7 +184,7 @@ def retired_sizes(changes: list[ResourceChange], catalog: Catalog, source: Sourc
     today = today or datetime.date.today()
     out: list[Diagnostic] = []
     for change in changes:
-        if change.type != "cluster" or change.actions == DELETE:
+        if not KINDS[change.type].sized or change.actions == DELETE:
             continue
         sku = catalog.get(str((change.after or {}).get("size", "")))
         if sku is None or not sku.retired_as_of(today):
@@ -215,6 +216,7 @@ def public_ip_without_subnet(changes: list[ResourceChange], facts: LiveFacts, so
     out: list[Diagnostic] = []
     for change in changes:
         after = change.after or {}
+        # a network the workspace's isolation refuses: only a kind that runs nodes (a cluster) has one
         if change.type != "cluster" or change.actions not in (CREATE, REPLACE):
             continue
         if after.get("enable_node_public_ip", True) or after.get("subnet"):

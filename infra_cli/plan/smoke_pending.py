@@ -47,7 +47,7 @@ def _cluster_key(cluster: Resource) -> str:
     """What of a cluster a smoke proves: the attributes that force a replacement (size, tier, network, ...;
     validators/update_semantics.yaml, where an unclassified attribute counts too). Its scale settings, tags and
     description change in place on the same nodes, so a passing smoke still holds after them."""
-    forcing = semantics("cluster").force_replacement
+    forcing = semantics("cluster").force_replacement   # a smoke runs on a cluster: this is that kind's own
     return content_hash({k: v for k, v in sorted(cluster.attributes.items()) if k in forcing})
 
 

@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 from infra_cli.plan.cost import change_lines, cluster_costs, costs_json, summary_line
+from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Action, Plan, PlanMode, ResourceChange, masked
 
 
@@ -43,10 +44,9 @@ class _Painter:
 
 
 def _headline(change: ResourceChange, kind: str) -> str:
-    if change.type == "environment" and kind == "create":
-        version = (change.after or {}).get("version")
-        what = "will be created" if change.before is None else "will get a new version"
-        return f"# {change.address} {what} (version {version})"
+    said = KINDS[change.type].headline(change, kind)
+    if said is not None:
+        return said
     if kind == "replace" and (change.action_reason or "").startswith(_TAINTED):
         return f"# {change.address} is tainted, so must be replaced"
     if kind == "update" and (change.action_reason or "").startswith(_UNREPORTED):

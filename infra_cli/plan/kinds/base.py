@@ -41,6 +41,9 @@ class Kind:
     section: str = ""       # the stack file's section: "clusters"
     az_noun: str = ""       # the az ml command group that lists it: "compute"
     imported_noun: str = ""  # what an import block of it names in Azure: "AmlCompute cluster"
+    graph_shape: str = "box"  # its node's shape in `infra graph` (Graphviz)
+    # its changes carry a VM size, which the region's sizes and quota (plan/preflight.py) and prices judge
+    sized: bool = False
 
     def declared(self, stack: Stack) -> dict[str, Any]:
         """The stack's declarations of this kind, by name."""
@@ -96,6 +99,11 @@ class Kind:
     def drift(self, desired: list[Resource], live: LiveState, stack: str) -> list[ResourceChange]:
         """This stack's live resources changed outside infra."""
         return []
+
+    def headline(self, change: ResourceChange, action: str) -> str | None:
+        """The line `infra plan` heads this change with, where the kind says more than the action's own
+        (commands/views/plan.py); None: the action's."""
+        return None
 
     # ---- outputs (plan/outputs.py) ---------------------------------------------------------------------------
 

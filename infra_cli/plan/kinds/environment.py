@@ -80,6 +80,13 @@ def environment_declaration(values: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 class Environment(Kind):
     name, section, az_noun, imported_noun = "environment", "environments", "environment", "environment"
+    graph_shape = "folder"
+
+    def headline(self, change: ResourceChange, action: str) -> str | None:
+        if action != "create":
+            return None
+        what = "will be created" if change.before is None else "will get a new version"
+        return f"# {change.address} {what} (version {(change.after or {}).get('version')})"
 
     def declared(self, stack: Stack) -> dict[str, Any]:
         return stack.environments
