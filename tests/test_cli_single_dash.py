@@ -1,5 +1,5 @@
 """Terraform's single-dash spellings (`-out=p.plan`, `-json`, `-parallelism 4`) of every long option of every
-command, read as the double-dash ones (infra_cli/commands/output.py terraform_spellings); an unknown option gets
+command, read as the double-dash ones (infra_cli/commands/cli.py terraform_spellings); an unknown option gets
 only close suggestions. Every option has a help text. Walks typer's command tree as tests/test_cli_params.py
 does, so an option added later is covered."""
 
@@ -13,7 +13,7 @@ import pytest
 import typer
 
 from infra_cli.commands.main import app
-from infra_cli.commands.output import terraform_spellings
+from infra_cli.commands.cli import terraform_spellings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from azure.core.exceptions import ClientAuthenticationError
 from azure.core.pipeline.transport import HttpRequest
 
 from infra_cli.azure.provider import AzureProvider
-from infra_cli.commands.output import report_error
+from infra_cli.commands.errors import report_error
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -256,44 +256,37 @@ def test_a_stale_plans_hint_makes_it_again_with_its_own_values(tmp_path):
 
 
 def test_hints_name_commands_as_they_are_without_local():
-    from infra_cli.commands import output
+    from infra_cli.arguments import RunArgs
+    from infra_cli.commands.hints import for_this_run
 
     text = "adopt it with `infra import cluster.gpu gpu s.yaml`, then `infra plan s.yaml --local`; `az login`"
-    assert output.for_this_run(text) == text
-    output._Run.local = True
-    try:
-        assert output.for_this_run(text) == ("adopt it with `infra import cluster.gpu gpu s.yaml --local`, then "
-                                             "`infra plan s.yaml --local`; `az login`")
-    finally:
-        output._Run.local = False
+    assert for_this_run(text, RunArgs()) == text
+    assert for_this_run(text, RunArgs(local=True)) == ("adopt it with `infra import cluster.gpu gpu s.yaml --local`, "
+                                                       "then `infra plan s.yaml --local`; `az login`")
 
 
 def test_a_local_runs_hint_names_an_infra_listing_not_az():
     # `az ml compute list` cannot reach the local Azure: a local run names what lists it there, for its stack
-    from infra_cli.commands import output
+    from infra_cli.arguments import RunArgs
+    from infra_cli.commands.hints import for_this_run
 
     text = "check the name with `az ml compute list`"
-    assert output.for_this_run(text) == text
-    output._Run.local, output._Run.given = True, "my stacks/s.yaml"
-    try:
-        assert output.for_this_run(text) == "check the name with `infra state list 'my stacks/s.yaml' --local`"
-    finally:
-        output._Run.local, output._Run.given = False, None
+    assert for_this_run(text, RunArgs()) == text
+    assert for_this_run(text, RunArgs(stack="my stacks/s.yaml", local=True)) == \
+        "check the name with `infra state list 'my stacks/s.yaml' --local`"
 
 
 def test_a_local_runs_hint_names_an_infra_listing_not_az_with_arguments():
     # the hints of live.py (`az ml compute show --name X`) and engine.py (`--registry-name R`) carry arguments
-    from infra_cli.commands import output
+    from infra_cli.arguments import RunArgs
+    from infra_cli.commands.hints import for_this_run
 
     compute = "see what Azure holds with `az ml compute show --name gpu`"
     # the stack's state lists none of a registry's environments: that listing is left as written (re-walk)
     registry = "check the name and version with `az ml environment list --registry-name azureml`"
-    output._Run.local, output._Run.given = True, "s.yaml"
-    try:
-        assert output.for_this_run(compute) == "see what Azure holds with `infra state list s.yaml --local`"
-        assert output.for_this_run(registry) == registry
-    finally:
-        output._Run.local, output._Run.given = False, None
+    run = RunArgs(stack="s.yaml", local=True)
+    assert for_this_run(compute, run) == "see what Azure holds with `infra state list s.yaml --local`"
+    assert for_this_run(registry, run) == registry
 
 
 def test_destroy_counts_only_what_it_destroyed_as_terraform_does(capsys):

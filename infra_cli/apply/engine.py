@@ -35,6 +35,7 @@ from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_
                                 replan_command, replan_hint, stack_changed_since, as_saved)
 from infra_cli.stack.addresses import AddressError, check_name, parsed, refused
 from infra_cli.stack.model import Workspace
+from infra_cli.stack.variables import Inputs
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
@@ -243,12 +244,12 @@ def _secrets_for_put(loaded: Any, name: str, live: Resource) -> tuple[ClusterSec
     return ClusterSecrets(admin_username=live.attributes["ssh_admin_username"]), {}
 
 
-def forget_resource(address: str, stack_path: Path, *, backend: Backend) -> str:
+def forget_resource(address: str, stack_path: Path, *, backend: Backend, inputs: Inputs | None = None) -> str:
     """`infra state rm ADDR STACK` (Terraform's `state rm`): remove this stack's ownership tags from the resource,
     changing nothing else, under the stack's lock; the serial moves on (plans made before are stale). The plan
     then no longer owns it: a cluster still declared is a same-named resource to adopt (`infra import`)."""
     target = parsed(address, file=str(stack_path))   # the grammar first: nothing is read or written before it
-    loaded, _ = load_for_plan(stack_path)
+    loaded, _ = load_for_plan(stack_path, inputs=inputs)
     file, stack = str(loaded.path), loaded.stack.stack
     kind, name = target.kind, target.name
 
@@ -353,7 +354,8 @@ def _adopt_cluster(loaded: Any, address: str, name: str, provider: Provider, liv
     return f"Imported {name} as {address}" + (", protected by lifecycle.prevent_destroy." if protected else ".")
 
 
-def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend) -> str:
+def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend,
+                    inputs: Inputs | None = None) -> str:
     """Adopt an existing cluster or environment: write this stack's ownership tags on it, changing nothing else.
     Under the stack's lock, moving its serial on as apply does: a plan made before the import is stale (it
     planned to create, or refused, what the stack now owns), and no apply runs beside it."""
@@ -362,7 +364,7 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
         check_name(target.kind, azure_name, what="AZURE_NAME")
     except AddressError as exc:
         raise refused(exc, str(stack_path)) from None
-    loaded, _ = load_for_plan(stack_path)  # as plan: an imported cluster exists, the live state judges it
+    loaded, _ = load_for_plan(stack_path, inputs=inputs)  # as plan: an imported cluster exists, the live state judges it
     file = str(loaded.path)
     kind, name = target.kind, target.name
     section = f"{kind}s"

@@ -53,6 +53,7 @@ from infra_cli.paths import (
 from infra_cli.smoke.api import distribution_job_files
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.variables import Inputs
 from infra_cli.stack.model import AML_ENVIRONMENT_SCHEMA, Cluster, Environment
 from infra_cli.stack.secret import revealed
 from infra_cli.validate.engine import load_valid_stack
@@ -457,7 +458,7 @@ def _write_error(exc: OSError, out_given: Path) -> DiagnosticError:
 
 
 def render_stack(stack_path: str | Path, out_dir: str | Path, *, write_secrets: bool = False,
-                 plan_key: bytes | None = None) -> tuple[list[Path], list[Diagnostic]]:
+                 plan_key: bytes | None = None, inputs: Inputs | None = None) -> tuple[list[Path], list[Diagnostic]]:
     """Validate the stack and write its Azure ML CLI v2 files; returns (written paths, warnings and notes).
 
     Raises DiagnosticError, with nothing written, when the stack has errors, when the output directory is, holds
@@ -465,7 +466,7 @@ def render_stack(stack_path: str | Path, out_dir: str | Path, *, write_secrets: 
     when a file would hold a secret in clear (unless `write_secrets`: then it is written 0600, with a warning), or
     when a file is another stack's render's. `plan_key`: INFRA_PLAN_KEY, which signs the manifest when given.
     """
-    loaded, warnings = load_valid_stack(Path(stack_path))
+    loaded, warnings = load_valid_stack(Path(stack_path), inputs=inputs)
     unbuildable = template_build_diagnostics(loaded)   # a Dockerfile Azure ML could not build is not written
     if unbuildable:
         raise DiagnosticError(warnings + unbuildable)

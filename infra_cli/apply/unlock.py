@@ -11,13 +11,15 @@ from infra_cli.apply.engine import Backend
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.state.lock import LockChanged, LockInfo
 from infra_cli.state.store import StateStore
+from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
 
 
-def force_unlock_stack(stack_path: Path, lock_id: str | None, *, force: bool, backend: Backend) -> LockInfo:
+def force_unlock_stack(stack_path: Path, lock_id: str | None, *, force: bool, backend: Backend,
+                       inputs: Inputs | None = None) -> LockInfo:
     """Clear the stack's lock if `lock_id` names it (None: only say which ID it has); returns the lock as it was
     (held False: there was none). Refusals are DiagnosticError, with nothing cleared."""
-    loaded, _ = load_valid_stack(stack_path)
+    loaded, _ = load_valid_stack(stack_path, inputs=inputs)
     stack, file = loaded.stack.stack, str(stack_path)
     store = StateStore(backend(loaded.stack.workspace))
     info = store.read_lock(stack)

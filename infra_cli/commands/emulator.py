@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.output import Command, Group, print_diagnostics
+from infra_cli.commands.cli import Command, Group
+from infra_cli.commands.terminal import print_diagnostics
 
 
 STATE_DIR_HELP = "state directory (default: INFRA_LOCAL_DIR, else .infra/local of the project holding this folder)"

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import Command, Group, print_diagnostics
+from infra_cli.commands.cli import Command, Group
+from infra_cli.commands.terminal import print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S
 

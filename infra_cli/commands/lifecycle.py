@@ -1,7 +1,7 @@
 """plan / apply / destroy / import / force-unlock: parse, call the engine, render, exit code.
 
 Errors the commands do not handle (Azure's refusals, local OS errors, bugs) are reported by the CLI's one
-wrapper (commands/output.py report_error).
+wrapper (commands/errors.py report_error).
 """
 
 import json
@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from infra_cli.commands.output import (EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Command, Progress,
-                                      colour_for, fail, for_this_run, for_this_run_diagnostic, interrupt_leaves,
-                                      local_flag, print_diagnostics, progress_stream, smoke_interrupted,
-                                      var_file_option, var_option)
+from infra_cli.arguments import NextStep
+from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, smoke_interrupted
+from infra_cli.commands.hints import for_this_run, for_this_run_diagnostic, step, step_words
+from infra_cli.commands.run import interrupt_leaves, stack_inputs, this_run
+from infra_cli.commands.terminal import Progress, colour_for, print_diagnostics, progress_stream
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 if TYPE_CHECKING:
@@ -67,8 +69,8 @@ def _summary(result, verb: str = "Apply", stack: str = "STACK") -> int:
     if result.interrupted:
         stopped = (f"{len(result.not_started)} change(s) not started (listed below)" if result.not_started
                    else "every change had started")
-        print(for_this_run(f"Interrupted (Ctrl-C): {stopped}; the changes already running were finished and the "
-                           f"stack's lock released. `infra plan {stack}` shows what remains."), file=sys.stderr)
+        print(f"Interrupted (Ctrl-C): {stopped}; the changes already running were finished and the stack's lock "
+              f"released. {step(NextStep(('infra', 'plan'), (stack,)))} shows what remains.", file=sys.stderr)
     if result.retired:
         print(f"infra's own records of the stack (its lock and smoke records: {', '.join(result.retired)}) archived; "
               "nothing in the workspace carries the stack's tag.")
@@ -105,7 +107,7 @@ def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) 
     from infra_cli.commands.backend import build_provider
     from infra_cli.plan.engine import check_addresses, load_for_plan, plan_stack
 
-    loaded, warnings = load_for_plan(stack, generating=generating)
+    loaded, warnings = load_for_plan(stack, generating=generating, inputs=stack_inputs())
     check_addresses(str(loaded.path), options.get("targets") or [], options.get("replace") or [])
     provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
     return plan_stack(loaded, provider, warnings=warnings, **options)
@@ -202,7 +204,8 @@ def plan(
         write_plan_file(out, p, outcome.loaded.path, list(target), key=key,
                         variables=recorded_values(outcome.loaded.variables), replace=list(replace))
         if not as_json:   # beside a Markdown plan, on stderr: stdout is the Markdown alone
-            print(f"\nSaved the plan to {out}. To perform exactly these actions: infra apply {out}{local_flag()}",
+            apply_it = step_words(NextStep(("infra", "apply"), (str(out),)), this_run().without_variables())
+            print(f"\nSaved the plan to {out}. To perform exactly these actions: {apply_it}",
                   file=sys.stderr if markdown else sys.stdout)
     # a pending smoke is a change apply makes; a generated declaration, an import once merged
     has_changes = bool(p.changes or p.drift or p.smoke_jobs or generated)
@@ -287,7 +290,8 @@ def import_(
     from infra_cli.commands.backend import provider_for
 
     try:
-        print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack))))
+        print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack),
+                                           inputs=stack_inputs())))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -316,7 +320,8 @@ def force_unlock(
     elif Path(lock_id).is_file() and not stack.is_file():   # `infra force-unlock STACK LOCK_ID`: as meant
         lock_id, stack = str(stack), Path(lock_id)
     try:
-        info = force_unlock_stack(stack, lock_id, force=force, backend=provider_for(local=local, anchor=stack))
+        info = force_unlock_stack(stack, lock_id, force=force, backend=provider_for(local=local, anchor=stack),
+                                  inputs=stack_inputs())
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     print(f"Cleared the lock held by {info.holder} since {info.since} (lock ID {info.lock_id})." if info.held
@@ -329,7 +334,6 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, plan_key, saved_stack_path
     from infra_cli.commands.views.plan import render_plan
-    from infra_cli.stack.variables import command_line_inputs
     from infra_cli.commands.views.outputs import apply_outputs, plan_outputs
     from infra_cli.plan.outputs import live_outputs
 
@@ -340,7 +344,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                 raise DiagnosticError([Diagnostic(
                     "error", "apply.plan-replace", "a saved plan takes no --replace: it replaces what it was made to",
                     str(source), None, None, "make the plan with it: `infra plan STACK --replace ADDR --out FILE`")])
-            if command_line_inputs().command_line:
+            if this_run().variables:
                 raise DiagnosticError([Diagnostic(
                     "error", "apply.plan-variables", "a saved plan takes no --var or --var-file: it was made with "
                     "its variables' values, and is applied with them", str(source), None, None,
@@ -372,8 +376,10 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
         result = None
         stack = outcome.loaded.source.file if not is_plan_file(source) else str(outcome.loaded.path)
         if outcome.plan.changes:  # only pending smoke jobs: nothing to lock or change, just run them
-            interrupt_leaves(f"the changes it had started go on in Azure, the rest were not started; "
-                             f"`infra plan {stack}` shows what remains")
+            # said after the command (root.py), with --local but not the run's --var, as it always was
+            shows = step(NextStep(("infra", "plan"), (stack,)), this_run().without_variables())
+            interrupt_leaves(f"the changes it had started go on in Azure, the rest were not started; {shows} shows "
+                             "what remains")
             with Progress() as progress:
                 result = apply_outcome(outcome, parallelism=parallelism, emit=progress,
                                        operation="destroy" if destroy else "apply")

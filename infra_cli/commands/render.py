@@ -6,7 +6,10 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.output import Command, fail, print_diagnostics, var_file_option, var_option
+from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.errors import fail
+from infra_cli.commands.run import stack_inputs
+from infra_cli.commands.terminal import print_diagnostics
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -20,7 +23,7 @@ def graph(
     from infra_cli.stack.load import load_stack
 
     try:
-        print(stack_graph(load_stack(stack).stack), end="")
+        print(stack_graph(load_stack(stack, inputs=stack_inputs()).stack), end="")
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -43,7 +46,8 @@ def render(
     from infra_cli.plan.planfile import plan_key
 
     try:
-        written, diagnostics = render_stack(stack, out, write_secrets=write_secrets, plan_key=plan_key(os.environ))
+        written, diagnostics = render_stack(stack, out, write_secrets=write_secrets, plan_key=plan_key(os.environ),
+                                         inputs=stack_inputs())
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     print_diagnostics(diagnostics)

@@ -16,7 +16,9 @@ from typer._completion_shared import _get_shell_name, get_completion_script, ins
 
 from infra_cli import __version__
 from infra_cli.commands import emulator, image, lifecycle, render, rules, skus, smoke, state, validate
-from infra_cli.commands.output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Group, interrupted_message, report_error
+from infra_cli.commands.cli import Group
+from infra_cli.commands.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, interrupted_message, report_error
+from infra_cli.commands.run import RunRecord, run_record
 
 
 _SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
@@ -84,14 +86,17 @@ class _ReportingGroup(Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            print(interrupted_message(), file=sys.stderr)
+            print(interrupted_message(run_record(ctx)), file=sys.stderr)
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
     def main(self, *args, **kwargs):
+        """Each command line gets a record of its own (commands/run.py): its arguments and what a Ctrl-C leaves."""
+        record = RunRecord()
+        kwargs.setdefault("obj", record)
         try:
             return super().main(*args, **kwargs)
-        except Exception as exc:
-            sys.exit(report_error(exc))
+        except Exception as exc:   # the run's flags without its --var/--var-file, as this hint always named them
+            sys.exit(report_error(exc, record.args.without_variables()))
 
 
 app = typer.Typer(

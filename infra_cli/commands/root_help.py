@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xf09044b6
+SOURCES_CRC = 0x9253e778
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

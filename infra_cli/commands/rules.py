@@ -5,7 +5,8 @@ import json
 
 import typer
 
-from infra_cli.commands.output import Command, fail
+from infra_cli.commands.cli import Command
+from infra_cli.commands.errors import fail
 from infra_cli.diagnostics import DiagnosticError
 
 

@@ -5,7 +5,9 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.output import Command, fail, print_diagnostics
+from infra_cli.commands.cli import Command
+from infra_cli.commands.errors import fail
+from infra_cli.commands.terminal import print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 

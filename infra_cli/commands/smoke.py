@@ -7,8 +7,10 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import (Command, EXIT_ERROR, EXIT_OK, fail, print_diagnostics, progress_stream,
-                                      smoke_interrupted, var_file_option, var_option)
+from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.errors import EXIT_ERROR, EXIT_OK, fail, smoke_interrupted
+from infra_cli.commands.run import stack_inputs
+from infra_cli.commands.terminal import print_diagnostics, progress_stream
 from infra_cli.diagnostics import DiagnosticError
 
 
@@ -27,7 +29,7 @@ def smoke(
     from infra_cli.validate.engine import load_valid_stack
 
     try:
-        loaded, warnings = load_valid_stack(stack)
+        loaded, warnings = load_valid_stack(stack, inputs=stack_inputs())
     except DiagnosticError as exc:
         raise fail(exc.diagnostics, as_json)
     print_diagnostics(warnings)

@@ -12,8 +12,11 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.output import (EXIT_OK, Command, Group, colour_for, fail, for_this_run, print_diagnostics,
-                                      var_file_option, var_option)
+from infra_cli.commands.cli import Command, Group, var_file_option, var_option
+from infra_cli.commands.errors import EXIT_OK, fail
+from infra_cli.commands.hints import for_this_run
+from infra_cli.commands.run import stack_inputs
+from infra_cli.commands.terminal import colour_for, print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
 
@@ -47,7 +50,7 @@ def _read_state(stack: Path, local: bool):
     from infra_cli.plan.owned import read_stack_state
 
     try:
-        return read_stack_state(stack, backend=provider_for(local=local, anchor=stack))
+        return read_stack_state(stack, backend=provider_for(local=local, anchor=stack), inputs=stack_inputs())
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -118,7 +121,7 @@ def output(
         raise fail([Diagnostic("error", "output.raw-needs-name", "--raw prints one output: name it", None, None, None,
                                "`infra output STACK NAME --raw`")])
     try:
-        loaded, values = read_outputs(stack, backend=provider_for(local=local, anchor=stack))
+        loaded, values = read_outputs(stack, backend=provider_for(local=local, anchor=stack), inputs=stack_inputs())
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     if values is None:   # nothing of the stack exists: as Terraform with no state, no outputs (not every one null)
@@ -165,7 +168,8 @@ def state_rm(
     from infra_cli.commands.backend import provider_for
 
     try:
-        print(for_this_run(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack))))
+        print(for_this_run(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack),
+                                           inputs=stack_inputs())))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 

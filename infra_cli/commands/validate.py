@@ -7,7 +7,10 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.output import EXIT_ERROR, EXIT_OK, Command, print_diagnostics, var_file_option, var_option
+from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.errors import EXIT_ERROR, EXIT_OK
+from infra_cli.commands.run import stack_inputs
+from infra_cli.commands.terminal import print_diagnostics
 from infra_cli.diagnostics import has_errors
 
 
@@ -26,7 +29,7 @@ def validate(
     """Check stack files offline: schema, references, InfiniBand eligibility, GPUs, MPI, launchers."""
     from infra_cli.validate.engine import validate_files
 
-    diagnostics = validate_files(stacks)
+    diagnostics = validate_files(stacks, stack_inputs())
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     if as_json:   # the shape of `terraform validate -json`, versioned as plan's JSON is

@@ -21,6 +21,7 @@ from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_i
 from infra_cli.stack.addresses import EVERY_KIND, parsed
 from infra_cli.stack.load import LoadedStack
 from infra_cli.state.records import SmokeInputs, SmokeRecord
+from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
@@ -323,8 +324,10 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
     return out
 
 
-def load_for_plan(stack_path: Path, *, generating: bool = False) -> tuple[LoadedStack, list[Diagnostic]]:
+def load_for_plan(stack_path: Path, *, generating: bool = False,
+                  inputs: Inputs | None = None) -> tuple[LoadedStack, list[Diagnostic]]:
     """The stack, validated, and its warnings; the rules the plan judges against the live state are left to
     its preflight. `generating` (--generate-config-out): an import block may name what the stack does not
-    declare yet (plan/generate.py writes its declaration)."""
-    return load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES | ({IMPORT_UNDECLARED} if generating else set()))
+    declare yet (plan/generate.py writes its declaration). `inputs`: the run's --var / --var-file."""
+    return load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES | ({IMPORT_UNDECLARED} if generating else set()),
+                            inputs=inputs)

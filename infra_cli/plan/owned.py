@@ -20,6 +20,7 @@ from infra_cli.plan.live import LiveState, refresh
 from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Resource, ResourceChange, masked
 from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
+from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.validate.rules.resources import IMPORT_UNDECLARED
 
@@ -84,12 +85,12 @@ def sensitive_paths(loaded: Any, live: LiveState) -> dict[str, tuple]:
     return {c.address: c.sensitive for c in with_sensitive(changes, loaded.source) if c.sensitive}
 
 
-def read_stack_state(stack_path: Path, *, backend: Callable[[Any], Any]) -> StackState:
+def read_stack_state(stack_path: Path, *, backend: Callable[[Any], Any], inputs: Inputs | None = None) -> StackState:
     """Load the stack (for its name, workspace and environments), read Azure through the provider `backend`
     builds, and keep what carries the stack's tag. Raises DiagnosticError for a stack that does not load or
     validate."""
     # as plan: a state read judges none; and an import block whose target the stack does not declare yet (what
     # `infra plan --generate-config-out` is for) does not change what the stack owns
-    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES | {IMPORT_UNDECLARED})
+    loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES | {IMPORT_UNDECLARED}, inputs=inputs)
     live = refresh(backend(loaded.stack.workspace), desired_resources(loaded))
     return stack_state(loaded.stack.stack, live, sensitive_paths(loaded, live))

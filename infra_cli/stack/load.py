@@ -13,7 +13,7 @@ from infra_cli.stack.fields import Model, ValidationError
 from infra_cli.stack.model import Stack, flatten_distribution
 from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text, short_repr
 from infra_cli.stack.secret import contains_secret
-from infra_cli.stack.variables import Inputs, command_line_inputs
+from infra_cli.stack.variables import Inputs
 
 
 class SchemaErrors(DiagnosticError):
@@ -182,8 +182,9 @@ def _read_pasted_blocks(data: dict, source: SourceMap) -> dict:
 
 def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None,
                 inputs: Inputs | None = None) -> tuple[Stack, SourceMap]:
-    """`inputs`: the values given for the stack's variables (default: this run's --var / --var-file)."""
-    data, source = load_yaml(text, file, environ, inputs=command_line_inputs() if inputs is None else inputs)
+    """`inputs`: the values given for the stack's variables (a run's --var / --var-file: Inputs(run.variables));
+    none given: defaults and INFRA_VAR_<name> alone."""
+    data, source = load_yaml(text, file, environ, inputs=Inputs() if inputs is None else inputs)
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic("error", "stack.invalid", "a stack file must be a mapping at the top level",
                                           file, 1, 1, "start with `stack: NAME`")])

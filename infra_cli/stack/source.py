@@ -434,6 +434,26 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
     return data, builder.source
 
 
+def declared_not_sensitive(path: str | os.PathLike, environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The variables a stack file declares non-sensitive (variables.declared_not_sensitive), read as the loader
+    reads its `variables:` block (bounded, `${NAME}` from the environment); none when the file or that block
+    cannot be read: a view then names every --var of the run without its value."""
+    try:
+        text = read_stack_text(path)
+        _check_depth(text, str(path))
+        node = yaml.compose(text, Loader=_Loader)
+        declared = _top_level(node, "variables") if node is not None else None
+        if declared is None:
+            return frozenset()
+        builder = _Builder(str(path), text, os.environ if environ is None else environ, interpolate=True)
+        decls = builder.build(declared, ("variables",))
+        if builder.errors:
+            return frozenset()
+        return variables.declared_not_sensitive(decls, builder.source)
+    except (DiagnosticError, yaml.YAMLError, OSError, ValueError, RecursionError):
+        return frozenset()
+
+
 def bounded_value(text: str) -> Any:
     """A list or map given as text (`--var NAME=VALUE`, INFRA_VAR_NAME), read as a stack file is: at most
     MAX_STACK_BYTES, MAX_DEPTH levels, _MAX_NODES values and MAX_EXPANDED_BYTES of text once aliases expand.

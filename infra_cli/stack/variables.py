@@ -18,10 +18,11 @@ import hmac
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import yaml
 
+from infra_cli.arguments import VarInput
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack.secret import SHOWN as SENSITIVE_SHOWN, Secret, contains_secret, revealed
 
@@ -31,14 +32,6 @@ KEYS = ("type", "default", "allowed", "description", "sensitive")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-@dataclass(frozen=True)
-class VarInput:
-    """One `--var NAME=VALUE` (kind "var") or `--var-file FILE` (kind "var-file") as written."""
-
-    kind: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -66,33 +59,36 @@ class Resolved:
     errors: list[Diagnostic] = field(default_factory=list)
 
 
-_command_line: tuple[VarInput, ...] = ()
-_not_sensitive: frozenset[str] = frozenset()   # this run's declared variables that are not sensitive (resolve)
-
-
-def set_command_line(inputs: list[VarInput]) -> None:
-    """The --var / --var-file options of this run, in their order (the command line sets them once)."""
-    global _command_line, _not_sensitive
-    _command_line, _not_sensitive = tuple(inputs), frozenset()
-
-
-def command_line_words() -> list[str]:
-    """This run's --var / --var-file options, for a command a message names on the same stack: without them it
-    would read another workspace (`resource_group: rg-${var.env}`). A --var of a variable not known to be
-    declared non-sensitive is left out, never echoed: that command then says the variable has no value."""
+def command_line_words(given: Sequence[VarInput], not_sensitive: Collection[str]) -> list[str]:
+    """A run's --var / --var-file options (`given`), for a command a message names on the same stack: without
+    them it would read another workspace (`resource_group: rg-${var.env}`). A --var of a variable not in
+    `not_sensitive` (the stack's variables declared non-sensitive: declared_not_sensitive) is left out, never
+    echoed: that command then says the variable has no value."""
     words: list[str] = []
-    for given in _command_line:
-        if given.kind == "var" and given.text.partition("=")[0].strip() not in _not_sensitive:
+    for one in given:
+        if one.kind == "var" and one.text.partition("=")[0].strip() not in not_sensitive:
             continue
-        words += [f"--{given.kind}", given.text]
+        words += [f"--{one.kind}", one.text]
     return words
 
 
-def left_out_of_command_line() -> list[str]:
-    """The variables this run gave with --var that command_line_words leaves out (sensitive, or not known to be
+def left_out_of_command_line(given: Sequence[VarInput], not_sensitive: Collection[str]) -> list[str]:
+    """The variables `given` with --var that command_line_words leaves out (sensitive, or not known to be
     declared otherwise): a hint names them, never their values."""
-    return sorted({given.text.partition("=")[0].strip() for given in _command_line
-                   if given.kind == "var" and given.text.partition("=")[0].strip() not in _not_sensitive})
+    return sorted({one.text.partition("=")[0].strip() for one in given
+                   if one.kind == "var" and one.text.partition("=")[0].strip() not in not_sensitive})
+
+
+def declared_not_sensitive(decls: Any, source: Any) -> frozenset[str]:
+    """The names of a stack's `variables:` declarations (built by the loader) that are not sensitive: neither
+    `sensitive: true` nor with a default built from a `${NAME}` environment value. Only the declarations are
+    read, never a value given for them."""
+    if not isinstance(decls, dict):
+        return frozenset()
+    declaring = _Resolver(decls, source, {}, Inputs(), lambda path: (None, None))
+    for name, decl in decls.items():
+        declaring.declare(name, decl)
+    return frozenset(name for name, sensitive in declaring.sensitive.items() if not sensitive)
 
 
 def command_words(recorded: Mapping[str, Any]) -> list[str]:
@@ -106,10 +102,6 @@ def command_words(recorded: Mapping[str, Any]) -> list[str]:
             text = as_text(value) if as_text(value) is not None else json.dumps(value, sort_keys=True)
             words += ["--var", f"{name}={text}"]
     return words
-
-
-def command_line_inputs() -> Inputs:
-    return Inputs(_command_line)
 
 
 def recorded_values(values: Mapping[str, Value]) -> dict[str, Any]:
@@ -235,8 +227,6 @@ class _Resolver:
             return self.out
         for name, decl in self.decls.items():
             self.declare(name, decl)
-        global _not_sensitive
-        _not_sensitive = frozenset(name for name, sensitive in self.sensitive.items() if not sensitive)
         if self.out.errors:
             return self.out
         chosen: dict[str, Value] = {}

@@ -41,11 +41,11 @@ def beside_schema_errors(exc: SchemaErrors) -> list[Diagnostic]:
     return sorted(out, key=lambda d: (d.line or 0, d.column or 0))
 
 
-def validate_files(paths: Iterable[Path]) -> list[Diagnostic]:
+def validate_files(paths: Iterable[Path], inputs: Inputs | None = None) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for path in paths:
         try:
-            out.extend(validate_stack(load_stack(path)))
+            out.extend(validate_stack(load_stack(path, inputs=inputs)))
         except SchemaErrors as exc:
             out.extend(beside_schema_errors(exc))
         except DiagnosticError as exc:

@@ -89,7 +89,7 @@ def _put(clients, tmp_path):
 def test_a_refused_create_shows_azures_code_and_message(tmp_path, clients, capsys):
     """A 400 with an ErrorResponse body: the CLI names Azure's code and message, then each detail."""
     from infra_cli.azure.errors import azure_error_code, azure_error_message
-    from infra_cli.commands.output import report_error
+    from infra_cli.commands.errors import report_error
 
     with replay() as mock:
         mock.put(COMPUTE, json=ALLOCATION_FAILED, status=400)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.commands.output import report_error
+from infra_cli.commands.errors import report_error
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.stack.load import load_stack
 from infra_cli.stack.source import MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_STACK_BYTES
@@ -150,7 +150,7 @@ def test_report_error_names_a_bug_as_a_bug_and_azure_as_azure(capsys, monkeypatc
 
 def test_there_is_one_azure_refused_wrapper():
     sources = [p for p in (ROOT / "infra_cli").rglob("*.py") if "Azure refused" in p.read_text(encoding="utf-8")]
-    assert [p.relative_to(ROOT).as_posix() for p in sources] == ["infra_cli/commands/output.py"]
+    assert [p.relative_to(ROOT).as_posix() for p in sources] == ["infra_cli/commands/errors.py"]
 
 
 # ---- item 12: kill -9 of `infra smoke --local` ----------------------------------------------------------------

@@ -73,7 +73,7 @@ def event_lines(event: SmokeEvent) -> list[str]:
 
 
 def smoke_progress(write: Callable[[str], Any]) -> Callable[[SmokeEvent], None]:
-    """What run_smoke is handed: each event drawn, each line written with `write` (commands/output.py
+    """What run_smoke is handed: each event drawn, each line written with `write` (commands/terminal.py
     progress_stream)."""
     def draw(event: SmokeEvent) -> None:
         for line in event_lines(event):
