@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import time
 from urllib.parse import quote
 
@@ -76,18 +77,9 @@ def _check_job(service: EmulatedService, scope: Scope, props: dict) -> None:
         raise ArmError(400, "UserError", "A command job needs a command.", target="command")
     compute_id = props.get("computeId")
     if not compute_id:
-        raise ArmError(400, "UserError", "A command job needs a compute (computeId).", target="computeId")
-    compute_name = compute_id.rstrip("/").split("/")[-1]
-    compute = service.store.get("compute", scope.key, compute_name)
-    if compute is None or compute["properties"].get("provisioningState") not in ("Succeeded", "Updating"):
-        state = "does not exist" if compute is None else f"is {compute['properties'].get('provisioningState')}"
-        raise ArmError(400, "UserError", f"Compute '{compute_name}' {state} in workspace '{scope.workspace}'.",
-                       target="computeId")
-    max_nodes = int(compute["properties"]["properties"].get("scaleSettings", {}).get("maxNodeCount", 0))
-    wanted = int((props.get("resources") or {}).get("instanceCount") or 1)
-    if wanted > max_nodes:
-        raise ArmError(400, "UserError", f"The job asks for {wanted} instances but compute '{compute_name}' has at "
-                       f"most {max_nodes} nodes.", target="resources.instanceCount")
+        _check_serverless(props)   # no compute: Azure ML's serverless compute runs it
+    else:
+        _check_compute(service, scope, props, compute_id)
     code_id = props.get("codeId")
     if code_id:
         parts = code_id.rstrip("/").split("/")
@@ -100,6 +92,37 @@ def _check_job(service: EmulatedService, scope: Scope, props: dict) -> None:
             raise ArmError(400, "UserError", f"Environment {parts[-3]}:{parts[-1]} was not found.",
                            target="environmentId")
     check_job_environment(env_id)  # a registry or curated environment must exist too
+
+
+def _check_compute(service: EmulatedService, scope: Scope, props: dict, compute_id: str) -> None:
+    compute_name = compute_id.rstrip("/").split("/")[-1]
+    compute = service.store.get("compute", scope.key, compute_name)
+    if compute is None or compute["properties"].get("provisioningState") not in ("Succeeded", "Updating"):
+        state = "does not exist" if compute is None else f"is {compute['properties'].get('provisioningState')}"
+        raise ArmError(400, "UserError", f"Compute '{compute_name}' {state} in workspace '{scope.workspace}'.",
+                       target="computeId")
+    max_nodes = int(compute["properties"]["properties"].get("scaleSettings", {}).get("maxNodeCount", 0))
+    wanted = int((props.get("resources") or {}).get("instanceCount") or 1)
+    if wanted > max_nodes:
+        raise ArmError(400, "UserError", f"The job asks for {wanted} instances but compute '{compute_name}' has at "
+                       f"most {max_nodes} nodes.", target="resources.instanceCount")
+
+
+# Serverless compute (https://learn.microsoft.com/azure/machine-learning/how-to-use-serverless-compute): a job
+# with no computeId runs on nodes Azure ML creates for it, of resources.instanceType (Azure picks one when absent),
+# in queueSettings.jobTier's tier. Here its nodes are local processes, as a cluster's are.
+_JOB_TIERS = ("null", "spot", "basic", "standard", "premium")
+
+
+def _check_serverless(props: dict) -> None:
+    size = (props.get("resources") or {}).get("instanceType")
+    if size is not None and not (isinstance(size, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{1,63}", size)):
+        raise ArmError(400, "UserError", f"instanceType {size!r} is not a VM size serverless compute offers.",
+                       target="resources.instanceType")
+    tier = (props.get("queueSettings") or {}).get("jobTier")
+    if tier is not None and str(tier).lower() not in _JOB_TIERS:
+        raise ArmError(400, "UserError", f"jobTier {tier!r} is not one of {', '.join(_JOB_TIERS)}.",
+                       target="queueSettings.jobTier")
 
 
 def cancel_job(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:

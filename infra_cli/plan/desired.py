@@ -186,5 +186,5 @@ def desired_resources(loaded: LoadedStack) -> list[Resource]:
 
 def distribution_dependencies(stack: Stack) -> dict[str, tuple[str, ...]]:
     """smoke.DIST -> the addresses it runs on."""
-    return {f"smoke.{name}": (f"cluster.{d.cluster}", f"environment.{d.environment}")
-            for name, d in stack.distributions.items()}
+    return {f"smoke.{name}": ((f"cluster.{d.cluster}",) if d.cluster is not None else ())   # serverless, or a
+            + (f"environment.{d.environment}",) for name, d in stack.distributions.items()}   # compute read live

@@ -1,0 +1,105 @@
+"""What a stack's jobs run on that infra does not manage, read live by plan and never created or deleted by apply:
+a compute named by `compute: azureml:NAME` (a Kubernetes (Arc) compute, an AmlCompute made elsewhere: data read
+from the workspace, not a kind of plan/kinds/), and Azure ML's serverless compute, whose size must be offered in
+the workspace's region and whose nodes draw on the same Azure ML quota as a cluster's
+(https://learn.microsoft.com/azure/machine-learning/how-to-use-serverless-compute)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from infra_cli.diagnostics import Diagnostic
+from infra_cli.knowledge.skus import Catalog
+from infra_cli.plan.live import LiveFacts
+from infra_cli.stack.load import LoadedStack
+
+# azure-ai-ml's compute types as compute_values names them (azure/compute_codec.py), as `az ml compute` says them
+_KIND_WORDS = {"amlcompute": "an AmlCompute cluster", "kubernetes": "a Kubernetes compute",
+               "computeinstance": "a compute instance", "virtualmachine": "a virtual machine"}
+SERVERLESS_SOURCE = "https://learn.microsoft.com/azure/machine-learning/how-to-use-serverless-compute"
+
+
+def referenced_computes(loaded: LoadedStack, read_compute: Callable[[str], dict[str, Any] | None],
+                        catalog: Catalog) -> list[Diagnostic]:
+    """Each compute a distribution names but the stack does not declare, read live: missing, an error naming how
+    to create or attach it (apply never does); present, what Azure says it is (its kind, its size where it has
+    one), and a GPU count against the processes per node where the catalog knows the size."""
+    stack, out = loaded.stack, []
+    names = sorted({d.compute_name for d in stack.distributions.values() if d.compute_name is not None})
+    read = {name: read_compute(name) for name in names}
+    where = f"workspace {stack.workspace.name!r}"
+    for dist_name, dist in stack.distributions.items():
+        name = dist.compute_name
+        if name is None:
+            continue
+        at, values = ("distributions", dist_name, "compute"), read[name]
+        if values is None:
+            out.append(loaded.source.diagnostic(
+                at, "plan.compute-missing",
+                f"distribution {dist_name!r} runs on compute {name!r}, which does not exist in {where}; infra does "
+                "not manage it, so apply will not create it",
+                f"attach it (az ml compute attach --type Kubernetes --name {name} ...) or create it (az ml compute "
+                f"create --type AmlCompute --name {name} ...), or declare a cluster under `clusters:` and name it "
+                "with `cluster:`"))
+            continue
+        kind = str(values.get("compute_type") or "unknown")
+        size = values.get("size") if isinstance(values.get("size"), str) else None
+        out.append(loaded.source.diagnostic(
+            at, "plan.compute-read",
+            f"distribution {dist_name!r} runs on compute {name!r}: {_KIND_WORDS.get(kind.lower(), kind)}"
+            + (f" of {size}" if size else "") + ", read live; infra does not manage it (apply never creates, "
+            "changes or deletes it)", "nothing to do", "info"))
+        sku = catalog.get(size) if size else None
+        if sku is not None and sku.gpus and dist.type in ("pytorch", "mpi") and \
+                (dist.process_count_per_instance or 1) > sku.gpus:
+            out.append(loaded.source.diagnostic(
+                ("distributions", dist_name, "process_count_per_instance"), "distribution.gpus-exceeded",
+                f"process_count_per_instance {dist.process_count_per_instance} exceeds the {sku.gpus} GPU(s) of "
+                f"{sku.name}, the size of compute {name!r}", f"set process_count_per_instance: {sku.gpus} "
+                "(one process per GPU)"))
+    return out
+
+
+def serverless_preflight(loaded: LoadedStack, facts: LiveFacts, catalog: Catalog) -> list[Diagnostic]:
+    """A serverless job's instance_type against the workspace region's sizes (offered, not restricted) and its
+    nodes' vCPUs against Azure ML's quota for the size's family and the job's tier (spot: low priority), the
+    quota serverless jobs share with clusters."""
+    stack, out = loaded.stack, []
+    for name, dist in stack.distributions.items():
+        size = dist.instance_type if dist.runs_on == "serverless" else None
+        if size is None:
+            continue
+        at = ("distributions", name, "resources", "instance_type")
+        where = facts.location
+        live = facts.skus.get(size.lower())
+        if "skus" not in facts.unread:
+            if live is None:
+                out.append(loaded.source.diagnostic(
+                    at, "preflight.size-unavailable", f"smoke.{name}: serverless size {size} is not offered in {where}",
+                    "pick a size the region offers (infra skus --location REGION)"))
+                continue
+            if live.restrictions:
+                out.append(loaded.source.diagnostic(
+                    at, "preflight.size-restricted",
+                    f"smoke.{name}: serverless size {size} is restricted in {where} for this subscription "
+                    f"({', '.join(live.restrictions)})", "request access through an Azure support ticket, or use "
+                    "another size"))
+                continue
+        sku = live if live is not None else catalog.get(size)
+        if sku is None:
+            continue
+        tier = "low_priority" if dist.queue_settings is not None and dist.queue_settings.job_tier == "spot" \
+            else "dedicated"
+        needed = sku.vcpus * dist.instance_count
+        for pool in facts.quota.pools(sku.family, tier, stack.workspace.name):
+            available = pool.limit - pool.current
+            if needed > available:
+                out.append(loaded.source.diagnostic(
+                    ("distributions", name, "instance_count"), "preflight.quota",
+                    f"not enough Azure ML quota for serverless {size} in {where}: {dist.instance_count} node(s) need "
+                    f"{needed} vCPUs of '{pool.name}', {max(available, 0)} are available ({pool.current} used of "
+                    f"{pool.limit}); serverless jobs draw on the quota clusters do",
+                    "request an Azure ML quota increase for this region (https://learn.microsoft.com/azure/"
+                    "machine-learning/how-to-manage-quotas), or lower instance_count"))
+                break
+    return out

@@ -1,0 +1,71 @@
+"""Serverless distributions and computes infra does not manage on the local Azure (the emulator, through the real
+SDKs): a serverless distribution plans (no cluster to create), applies and smokes on the emulator's serverless
+compute (a job submitted with no compute); a compute named by `compute: azureml:NAME` is read live by plan, a
+missing one a plan error naming how to create or attach it, and apply never creates or deletes it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_smoke_frameworks import TWO_GPU_SIZE, assert_passed, infra, need, smoke, write_stack
+
+SERVERLESS = {"environment": "acpt", "type": "pytorch", "process_count_per_instance": 2,
+              "resources": {"instance_type": TWO_GPU_SIZE}, "queue_settings": {"job_tier": "standard"}}
+
+
+def _plan(stack, state) -> dict:
+    r = infra("plan", str(stack), "--local", "--json", state=state)
+    assert "Traceback" not in r.stderr, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_serverless_distribution_plans_no_cluster(tmp_path):
+    stack = write_stack(tmp_path / "stack.yaml", "serverless-plan", {}, {"ddp": SERVERLESS})
+    plan = _plan(stack, tmp_path)
+    assert not [c for c in plan["resource_changes"] if c["type"] == "cluster"]
+    assert plan["smoke_jobs"] == ["smoke.ddp"]
+    assert not [d for d in plan["diagnostics"] if d["severity"] == "error"], plan["diagnostics"]
+
+
+def test_a_serverless_size_the_region_does_not_offer_is_a_plan_error(tmp_path):
+    dist = {**SERVERLESS, "resources": {"instance_type": "Standard_ZZ8s_v9"}, "process_count_per_instance": 1}
+    stack = write_stack(tmp_path / "stack.yaml", "serverless-size", {}, {"ddp": dist})
+    plan = _plan(stack, tmp_path)
+    found = [d for d in plan["diagnostics"] if d["rule"] == "preflight.size-unavailable"]
+    assert found and "serverless size Standard_ZZ8s_v9" in found[0]["message"], plan["diagnostics"]
+
+
+def test_a_serverless_distribution_applies_and_smokes_on_serverless_compute(tmp_path):
+    need("torch")
+    stack = write_stack(tmp_path / "stack.yaml", "serverless-smoke", {}, {"ddp": SERVERLESS})
+    got = assert_passed(smoke(stack, tmp_path)["ddp"])
+    assert "instance_count 1 x 2 processes per node" in got["check.world_size"][0][1]
+
+
+def test_a_compute_infra_does_not_manage_is_read_live_and_never_created(tmp_path):
+    dist = {"compute": "azureml:k8s-gpu", "environment": "acpt", "command": "python train.py"}
+    stack = write_stack(tmp_path / "stack.yaml", "attached", {}, {"job": dist})
+    plan = _plan(stack, tmp_path)
+    missing = [d for d in plan["diagnostics"] if d["rule"] == "plan.compute-missing"]
+    assert missing and missing[0]["severity"] == "error" and "az ml compute attach" in missing[0]["hint"]
+    assert "'k8s-gpu'" in missing[0]["message"] and missing[0]["line"]
+    assert plan["resource_changes"] == [] or all(c["type"] != "cluster" for c in plan["resource_changes"])
+    applied = infra("apply", str(stack), "--auto-approve", "--local", "--no-smoke", state=tmp_path)
+    assert applied.returncode != 0 and "k8s-gpu" in applied.stdout + applied.stderr
+    # made elsewhere (another stack's cluster, under the name the job gives): read, named, left alone
+    other = write_stack(tmp_path / "other.yaml", "elsewhere", {"k8s-gpu": {"size": TWO_GPU_SIZE, "max_instances": 1}},
+                        {})
+    made = infra("apply", str(other), "--auto-approve", "--local", "--no-smoke", state=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    plan = _plan(stack, tmp_path)
+    read = [d for d in plan["diagnostics"] if d["rule"] == "plan.compute-read"]
+    assert read and f"an AmlCompute cluster of {TWO_GPU_SIZE}".lower() in read[0]["message"].lower(), plan["diagnostics"]
+    assert not [d for d in plan["diagnostics"] if d["severity"] == "error"]
+    applied = infra("apply", str(stack), "--auto-approve", "--local", "--no-smoke", state=tmp_path)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    destroyed = infra("destroy", str(stack), "--auto-approve", "--local", state=tmp_path)
+    assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
+    still = _plan(stack, tmp_path)
+    assert [d for d in still["diagnostics"] if d["rule"] == "plan.compute-read"]   # destroy left it there
