@@ -61,8 +61,9 @@ class Kind:
         """Whether an import block may adopt this existing resource: no stack owns it."""
         return not current.owner_stack
 
-    def importable(self, desired: Resource) -> bool:
-        """Whether an import block of this declaration names something to find in Azure."""
+    def managed(self, desired: Resource) -> bool:
+        """Whether infra makes what this declaration describes (so an import block or --replace may name it),
+        rather than only naming something that exists (a curated environment)."""
         return True
 
     def judge(self, desired: Resource, current: Resource | None, adopt: bool, ctx: DiffContext
@@ -79,7 +80,7 @@ class Kind:
         current = self.live(live).get(desired.name)
         exists = self.exists(current)
         adopt = desired.address in ctx.imports and exists and self.adoptable(current)
-        if desired.address in ctx.imports and not exists and self.importable(desired):
+        if desired.address in ctx.imports and not exists and self.managed(desired):
             return [], [import_missing(self, desired, ctx)]
         if exists and current.owner_stack != ctx.stack and not adopt:
             return [], [not_owned(self, desired.address, desired.name, current, ctx)]

@@ -97,8 +97,8 @@ class Environment(Kind):
     def exists(self, current: Resource | None) -> bool:
         return current is not None and bool(current.attributes.get("version"))
 
-    def importable(self, desired: Resource) -> bool:
-        return desired.attributes["kind"] != "curated"   # a curated one is named, never imported
+    def managed(self, desired: Resource) -> bool:
+        return desired.attributes["kind"] != "curated"   # a curated one is named, never made
 
     def judge(self, res: Resource, current: Resource | None, adopt: bool, ctx: DiffContext
               ) -> tuple[list[ResourceChange], list[Diagnostic]]:
