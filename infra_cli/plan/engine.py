@@ -26,6 +26,7 @@ from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
+from infra_cli.plan.referenced import referenced_computes, serverless_preflight
 from infra_cli.validate.rules.resources import IMPORT_UNDECLARED
 from infra_cli.validate.rules.switches import without_switched_off
 
@@ -157,8 +158,8 @@ def cpu_transports(loaded: LoadedStack) -> list[Diagnostic]:
     validate's distribution.multinode-without-infiniband, which names the transport itself."""
     catalog, out = load_catalog(), []
     for name, dist in loaded.stack.distributions.items():
-        cluster = loaded.stack.clusters.get(dist.cluster)
-        sku = catalog.get(cluster.size) if cluster is not None and dist.instance_count > 1 else None
+        size = loaded.stack.size_of(dist)   # a cluster's size, a serverless instance_type
+        sku = catalog.get(size) if size is not None and dist.instance_count > 1 else None
         if sku is None or sku.gpus or sku.infiniband_eligible or sku.rdma:
             continue
         out.append(loaded.source.diagnostic(
@@ -265,6 +266,8 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         cpu_transports(loaded) + template_build_diagnostics(loaded) if normal else [])
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
+        diagnostics += serverless_preflight(loaded, facts, load_catalog()) if normal else []
+    diagnostics += referenced_computes(loaded, provider.read_compute, load_catalog()) if normal else []
     diagnostics += unresolved_environments(loaded, curated, resolved, provider)
     diagnostics = without_switched_off(stack, diagnostics)   # the stack's `rules:` (preflight judges rules again)
     changes = with_sensitive(with_resolved_environments(changes, resolved), loaded.source)
@@ -301,7 +304,7 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
     dists, envs = loaded.stack.distributions, loaded.stack.environments
     chosen = [d for d in distributions if d in dists]
     desired = {r.address: r for r in desired_resources(loaded)}
-    clusters = sorted({dists[d].cluster for d in chosen})
+    clusters = sorted({dists[d].cluster for d in chosen if dists[d].cluster is not None})   # serverless: none
     wanted = {n: desired[f"environment.{n}"].attributes.get("version")
               for n in sorted({dists[d].environment for d in chosen})
               if n in envs and not envs[n].curated and f"environment.{n}" in desired}
@@ -314,7 +317,7 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
     out = []
     for d in chosen:
         cluster, env = dists[d].cluster, dists[d].environment
-        if live_clusters.get(cluster) is None:
+        if cluster is not None and live_clusters.get(cluster) is None:
             out.append(loaded.source.diagnostic(("distributions", d, "cluster"), "smoke.not-applied",
                                                 f"smoke.{d}: cluster {cluster!r} does not exist in {where}", hint))
         if env in wanted and (live_envs.get(env) or {}).get("version") is None:
