@@ -119,3 +119,34 @@ def test_an_undeclared_or_unreadable_stack_names_every_var_without_its_value(tmp
     (tmp_path / "s.yaml").write_text("stack: [unclosed\n")
     run = RunArgs(stack="s.yaml", variables=(VarInput("var", "env=dev"),))
     assert step(NextStep(("infra", "plan"), ("s.yaml",)), run) == "`infra plan s.yaml` (with --var env=... again)"
+
+
+def test_a_progress_line_written_from_an_engines_thread_is_rendered_for_the_run():
+    # the engines write progress from worker threads, where click's context is not: the stream keeps the run
+    import threading
+
+    from infra_cli.commands.terminal import progress_stream
+
+    app = typer.Typer()
+    lines: list = []
+
+    class Stream:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    @app.command(cls=Command)
+    def probe(stack: Path = typer.Argument(..., metavar="STACK"), local: bool = typer.Option(False, "--local")) -> None:
+        write = progress_stream(Stream())
+        worker = threading.Thread(target=write, args=("see `infra plan s.yaml`",))
+        worker.start()
+        worker.join()
+
+    @app.command(cls=Command)
+    def other() -> None:
+        pass
+
+    assert CliRunner().invoke(app, ["probe", "s.yaml", "--local"]).exit_code == 0
+    assert "".join(lines) == "see `infra plan s.yaml --local`\n"

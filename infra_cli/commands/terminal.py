@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from infra_cli.commands.hints import for_this_run, for_this_run_diagnostic
+from infra_cli.commands.run import this_run
 from infra_cli.diagnostics import Diagnostic
 
 _COLOURS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
@@ -33,9 +34,12 @@ def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
 
 def progress_stream(stream):
     """A line of an engine's progress, written at once (a pipe would hold it back until the end) and with the
-    commands it names as this run needs them (for_this_run)."""
+    commands it names as this run needs them (for_this_run). The run is read here, in the command: an engine may
+    write from a thread of its own, which click's context does not follow."""
+    run = this_run()
+
     def write(line: str) -> None:
-        print(for_this_run(line), file=stream, flush=True)
+        print(for_this_run(line, run), file=stream, flush=True)
 
     return write
 
