@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x9253e778
+SOURCES_CRC = 0x4a3df9ac
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
