@@ -118,3 +118,68 @@ def test_a_compute_reference_is_one_name(tmp_path, name):
     with pytest.raises(DiagnosticError) as exc:
         load_stack(path)
     assert exc.value.diagnostics[0].line
+
+
+# ---- plan's live judgement of a serverless job, as pure functions over what a provider read ----
+
+def _serverless_loaded(tmp_path, tier: str = "standard", count: int = 2):
+    from infra_cli.stack.load import load_stack
+    text = HEADER + serverless(one_distribution(A100, CURATED_ENV, f"type: pytorch\ninstance_count: {count}\n"
+                                                "process_count_per_instance: 8\n"), A100).replace("standard", tier)
+    path = tmp_path / "stack.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_stack(path)
+
+
+@pytest.mark.parametrize("tier, family, low, short", [
+    ("standard", (0, 10_000), (0, 10_000), None),
+    ("standard", (0, 150), (0, 10_000), "Standard NDASv4_A100 Family Cluster Dedicated vCPUs"),
+    ("spot", (0, 150), (0, 10_000), None),                           # spot draws on the low-priority total only
+    ("spot", (0, 10_000), (0, 100), "Total Cluster LowPriority Regional vCPUs"),
+])
+def test_a_serverless_job_draws_on_azure_ml_quota_as_a_cluster_does(tmp_path, tier, family, low, short):
+    from infra_cli.knowledge.skus import load_catalog
+    from infra_cli.plan.live import LiveFacts
+    from infra_cli.plan.referenced import serverless_preflight
+    from test_preflight_quota import A100 as LIVE_A100, quota
+
+    facts = LiveFacts("eastus", "eastus", {A100.lower(): LIVE_A100}, quota(family=family, low=low))
+    found = [d for d in serverless_preflight(_serverless_loaded(tmp_path, tier), facts, load_catalog())
+             if d.rule == "preflight.quota"]
+    if short is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and short in found[0].message and "192 vCPUs" in found[0].message
+        assert found[0].line and "instance_count" in found[0].hint
+
+
+def test_a_serverless_size_the_region_lacks_or_restricts_is_a_plan_error(tmp_path):
+    from infra_cli.knowledge.skus import load_catalog
+    from infra_cli.plan.live import LiveFacts, LiveSku
+    from infra_cli.plan.referenced import serverless_preflight
+    from test_preflight_quota import quota
+
+    loaded = _serverless_loaded(tmp_path)
+    none = serverless_preflight(loaded, LiveFacts("eastus", "eastus", {}, quota()), load_catalog())
+    assert [d.rule for d in none] == ["preflight.size-unavailable"]
+    restricted = LiveSku(A100, "standardNDASv4_A100Family", 96, True, ("NotAvailableForSubscription",))
+    found = serverless_preflight(loaded, LiveFacts("eastus", "eastus", {A100.lower(): restricted}, quota()),
+                                 load_catalog())
+    assert [d.rule for d in found] == ["preflight.size-restricted"]
+    unread = serverless_preflight(loaded, LiveFacts("eastus", "eastus", {}, quota(), ("skus",)), load_catalog())
+    assert unread == []   # unread is said once by preflight, never taken as "not offered"
+
+
+def test_a_serverless_job_is_priced_for_its_nodes_while_it_runs(tmp_path):
+    from infra_cli.knowledge.skus import load_catalog
+    from infra_cli.plan.referenced import serverless_costs
+
+    catalog = load_catalog()
+    price = catalog.price(A100, "eastus")
+    [d] = serverless_costs(_serverless_loaded(tmp_path, count=2), catalog)
+    assert d.rule == "plan.serverless-cost" and d.severity == "info"
+    if price is None or price.per_node_hour("dedicated") is None:
+        assert "price unknown" in d.message
+    else:
+        per = price.per_node_hour("dedicated")
+        assert f"${per:,.2f} per node-hour" in d.message and f"${per * 2:,.2f}/hour for its 2 node(s)" in d.message

@@ -14,7 +14,6 @@ from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.diff import diff, drift, force_replace, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider, read_pool
-from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import DEFAULT_READS, LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.outputs import OutputValue, output_values
@@ -26,7 +25,7 @@ from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
 from infra_cli.knowledge.curated import CURATED_PREFIX, close_names, parse_environment_reference, registry_name_forms
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES, preflight
-from infra_cli.plan.referenced import referenced_computes, serverless_preflight
+from infra_cli.plan.referenced import referenced_computes, serverless_costs, serverless_preflight
 from infra_cli.validate.rules.resources import IMPORT_UNDECLARED
 from infra_cli.validate.rules.switches import without_switched_off
 
@@ -173,7 +172,6 @@ def cpu_transports(loaded: LoadedStack) -> list[Diagnostic]:
 
 def with_resolved_environments(changes: list[ResourceChange], resolved: dict[str, str | None]) -> list[ResourceChange]:
     """Curated environments are only read: their change shows what the reference resolves to now."""
-    # by name: `resolved` holds environment references only (a cluster of the same name is none of them)
     return [replace(c, after={**(c.after or {}), "resolved": resolved[c.name]})
             if c.type == "environment" and resolved.get(c.name) else c for c in changes]
 
@@ -231,7 +229,8 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
 def check_replace(loaded: LoadedStack, desired: list[Resource], replace: list[str]) -> None:
     """--replace names a cluster or an environment of the stack."""
     check_addresses(str(loaded.path), replace=replace)   # the grammar first, then whether the stack has it
-    known = sorted(r.address for r in desired if KINDS[r.type].managed(r))
+    known = sorted(r.address for r in desired if r.type == "cluster" or
+                   r.type == "environment" and r.attributes.get("kind") != "curated")
     bad = [a for a in replace if a not in known]
     if bad:
         raise DiagnosticError([Diagnostic("error", "plan.unknown-replace", f"--replace {a} is not a cluster or "
@@ -267,7 +266,8 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
         diagnostics += serverless_preflight(loaded, facts, load_catalog()) if normal else []
-    diagnostics += referenced_computes(loaded, provider.read_compute, load_catalog()) if normal else []
+    diagnostics += referenced_computes(loaded, provider.read_compute, load_catalog()) + \
+        serverless_costs(loaded, load_catalog()) if normal else []
     diagnostics += unresolved_environments(loaded, curated, resolved, provider)
     diagnostics = without_switched_off(stack, diagnostics)   # the stack's `rules:` (preflight judges rules again)
     changes = with_sensitive(with_resolved_environments(changes, resolved), loaded.source)

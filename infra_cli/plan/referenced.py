@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.skus import Catalog
+from infra_cli.plan.cost import UNKNOWN, money, node_cost
 from infra_cli.plan.live import LiveFacts
 from infra_cli.stack.load import LoadedStack
 
@@ -102,4 +103,30 @@ def serverless_preflight(loaded: LoadedStack, facts: LiveFacts, catalog: Catalog
                     "request an Azure ML quota increase for this region (https://learn.microsoft.com/azure/"
                     "machine-learning/how-to-manage-quotas), or lower instance_count"))
                 break
+    return out
+
+
+def serverless_costs(loaded: LoadedStack, catalog: Catalog) -> list[Diagnostic]:
+    """What each serverless job costs while it runs, as a cluster's `# cost:` line says it: the list price of a
+    node-hour of its instance_type in the workspace's region and its tier (spot: low priority), times its nodes
+    (validators/skus.yaml `prices:`; a size or region without one is "price unknown", never a guess). Serverless
+    compute bills as AmlCompute does (the Learn page above), for the job's nodes only while it runs."""
+    stack, out = loaded.stack, []
+    for name, dist in stack.distributions.items():
+        size = dist.instance_type if dist.runs_on == "serverless" else None
+        if size is None:
+            continue
+        tier = "low_priority" if dist.queue_settings is not None and dist.queue_settings.job_tier == "spot" \
+            else "dedicated"
+        cost = node_cost({"size": size, "tier": tier, "location": stack.workspace.location,
+                          "max_instances": dist.instance_count}, catalog)
+        where = f"{size} {tier} in {stack.workspace.location}"
+        said = f"{UNKNOWN} ({where})" if cost is None or cost.per_node_hour is None else (
+            f"{money(cost.per_node_hour, catalog.currency)} per node-hour ({where}, list price {cost.as_of}); "
+            f"{money(cost.at_max_instances_hour or 0.0, catalog.currency)}/hour for its {dist.instance_count} "
+            "node(s), only while the job runs")
+        out.append(loaded.source.diagnostic(
+            ("distributions", name, "resources", "instance_type"), "plan.serverless-cost",
+            f"distribution {name!r} runs on serverless compute: {said}",
+            f"serverless compute bills as AmlCompute does ({SERVERLESS_SOURCE})", "info"))
     return out
