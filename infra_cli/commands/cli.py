@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from infra_cli.arguments import OUTPUT_FORMATS, RunArgs, VarInput
+from infra_cli.arguments import RunArgs, VarInput
 from infra_cli.commands import params
 from infra_cli.commands.run import RunRecord, run_record
 
@@ -150,17 +150,21 @@ def _plain_usage(piece: str) -> str:
 
 
 def run_args(ctx) -> RunArgs:
-    """The typed value of this command line: what its options and arguments said, --var/--var-file in order."""
-    given = ctx.params.get("stack") or ctx.params.get("source") or ctx.params.get("target")
-    output = "json" if ctx.params.get("as_json") else "markdown" if ctx.params.get("markdown") else "text"
-    assert output in OUTPUT_FORMATS
-    parallelism = ctx.params.get("parallelism")
+    """The typed value of this command line: what its options and arguments said, --var/--var-file in order.
+    The stack is the command's STACK (`source` for apply's STACK|PLANFILE, `target` for show's PLANFILE|STACK);
+    `target` as a list is plan's --target."""
+    params = ctx.params
+    target = params.get("target")
+    many = isinstance(target, (list, tuple))
+    given = params.get("stack") or params.get("source") or (None if many else target)
+    output = "json" if params.get("as_json") else "markdown" if params.get("markdown") else "text"
+    parallelism = params.get("parallelism")
     return RunArgs(
         command=" ".join(ctx.command_path.split()[1:]),
         stack=str(given) if given is not None else None,
-        local=bool(ctx.params.get("local")),
+        local=bool(params.get("local")),
         variables=tuple(VarInput(kind, text) for kind, text in ctx.meta.get(_VARIABLE_INPUTS, ())),
-        targets=tuple(ctx.params.get("target") or ()) if isinstance(ctx.params.get("target"), (list, tuple)) else (),
-        replace=tuple(ctx.params.get("replace") or ()),
+        targets=tuple(target) if many else (),
+        replace=tuple(params.get("replace") or ()),
         parallelism=parallelism if isinstance(parallelism, int) else None,
         output=output)

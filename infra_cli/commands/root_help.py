@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x4a3df9ac
+SOURCES_CRC = 0x75dcf6c7
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
