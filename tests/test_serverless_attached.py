@@ -183,3 +183,32 @@ def test_a_serverless_job_is_priced_for_its_nodes_while_it_runs(tmp_path):
     else:
         per = price.per_node_hour("dedicated")
         assert f"${per:,.2f} per node-hour" in d.message and f"${per * 2:,.2f}/hour for its 2 node(s)" in d.message
+
+
+@pytest.mark.parametrize("reference, name, virtual", [
+    ("azureml:k8s-gpu", "k8s-gpu", False), ("k8s-gpu", "k8s-gpu", False),
+    ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/"
+     "Microsoft.MachineLearningServices/virtualclusters/vc1", "vc1", True),
+    ("azureml:/subscriptions/s/resourceGroups/rg/providers/Microsoft.MachineLearningServices/workspaces/mlw/"
+     "computes/aks1", "aks1", False),
+])
+def test_a_compute_is_named_as_azure_ai_ml_reads_it(tmp_path, reference, name, virtual):
+    body = attached(one_distribution(A100, CURATED_ENV, "type: pytorch\n")).replace(
+        "compute: azureml:k8s-gpu", f"compute: {reference!r}")
+    path = tmp_path / "stack.yaml"
+    path.write_text(HEADER + body, encoding="utf-8")
+    stack = load_stack(path).stack
+    dist = stack.distributions["job"]
+    assert (dist.compute_name, dist.virtual_cluster, dist.runs_on) == (name, virtual, "compute")
+    assert stack.compute_of(dist) == (reference if "/" in reference else f"azureml:{name}")
+
+
+def test_a_bad_compute_reference_says_what_is_read(tmp_path):
+    body = attached(one_distribution(A100, CURATED_ENV, "type: pytorch\n")).replace(
+        "compute: azureml:k8s-gpu", "compute: 'azureml:a/b'")
+    path = tmp_path / "stack.yaml"
+    path.write_text(HEADER + body, encoding="utf-8")
+    with pytest.raises(DiagnosticError) as exc:
+        load_stack(path)
+    d = exc.value.diagnostics[0]
+    assert "azureml:NAME" in d.message + (d.hint or "") and "virtualclusters" in d.message + (d.hint or "")

@@ -26,14 +26,23 @@ def referenced_computes(loaded: LoadedStack, read_compute: Callable[[str], dict[
     to create or attach it (apply never does); present, what Azure says it is (its kind, its size where it has
     one), and a GPU count against the processes per node where the catalog knows the size."""
     stack, out = loaded.stack, []
-    names = sorted({d.compute_name for d in stack.distributions.values() if d.compute_name is not None})
+    names = sorted({d.compute_name for d in stack.distributions.values()
+                    if d.compute_name is not None and not d.virtual_cluster})
     read = {name: read_compute(name) for name in names}
     where = f"workspace {stack.workspace.name!r}"
     for dist_name, dist in stack.distributions.items():
         name = dist.compute_name
         if name is None:
             continue
-        at, values = ("distributions", dist_name, "compute"), read[name]
+        at = ("distributions", dist_name, "compute")
+        if dist.virtual_cluster:   # an ARM resource of its own, not one of the workspace's computes
+            out.append(loaded.source.diagnostic(
+                at, "plan.compute-unread",
+                f"distribution {dist_name!r} runs on virtual cluster {name!r}, which infra does not read (it reads "
+                "the workspace's computes); Azure ML checks it when the job is submitted",
+                "nothing to do; infra neither creates nor deletes it", "info"))
+            continue
+        values = read[name]
         if values is None:
             out.append(loaded.source.diagnostic(
                 at, "plan.compute-missing",

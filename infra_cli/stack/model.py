@@ -360,9 +360,23 @@ TYPE_KEYS: dict[str, tuple[str, ...]] = {
 RAY_KEYS = TYPE_KEYS["ray"]
 
 
-# A compute named by a job (`compute: azureml:NAME` or NAME): a name Azure ML's REST path takes as one segment
-# (letters, digits, hyphens, underscores); the live read says whether it exists.
-COMPUTE_REFERENCE = r"^(azureml:)?[A-Za-z0-9][A-Za-z0-9_-]{0,254}$"
+# A compute named by a job, as azure-ai-ml reads `compute:`: azureml:NAME or NAME (a compute of the workspace:
+# one REST path segment, letters, digits, hyphens, underscores), or the ARM id of a workspace's compute or of a
+# Singularity virtual cluster (azure-ai-ml's test_configs/command_job/command_job_singularity_test.yml), with or
+# without azureml:.
+_COMPUTE_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,254}"
+_COMPUTE_REFERENCE = re.compile(
+    rf"(?:azureml:)?(?:(?P<name>{_COMPUTE_NAME})|/subscriptions/[A-Za-z0-9_-]+/resourceGroups/[A-Za-z0-9._()-]+"
+    rf"/providers/Microsoft\.MachineLearningServices/(?:(?P<vc>virtualclusters)/(?P<vc_name>{_COMPUTE_NAME})|"
+    rf"workspaces/[A-Za-z0-9_-]+/computes/(?P<ws_name>{_COMPUTE_NAME})))", re.IGNORECASE)
+
+
+def _compute_reference(v: str | None) -> str | None:
+    if v is not None and _COMPUTE_REFERENCE.fullmatch(v) is None:
+        raise ValueError("expected azureml:NAME (a compute of the workspace: letters, digits, - and _), or the ARM "
+                         "id of a workspace's compute or of a virtual cluster (/subscriptions/.../providers/"
+                         "Microsoft.MachineLearningServices/virtualclusters/NAME)")
+    return v
 
 
 class JobDistribution(Model):
@@ -505,7 +519,7 @@ class Distribution(Model):
 
     cluster = Field(Text | None, None, description="name of a cluster in this stack; without it the job runs on a "
                     "`compute` infra does not manage, or on Azure ML's serverless compute (resources.instance_type)")
-    compute = Field(Str(pattern=COMPUTE_REFERENCE) | None, None, description="a compute infra does not manage "
+    compute = Field(Str(after=_compute_reference) | None, None, description="a compute infra does not manage "
                     "(azureml:NAME: a Kubernetes (Arc) compute, a Singularity virtual cluster, an AmlCompute made "
                     "elsewhere): plan reads it live, apply never creates or deletes it")
     environment = Field(Text, description="name of an environment in this stack")
@@ -593,8 +607,16 @@ class Distribution(Model):
 
     @property
     def compute_name(self) -> str | None:
-        """The name of the compute infra does not manage (`compute: azureml:NAME` without its prefix)."""
-        return None if self.compute is None else self.compute.split(":", 1)[1] if ":" in self.compute else self.compute
+        """The name of the compute infra does not manage (`compute: azureml:NAME` without its prefix, an ARM id's
+        last segment)."""
+        m = _COMPUTE_REFERENCE.fullmatch(self.compute) if self.compute is not None else None
+        return None if m is None else m.group("name") or m.group("vc_name") or m.group("ws_name")
+
+    @property
+    def virtual_cluster(self) -> bool:
+        """The compute is a Singularity virtual cluster (an ARM resource of its own, outside the workspace)."""
+        m = _COMPUTE_REFERENCE.fullmatch(self.compute) if self.compute is not None else None
+        return m is not None and m.group("vc") is not None
 
     @property
     def instance_type(self) -> str | None:
@@ -696,5 +718,7 @@ class Stack(Model):
 
     def compute_of(self, dist: Distribution) -> str | None:
         """The job's `compute:` (azureml:NAME), None for serverless compute (the job names none)."""
+        if dist.compute is not None and "/" in dist.compute:
+            return dist.compute   # an ARM id, as written (azure-ai-ml reads it with or without azureml:)
         name = dist.cluster if dist.cluster is not None else dist.compute_name
         return f"azureml:{name}" if name is not None else None

@@ -30,14 +30,15 @@ def job_lines_for_distribution(job_text: str) -> str:
 
 
 def pasted_stack(job_text: str, *, cluster: str | None, size: str, environment: str, max_instances: int = 4,
-                 name: str = "job", cluster_extra: str = "") -> str:
+                 name: str = "job", cluster_extra: str = "", compute: str | None = None) -> str:
     """A stack with the job pasted as distribution `name` on cluster `cluster` (of `size`) and the
     environment entry `environment` (YAML lines under `environments.env:`); `cluster` None: a serverless job
-    (no compute:, no cluster entry)."""
+    (no compute:, no cluster entry), or on `compute` (the job's own compute: text, a compute infra does not manage)."""
     return (HEADER
             + (f"clusters:\n  {cluster}:\n    size: {size}\n    max_instances: {max_instances}\n"
                + (f"    {cluster_extra}\n" if cluster_extra else "") if cluster is not None else "")
             + "environments:\n  env:\n" + textwrap.indent(textwrap.dedent(environment).strip("\n"), "    ") + "\n"
             + f"distributions:\n  {name}:\n" + (f"    cluster: {cluster}\n" if cluster is not None else "")
+            + (f"    compute: {compute}\n" if compute is not None else "")
             + "    environment: env\n"
             + textwrap.indent(job_lines_for_distribution(job_text), "    "))

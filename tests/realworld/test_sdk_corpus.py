@@ -64,6 +64,10 @@ JOBS = {
     "command_job_test_msi_identity.yml": (True, LOADS, []),
     # serverless (issue 41): no compute:, queue_settings' job_tier; the e2e test Azure runs it in
     "command_job_test_serverless.yml": (True, f"{JOB_E2E} test_command_job_serverless", []),
+    # a Singularity virtual cluster by its ARM id (with and without azureml:): a compute infra does not manage,
+    # whose instance_type (Singularity.NC6_v3, AISupercomputer.D1) is the virtual cluster's, not a VM size
+    "command_job_singularity_test.yml": (True, LOADS, []),
+    "command_job_with_virtualcluster.yaml": (True, LOADS, []),
 }
 ENVIRONMENTS = {
     "environment_conda.yml": (True, f"{ENV_SCHEMA} test_yaml_load", []),
@@ -107,10 +111,12 @@ def _project(tmp_path: Path, kind: str, fixture: str) -> tuple[Path, str]:
         # a named environment is curated; one written inline (its image) is an environments entry as written
         environment = f'curated: "{named.group(1)}"' if named else \
             yaml.safe_dump(yaml.safe_load(text)["environment"], sort_keys=False)
-        # a job without `compute:` runs on serverless compute: pasted without a cluster
-        serverless = re.search(r"^compute:", text, re.MULTILINE) is None
-        stack = pasted_stack(text, cluster=None if serverless else "testCompute", size=AML_DEFAULT_SIZE,
-                             environment=environment)
+        # the SDK's placeholder compute is a cluster; a job without `compute:` runs on serverless compute (no
+        # cluster); any other compute (a Singularity virtual cluster's ARM id) is one infra does not manage
+        compute = re.search(r"^compute: (.+)$", text, re.MULTILINE)
+        placeholder = compute is not None and compute.group(1) == "azureml:testCompute"
+        stack = pasted_stack(text, cluster="testCompute" if placeholder else None, size=AML_DEFAULT_SIZE,
+                             environment=environment, compute=None if placeholder or compute is None else compute.group(1))
         name = "job"
     else:
         name = _name(text)
