@@ -24,15 +24,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
+from infra_cli.apply.kinds import STEPS, import_error, refuse_unsafe_destroys
 from infra_cli.azure.protocol import Provider
-from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.api import (REPLAN_HINT, ClusterSecrets, LiveState, cluster_secrets, ssh_credentials_hash, Plan,
-                                PlanMode, PlanOutcome, Resource, ResourceChange, canonical_json, changed_smokes,
-                                content_hash, desired_resources, distribution_dependencies, is_other_compute,
-                                live_comparable, load_for_plan, load_planned_stack, other_workspace, plan_stack,
-                                planned_changes, read_cluster, read_environment, read_plan_file, refresh,
-                                replan_command, replan_hint, stack_changed_since, as_saved)
+from infra_cli.plan.api import (KINDS, Plan, PlanMode, PlanOutcome, ResourceChange, as_saved, canonical_json,
+                                changed_smokes, distribution_dependencies, load_for_plan, load_planned_stack,
+                                other_workspace, plan_stack, planned_changes, read_plan_file, refresh, replan_command,
+                                replan_hint, stack_changed_since)
 from infra_cli.stack.addresses import AddressError, check_name, parsed, refused
 from infra_cli.stack.model import Workspace
 from infra_cli.stack.variables import Inputs
@@ -123,8 +121,8 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     when Azure moved meanwhile (a cluster another apply left Creating finished): it goes on if the new plan makes
     the same changes, and is stale otherwise. A saved plan must also find the stack's lineage and serial it was
     made against (a plan made moments ago is planned again when they moved). Every delete and replace is then
-    checked against the live state (_refuse_unsafe_destroys) before anything is written, and the next serial is
-    registered before the first write."""
+    checked against the live state (apply/kinds/__init__.py refuse_unsafe_destroys) before anything is written,
+    and the next serial is registered before the first write."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
     saved = isinstance(outcome, SavedOutcome)
     hint = _saved_plan_hint(outcome.replan, outcome.file) if saved and outcome.replan else \
@@ -149,7 +147,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, hint, values=False)
             if any(d.severity == "error" for d in found):
                 raise DiagnosticError([d for d in found if d.severity == "error"])
-        _refuse_unsafe_destroys(plan, live, str(loaded.path), hint)
+        refuse_unsafe_destroys(plan, live, str(loaded.path), hint)
         if plan.changes:   # every plan made before this write is stale from here on
             store.bump_serial(plan.stack, serial, operation)
         mark_smokes_pending(plan, loaded, provider)
@@ -193,55 +191,11 @@ def _refuse_mismatch(recorded: list[ResourceChange], derived: list[ResourceChang
             file, None, None, hint)])
 
 
-def _refuse_unsafe_destroys(plan: Plan, live: LiveState, file: str, hint: str) -> None:
-    """Every delete and replace, whatever the plan says: the cluster exists, carries this stack's ownership tag,
-    and neither the stack (plan.desired) nor its live tag (the last apply) sets lifecycle.prevent_destroy."""
-    protected_in_stack = {r.name for r in plan.desired if r.type == "cluster" and r.attributes.get("prevent_destroy")}
-    problems = []
-    for change in plan.changes:
-        if "delete" not in change.actions:
-            continue
-        verb = "destroy" if change.actions == ["delete"] else "replace (destroy and create)"
-        current = live.clusters.get(change.name) if change.type == "cluster" else None
-        if change.type != "cluster":
-            problems.append(Diagnostic("error", "apply.not-destroyable", f"{change.address}: the plan would {verb} "
-                                       f"a {change.type}; infra never deletes one", file, None, None, hint))
-        elif current is None:
-            problems.append(Diagnostic("error", "apply.stale-plan", f"{change.address}: the plan would {verb} "
-                                       f"cluster {change.name!r}, which does not exist", file, None, None, hint))
-        elif is_other_compute(current) or current.owner_stack != plan.stack:
-            owner = "no" if current.owner_stack is None else f"stack {current.owner_stack!r}'s"
-            problems.append(Diagnostic(
-                "error", "apply.not-owned", f"{change.address}: the plan would {verb} cluster {change.name!r}, which "
-                f"carries {owner} ownership tag ({TAG_STACK}), not stack {plan.stack!r}'s: infra destroys only what "
-                "its stack owns", file, None, None, "leave it alone, or adopt it first with `infra import`"))
-        elif change.name in protected_in_stack or current.attributes.get("prevent_destroy"):
-            where = "the stack sets" if change.name in protected_in_stack else "it was applied with"
-            problems.append(Diagnostic(
-                "error", "apply.prevent-destroy", f"{change.address}: the plan would {verb} cluster {change.name!r}, "
-                f"but {where} lifecycle.prevent_destroy", file, None, None,
-                f"set clusters.{change.name}.lifecycle.prevent_destroy: false and apply that first"))
-    if problems:
-        raise DiagnosticError(problems)
-
-
 def mark_smokes_pending(plan: Plan, loaded: Any, provider: Provider) -> None:
     """Before changing a distribution's cluster or environment, record its smoke as pending (with why) on Azure:
     until a smoke passes on what apply leaves, the plan shows it, even for a cluster recreated as it was."""
     for job, why in changed_smokes(plan.resource_changes, distribution_dependencies(loaded.stack)).items():
         StateStore(provider).record_smoke(plan.stack, SmokeRecord(job.split(".", 1)[1], PENDING, None, reason=why))
-
-
-def _secrets_for_put(loaded: Any, name: str, live: Resource) -> tuple[ClusterSecrets, dict[str, str]]:
-    """The SSH credentials a PUT that changes only tags must send, and the tag that records them: Azure refuses a
-    PUT whose credentials differ from the cluster's, and never returns them, so they come from the stack where it
-    declares the cluster with the same admin user (its ${VAR}s), else none are sent (a cluster without them)."""
-    cluster = loaded.stack.clusters.get(name)
-    secrets = cluster_secrets(cluster) if cluster is not None else None
-    if secrets is not None and secrets.admin_username == live.attributes.get("ssh_admin_username"):
-        digest = ssh_credentials_hash(loaded.stack.stack, name, secrets)
-        return secrets, {TAG_SECRETS: digest} if digest else {}
-    return ClusterSecrets(admin_username=live.attributes["ssh_admin_username"]), {}
 
 
 def forget_resource(address: str, stack_path: Path, *, backend: Backend, inputs: Inputs | None = None) -> str:
@@ -260,98 +214,8 @@ def forget_resource(address: str, stack_path: Path, *, backend: Backend, inputs:
     store = StateStore(provider)
     with store.lock(stack, "state rm"):
         serial = store.serial(stack)
-        if kind == "cluster":
-            live = read_cluster(provider, name)
-            if live is None or live.owner_stack != stack or is_other_compute(live):
-                raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
-            store.bump_serial(stack, serial, "state rm")
-            # the same PUT with the same values, without infra's tags (Azure never returns secrets: none are sent)
-            provider.put_cluster(Resource(address, "cluster", name, live.attributes, {}),
-                                 _secrets_for_put(loaded, name, live)[0], live.attributes["subnet"], None)
-            return f"Removed {address} from stack {stack!r}: cluster {name} is left as it is, no longer managed."
-        env = read_environment(provider, name, None)
-        if env is None or env.owner_stack != stack:
-            raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
-        store.bump_serial(stack, serial, "state rm")
-        versions = provider.forget_environment(name, stack)
-        return (f"Removed {address} from stack {stack!r}: environment {name} (version {', '.join(versions)}) is left "
-                "as it is, no longer managed.")
-
-
-def _import_error(loaded: Any, message: str, hint: str, rule: str = "import.invalid") -> DiagnosticError:
-    return DiagnosticError([Diagnostic("error", rule, message, str(loaded.path), None, None, hint)])
-
-
-def _already_managed(loaded: Any, address: str, what: str) -> DiagnosticError:
-    # Terraform: "Resource already managed by Terraform". Importing again would overwrite the hash of what the
-    # stack last applied with the live values, hiding from the next plan a drift it should show.
-    file = loaded.path
-    return _import_error(loaded, f"{address} is already managed by stack {loaded.stack.stack!r}: {what} carries "
-                         "its ownership tags", f"nothing to import: `infra plan {file}` shows how it differs from "
-                         f"the stack. To adopt it again, run `infra state rm {address} {file}` first",
-                         "import.already-managed")
-
-
-def _unowned(loaded: Any, address: str, live: Any, what: str) -> Any:
-    """`live`, when no stack owns it; an error naming its owner otherwise."""
-    if live.owner_stack == loaded.stack.stack:
-        raise _already_managed(loaded, address, what)
-    if live.owner_stack:
-        raise _import_error(loaded, f"{what} belongs to stack {live.owner_stack!r}", "remove it from that stack first")
-    return live
-
-
-def _importable_environment(loaded: Any, address: str, name: str, provider: Provider) -> Any:
-    """The environment's latest live version, or the reason it cannot be imported."""
-    if loaded.stack.environments[name].curated:
-        raise _import_error(loaded, f"{address} is a curated environment: infra only reads it, there is nothing "
-                            "to import", "import an environment the stack registers (image: or build:)")
-    live = read_environment(provider, name, None)
-    if live is None or live.attributes.get("version") is None:
-        raise _import_error(loaded, f"there is no environment {name!r} in workspace {loaded.stack.workspace.name!r}",
-                            "check the name with `az ml environment list`")
-    return _unowned(loaded, address, live, f"environment {name!r} (version {live.attributes['version']})")
-
-
-def _adopt_environment(loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
-    """Its latest version gets this stack's ownership tags, and the content hash when its content is the
-    stack's (else the next apply registers the stack's content as a new version)."""
-    desired = next(r for r in desired_resources(loaded) if r.address == address)
-    same = live.attributes.get("content_hash") == desired.attributes["content_hash"]
-    tags = desired.tags if same else {k: v for k, v in desired.tags.items() if k != TAG_HASH}
-    version = live.attributes["version"]
-    provider.adopt_environment(name, version, tags)
-    return (f"Imported {name} version {version} as {address}." + ("" if same else
-            " Its content is not the stack's (or infra cannot compare it): the next apply registers the stack's "
-            "as a new version."))
-
-
-def _importable_cluster(loaded: Any, address: str, name: str, provider: Provider) -> Any:
-    """The live AmlCompute cluster, or the reason it cannot be imported."""
-    live = read_cluster(provider, name)
-    if live is None:
-        raise _import_error(loaded, f"there is no cluster {name!r} in workspace {loaded.stack.workspace.name!r}",
-                            "check the name with `az ml compute list`")
-    if is_other_compute(live):
-        raise _import_error(loaded, f"{name!r} is a {live.attributes['compute_type']} compute, not an AmlCompute "
-                            "cluster", "infra imports AmlCompute clusters only: give the stack's cluster another name")
-    return _unowned(loaded, address, live, f"cluster {name!r}")
-
-
-def _adopt_cluster(loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
-    """The same PUT with the same values plus this stack's tags (Azure never returns secrets: only the stack's
-    own are sent). Protection is the stack's and survives adoption: a cluster the stack declares with
-    lifecycle.prevent_destroy (or that still carries the tag) is protected again before import returns, so an
-    apply that then drops it from the stack is refused as it was before `state rm`."""
-    secrets, secrets_tag = _secrets_for_put(loaded, name, live)
-    tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: content_hash(live_comparable(live.attributes)),
-            **secrets_tag}
-    protected = loaded.stack.clusters[name].lifecycle.prevent_destroy or live.attributes.get("prevent_destroy")
-    if protected:
-        tags[TAG_PREVENT_DESTROY] = "true"
-    provider.put_cluster(Resource(address, "cluster", name, live.attributes, tags), secrets,
-                         live.attributes["subnet"], None)
-    return f"Imported {name} as {address}" + (", protected by lifecycle.prevent_destroy." if protected else ".")
+        return STEPS[kind].forget(loaded, address, name, provider, lambda: store.bump_serial(stack, serial, "state rm"),
+                                  error)
 
 
 def import_resource(address: str, azure_name: str, stack_path: Path, *, backend: Backend,
@@ -367,20 +231,19 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
     loaded, _ = load_for_plan(stack_path, inputs=inputs)  # as plan: an imported cluster exists, the live state judges it
     file = str(loaded.path)
     kind, name = target.kind, target.name
-    section = f"{kind}s"
-    if name not in getattr(loaded.stack, section):
-        raise _import_error(loaded, f"{address} is not declared in the stack", f"add {section}.{name} to {file} first")
+    section = KINDS[kind].section
+    if name not in KINDS[kind].declared(loaded.stack):
+        raise import_error(loaded, f"{address} is not declared in the stack", f"add {section}.{name} to {file} first")
     if azure_name != name:
-        raise _import_error(loaded, f"the stack names this {kind} {name!r} but the Azure {kind} is {azure_name!r}",
+        raise import_error(loaded, f"the stack names this {kind} {name!r} but the Azure {kind} is {azure_name!r}",
                             f"import it under its Azure name: declare {section}.{azure_name} (Azure ML cannot "
                             f"rename a {kind}) and run `infra import {kind}.{azure_name} {azure_name} {file}`")
     provider = backend(loaded.stack.workspace)
-    importable, adopt = ((_importable_environment, _adopt_environment) if kind == "environment"
-                         else (_importable_cluster, _adopt_cluster))
-    importable(loaded, address, name, provider)   # refused before anything is written, not even the lock
+    steps = STEPS[kind]
+    steps.importable(loaded, address, name, provider)   # refused before anything is written, not even the lock
     store = StateStore(provider)
     with store.lock(loaded.stack.stack, "import"):
-        live = importable(loaded, address, name, provider)   # again under the lock: what the write is made of
+        live = steps.importable(loaded, address, name, provider)   # again under the lock: what the write is made of
         store.bump_serial(loaded.stack.stack, store.serial(loaded.stack.stack), "import")
-        done = adopt(loaded, address, name, provider, live)
-    return done + (f" Run `infra plan {stack_path}` to see how it differs from the stack." if kind == "cluster" else "")
+        done = steps.adopt_imported(loaded, address, name, provider, live)
+    return done + steps.after_import(stack_path)

@@ -19,7 +19,6 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from infra_cli.azure.errors import azure_error_code, azure_error_message, is_transient

@@ -9,6 +9,7 @@ from infra_cli.plan.desired import (ClusterSecrets, cluster_secrets, desired_res
 from infra_cli.plan.diff import provisioning_problem, settings_unreported
 from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
+from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import LiveState, read_cluster, read_environment, refresh
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
                                   canonical_json, content_hash)
@@ -34,4 +35,6 @@ __all__ = [
     "template_build_diagnostics",
     # the smokes a change makes pending
     "changed_smokes",
+    # the kinds of resource (plan/kinds/): their names and sections, by Resource.type
+    "KINDS",
 ]

@@ -6,11 +6,17 @@ field no PUT can change) and puts the stack's settings again."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any, Callable
 
-from infra_cli.apply.kinds.base import Applying, KindSteps, Say
+from infra_cli.apply.kinds.base import Applying, KindSteps, Say, import_error, secrets_for_put, unowned
+from infra_cli.azure.protocol import Provider
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_STACK
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.update_semantics import semantics
-from infra_cli.plan.api import (DELETE, NO_OP, REPLACE, Resource, ResourceChange, cluster_secrets, provisioning_problem,
-                                read_cluster, settings_unreported)
+from infra_cli.plan.api import (DELETE, NO_OP, REPLACE, LiveState, Plan, Resource, ResourceChange, cluster_secrets,
+                                content_hash, is_other_compute, live_comparable, provisioning_problem, read_cluster,
+                                settings_unreported)
 
 _BUSY_STATES = ("Creating", "Updating", "Deleting")
 
@@ -81,6 +87,74 @@ class ClusterSteps(KindSteps):
         if change.actions == NO_OP:
             say("progress", f"importing {change.importing} (adding this stack's ownership tags)")
             _put_cluster(run, change, desired)
+
+
+    def destroy_refusal(self, change: ResourceChange, plan: Plan, live: LiveState, verb: str, file: str, hint: str
+                        ) -> Diagnostic | None:
+        """The cluster exists, carries this stack's ownership tag, and neither the stack (plan.desired) nor its live
+        tag (the last apply) sets lifecycle.prevent_destroy."""
+        current = live.clusters.get(change.name)
+        in_stack = any(r.type == "cluster" and r.name == change.name and r.attributes.get("prevent_destroy")
+                       for r in plan.desired)
+        if current is None:
+            return Diagnostic("error", "apply.stale-plan", f"{change.address}: the plan would {verb} "
+                              f"cluster {change.name!r}, which does not exist", file, None, None, hint)
+        if is_other_compute(current) or current.owner_stack != plan.stack:
+            owner = "no" if current.owner_stack is None else f"stack {current.owner_stack!r}'s"
+            return Diagnostic(
+                "error", "apply.not-owned", f"{change.address}: the plan would {verb} cluster {change.name!r}, which "
+                f"carries {owner} ownership tag ({TAG_STACK}), not stack {plan.stack!r}'s: infra destroys only what "
+                "its stack owns", file, None, None, "leave it alone, or adopt it first with `infra import`")
+        if in_stack or current.attributes.get("prevent_destroy"):
+            where = "the stack sets" if in_stack else "it was applied with"
+            return Diagnostic(
+                "error", "apply.prevent-destroy", f"{change.address}: the plan would {verb} cluster {change.name!r}, "
+                f"but {where} lifecycle.prevent_destroy", file, None, None,
+                f"set clusters.{change.name}.lifecycle.prevent_destroy: false and apply that first")
+        return None
+
+    def importable(self, loaded: Any, address: str, name: str, provider: Provider) -> Any:
+        """The live AmlCompute cluster, or the reason it cannot be imported."""
+        live = read_cluster(provider, name)
+        if live is None:
+            raise import_error(loaded, f"there is no cluster {name!r} in workspace {loaded.stack.workspace.name!r}",
+                                "check the name with `az ml compute list`")
+        if is_other_compute(live):
+            raise import_error(loaded, f"{name!r} is a {live.attributes['compute_type']} compute, not an AmlCompute "
+                                "cluster",
+                                "infra imports AmlCompute clusters only: give the stack's cluster another name")
+        return unowned(loaded, address, live, f"cluster {name!r}")
+
+    def adopt_imported(self, loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
+        """The same PUT with the same values plus this stack's tags (Azure never returns secrets: only the stack's
+        own are sent). Protection is the stack's and survives adoption: a cluster the stack declares with
+        lifecycle.prevent_destroy (or that still carries the tag) is protected again before import returns, so an
+        apply that then drops it from the stack is refused as it was before `state rm`."""
+        secrets, secrets_tag = secrets_for_put(loaded, name, live)
+        tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address,
+                TAG_HASH: content_hash(live_comparable(live.attributes)),
+                **secrets_tag}
+        protected = loaded.stack.clusters[name].lifecycle.prevent_destroy or live.attributes.get("prevent_destroy")
+        if protected:
+            tags[TAG_PREVENT_DESTROY] = "true"
+        provider.put_cluster(Resource(address, "cluster", name, live.attributes, tags), secrets,
+                             live.attributes["subnet"], None)
+        return f"Imported {name} as {address}" + (", protected by lifecycle.prevent_destroy." if protected else ".")
+
+    def forget(self, loaded: Any, address: str, name: str, provider: Provider, bump_serial: Callable[[], Any],
+               error: Callable[[str, str], DiagnosticError]) -> str:
+        stack, file = loaded.stack.stack, str(loaded.path)
+        live = read_cluster(provider, name)
+        if live is None or live.owner_stack != stack or is_other_compute(live):
+            raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
+        bump_serial()
+        # the same PUT with the same values, without infra's tags (Azure never returns secrets: none are sent)
+        provider.put_cluster(Resource(address, "cluster", name, live.attributes, {}),
+                             secrets_for_put(loaded, name, live)[0], live.attributes["subnet"], None)
+        return f"Removed {address} from stack {stack!r}: cluster {name} is left as it is, no longer managed."
+
+    def after_import(self, stack_path: Path) -> str:
+        return f" Run `infra plan {stack_path}` to see how it differs from the stack."
 
 
 CLUSTER_STEPS = ClusterSteps()

@@ -5,13 +5,16 @@ tags; an import block tags the version it adopts."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from infra_cli.apply.kinds.base import Applying, KindSteps, Say
+from infra_cli.apply.kinds.base import Applying, KindSteps, Say, import_error, unowned
+from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_HASH
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.api import render_dockerfile
 from infra_cli.paths import stage_context
-from infra_cli.plan.api import CREATE, NO_OP, UPDATE, Resource, ResourceChange
+from infra_cli.plan.api import (CREATE, NO_OP, UPDATE, LiveState, Plan, Resource, ResourceChange, desired_resources,
+                                read_environment)
 
 
 def _build_files(env, base_dir) -> Callable:
@@ -55,6 +58,46 @@ class EnvironmentSteps(KindSteps):
         if change.actions == UPDATE:
             return "released (versions archived, this stack's tags dropped)"
         return f"registered version {(change.after or {}).get('version')}"
+
+
+    def destroy_refusal(self, change: ResourceChange, plan: Plan, live: LiveState, verb: str, file: str, hint: str
+                        ) -> Diagnostic | None:
+        return Diagnostic("error", "apply.not-destroyable", f"{change.address}: the plan would {verb} "
+                          f"a {change.type}; infra never deletes one", file, None, None, hint)
+
+    def importable(self, loaded: Any, address: str, name: str, provider: Provider) -> Any:
+        """The environment's latest live version, or the reason it cannot be imported."""
+        if loaded.stack.environments[name].curated:
+            raise import_error(loaded, f"{address} is a curated environment: infra only reads it, there is nothing "
+                                "to import", "import an environment the stack registers (image: or build:)")
+        live = read_environment(provider, name, None)
+        if live is None or live.attributes.get("version") is None:
+            raise import_error(loaded, f"there is no environment {name!r} in workspace {loaded.stack.workspace.name!r}",
+                                "check the name with `az ml environment list`")
+        return unowned(loaded, address, live, f"environment {name!r} (version {live.attributes['version']})")
+
+    def adopt_imported(self, loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
+        """Its latest version gets this stack's ownership tags, and the content hash when its content is the
+        stack's (else the next apply registers the stack's content as a new version)."""
+        desired = next(r for r in desired_resources(loaded) if r.address == address)
+        same = live.attributes.get("content_hash") == desired.attributes["content_hash"]
+        tags = desired.tags if same else {k: v for k, v in desired.tags.items() if k != TAG_HASH}
+        version = live.attributes["version"]
+        provider.adopt_environment(name, version, tags)
+        return (f"Imported {name} version {version} as {address}." + ("" if same else
+                " Its content is not the stack's (or infra cannot compare it): the next apply registers the stack's "
+                "as a new version."))
+
+    def forget(self, loaded: Any, address: str, name: str, provider: Provider, bump_serial: Callable[[], Any],
+               error: Callable[[str, str], DiagnosticError]) -> str:
+        stack, file = loaded.stack.stack, str(loaded.path)
+        env = read_environment(provider, name, None)
+        if env is None or env.owner_stack != stack:
+            raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
+        bump_serial()
+        versions = provider.forget_environment(name, stack)
+        return (f"Removed {address} from stack {stack!r}: environment {name} (version {', '.join(versions)}) is left "
+                "as it is, no longer managed.")
 
 
 ENVIRONMENT_STEPS = EnvironmentSteps()
