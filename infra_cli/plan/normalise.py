@@ -87,6 +87,8 @@ def other_compute_resource(name: str, compute_type: str) -> Resource:
 
 
 def is_other_compute(resource: Resource) -> bool:
+    # by name: a workspace's computes share one namespace, so another compute is read as the cluster kind's live
+    # resource (other_compute_resource above); this module sits below plan/kinds, which read it
     return resource.type == "cluster" and set(resource.attributes) == {"compute_type"}
 
 
