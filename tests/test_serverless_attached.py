@@ -212,3 +212,15 @@ def test_a_bad_compute_reference_says_what_is_read(tmp_path):
         load_stack(path)
     d = exc.value.diagnostics[0]
     assert "azureml:NAME" in d.message + (d.hint or "") and "virtualclusters" in d.message + (d.hint or "")
+
+
+def test_a_smoke_recorded_before_compute_existed_still_holds(tmp_path):
+    """The smoke record's hash is over the distribution's settings: `compute`, unset, is not among them, so a
+    distribution on a cluster hashes as it did before the field was added (a passed smoke stays passed)."""
+    from infra_cli.plan.smoke_pending import _distribution_settings
+
+    path = tmp_path / "stack.yaml"
+    path.write_text(HEADER + one_distribution(A100, CURATED_ENV, "type: pytorch\n"), encoding="utf-8")
+    assert "compute" not in _distribution_settings(load_stack(path), "job")
+    path.write_text(HEADER + attached(one_distribution(A100, CURATED_ENV, "type: pytorch\n")), encoding="utf-8")
+    assert _distribution_settings(load_stack(path), "job")["compute"] == "azureml:k8s-gpu"

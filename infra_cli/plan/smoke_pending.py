@@ -60,7 +60,10 @@ def _distribution_settings(loaded: LoadedStack, name: str) -> dict:
         secrets.append(str(clear))
         return SHOWN
 
-    settings = json.loads(json.dumps(sealed(loaded.stack.distributions[name].model_dump(), taken_out), default=str))
+    dumped = loaded.stack.distributions[name].model_dump()
+    if dumped.get("compute") is None:
+        del dumped["compute"]   # added by issue 41: absent where unset, so the hashes recorded before still hold
+    settings = json.loads(json.dumps(sealed(dumped, taken_out), default=str))
     for path in sorted(loaded.source.interpolated, key=repr):
         if tuple(path[:2]) != ("distributions", name) or len(path) < 3:
             continue
