@@ -69,3 +69,12 @@ def test_a_compute_infra_does_not_manage_is_read_live_and_never_created(tmp_path
     assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
     still = _plan(stack, tmp_path)
     assert [d for d in still["diagnostics"] if d["rule"] == "plan.compute-read"]   # destroy left it there
+
+
+def test_a_smoke_on_a_missing_compute_says_so_before_submitting(tmp_path):
+    dist = {"compute": "azureml:k8s-gpu", "environment": "acpt", "type": "pytorch"}
+    stack = write_stack(tmp_path / "stack.yaml", "attached-smoke", {}, {"job": dist})
+    r = infra("smoke", str(stack), "--local", state=tmp_path)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    out = r.stdout + r.stderr
+    assert "compute 'k8s-gpu' does not exist" in out and "az ml compute attach" in out, out

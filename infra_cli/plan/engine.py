@@ -304,7 +304,8 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
     dists, envs = loaded.stack.distributions, loaded.stack.environments
     chosen = [d for d in distributions if d in dists]
     desired = {r.address: r for r in desired_resources(loaded)}
-    clusters = sorted({dists[d].cluster for d in chosen if dists[d].cluster is not None})   # serverless: none
+    clusters = sorted({dists[d].cluster for d in chosen if dists[d].cluster is not None}   # serverless: none
+                      | {dists[d].compute_name for d in chosen if dists[d].compute_name and not dists[d].virtual_cluster})
     wanted = {n: desired[f"environment.{n}"].attributes.get("version")
               for n in sorted({dists[d].environment for d in chosen})
               if n in envs and not envs[n].curated and f"environment.{n}" in desired}
@@ -320,6 +321,13 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
         if cluster is not None and live_clusters.get(cluster) is None:
             out.append(loaded.source.diagnostic(("distributions", d, "cluster"), "smoke.not-applied",
                                                 f"smoke.{d}: cluster {cluster!r} does not exist in {where}", hint))
+        compute = None if dists[d].virtual_cluster else dists[d].compute_name   # one infra does not manage
+        if compute is not None and live_clusters.get(compute) is None:
+            out.append(loaded.source.diagnostic(
+                ("distributions", d, "compute"), "smoke.not-applied",
+                f"smoke.{d}: compute {compute!r} does not exist in {where}; infra does not manage it",
+                f"attach it (az ml compute attach --type Kubernetes --name {compute} ...) or create it "
+                f"(az ml compute create --type AmlCompute --name {compute} ...) first"))
         if env in wanted and (live_envs.get(env) or {}).get("version") is None:
             version = f" version {wanted[env]}" if wanted[env] else ""
             out.append(loaded.source.diagnostic(
