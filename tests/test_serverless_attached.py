@@ -224,3 +224,18 @@ def test_a_smoke_recorded_before_compute_existed_still_holds(tmp_path):
     assert "compute" not in _distribution_settings(load_stack(path), "job")
     path.write_text(HEADER + attached(one_distribution(A100, CURATED_ENV, "type: pytorch\n")), encoding="utf-8")
     assert _distribution_settings(load_stack(path), "job")["compute"] == "azureml:k8s-gpu"
+
+
+@pytest.mark.parametrize("reference", ["serverless", "azureml:serverless"])
+def test_compute_serverless_is_serverless_compute(tmp_path, reference):
+    """azure-ai-ml sends compute: serverless as is (its SERVERLESS_COMPUTE): Azure ML's serverless compute, judged
+    and rendered as a job without compute."""
+    size, lines, expected = SIZE_CASES["gpus-exceeded"]
+    body = serverless(one_distribution(size, CURATED_ENV, lines), size).replace(
+        "    resources:", f"    compute: {reference}\n    resources:")
+    r = check(tmp_path, body)
+    assert _size_rules(r) == expected
+    stack = load_stack(tmp_path / "stack.yaml").stack
+    dist = stack.distributions["job"]
+    assert (dist.runs_on, dist.compute_name, stack.compute_of(dist), stack.size_of(dist)) == \
+        ("serverless", None, None, size)

@@ -76,7 +76,8 @@ def _check_job(service: EmulatedService, scope: Scope, props: dict) -> None:
     if not props.get("command"):
         raise ArmError(400, "UserError", "A command job needs a command.", target="command")
     compute_id = props.get("computeId")
-    if not compute_id:
+    # azure-ai-ml sends compute="serverless" as is (SERVERLESS_COMPUTE), which Azure ML reads as no compute
+    if not compute_id or compute_id.rstrip("/").split("/")[-1] == "serverless":
         _check_serverless(props)   # no compute: Azure ML's serverless compute runs it
     else:
         _check_compute(service, scope, props, compute_id)

@@ -371,6 +371,12 @@ _COMPUTE_REFERENCE = re.compile(
     rf"workspaces/[A-Za-z0-9_-]+/computes/(?P<ws_name>{_COMPUTE_NAME})))", re.IGNORECASE)
 
 
+def _serverless_named(reference: str) -> bool:
+    """`compute: serverless` (or azureml:serverless): azure-ai-ml sends it as is, Azure ML's serverless compute
+    (azure.ai.ml.constants SERVERLESS_COMPUTE), as a job without compute: runs."""
+    return reference.removeprefix("azureml:") == "serverless"
+
+
 def _compute_reference(v: str | None) -> str | None:
     if v is not None and _COMPUTE_REFERENCE.fullmatch(v) is None:
         raise ValueError("expected azureml:NAME (a compute of the workspace: letters, digits, - and _), or the ARM "
@@ -603,13 +609,14 @@ class Distribution(Model):
     def runs_on(self) -> str:
         """Where the job runs: "cluster" (one of this stack's), "compute" (one infra does not manage, read live by
         plan) or "serverless" (Azure ML's serverless compute: the size is resources.instance_type)."""
-        return "cluster" if self.cluster is not None else "compute" if self.compute is not None else "serverless"
+        return "cluster" if self.cluster is not None else \
+            "compute" if self.compute is not None and not _serverless_named(self.compute) else "serverless"
 
     @property
     def compute_name(self) -> str | None:
         """The name of the compute infra does not manage (`compute: azureml:NAME` without its prefix, an ARM id's
         last segment)."""
-        m = _COMPUTE_REFERENCE.fullmatch(self.compute) if self.compute is not None else None
+        m = _COMPUTE_REFERENCE.fullmatch(self.compute) if self.runs_on == "compute" else None
         return None if m is None else m.group("name") or m.group("vc_name") or m.group("ws_name")
 
     @property
@@ -714,11 +721,11 @@ class Stack(Model):
         if dist.cluster is not None:
             cluster = self.clusters.get(dist.cluster)
             return cluster.size if cluster is not None else None
-        return dist.instance_type if dist.compute is None else None
+        return dist.instance_type if dist.runs_on == "serverless" else None
 
     def compute_of(self, dist: Distribution) -> str | None:
         """The job's `compute:` (azureml:NAME), None for serverless compute (the job names none)."""
-        if dist.compute is not None and "/" in dist.compute:
+        if dist.runs_on == "compute" and "/" in dist.compute:
             return dist.compute   # an ARM id, as written (azure-ai-ml reads it with or without azureml:)
         name = dist.cluster if dist.cluster is not None else dist.compute_name
         return f"azureml:{name}" if name is not None else None
