@@ -275,7 +275,7 @@ def private_state_dir(path: Path, *, create: bool = True) -> Path:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except FileExistsError:
             pass        # a file or a dangling link: said below
-        if made_marker:
+        if marker is not None and made_marker:
             _ignore_everything_in(marker)
     _check_private_dir(path, os.lstat(path))
     for above in path.parents:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from test_smoke_frameworks import TWO_GPU_SIZE, assert_passed, infra, need, smoke, write_stack
 

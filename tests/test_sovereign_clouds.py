@@ -12,7 +12,6 @@ import json
 import re
 import subprocess
 import sys
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest

@@ -135,10 +135,12 @@ def parse_environment_reference(reference: str) -> EnvironmentReference:
     ref = reference.strip()
     if ref.lower().startswith("azureml://registries/"):
         parts = ref.split("/")  # azureml: '' registries R environments NAME versions|labels X
-        registry, name, kind, value = parts[3], parts[5], parts[6], parts[7]
-        return EnvironmentReference(registry, name, value if kind == "versions" else None,
+        name, kind, value = parts[5], parts[6], parts[7]
+        return EnvironmentReference(parts[3], name, value if kind == "versions" else None,
                                     value if kind == "labels" else None)
     ref = ref[len("azureml:"):] if ref.startswith("azureml:") else ref
+    version: str | None
+    label: str | None
     if "@" in ref:
         name, label = ref.split("@", 1)
         version = None

@@ -68,7 +68,10 @@ def _frameworks(data: Any) -> Frameworks:
     for name, row in mapping(data["frameworks"], "frameworks").items():
         with at("frameworks", name):
             out[str(name)] = _framework(str(name), row)
-    mpi, variables, node_rank, not_node_rank = set(), {}, {}, set()
+    mpi: set[str] = set()
+    not_node_rank: set[str] = set()
+    variables: dict = {}
+    node_rank: dict = {}
     for kind, row in mapping(data["distribution_types"], "distribution_types").items():
         with at("distribution_types", kind):
             row = mapping(row, "a distribution type")

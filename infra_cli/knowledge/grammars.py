@@ -131,7 +131,7 @@ def pip_requirement_problem(text: object) -> str | None:
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
-        Requirement(text)
+        Requirement(str(text))   # text, as text_problem found
     except (InvalidRequirement, SyntaxError, ValueError) as exc:  # a marker string '\\' is a SyntaxError
         first = str(exc).splitlines()[0] if isinstance(exc, InvalidRequirement) and str(exc) else "not PEP 508"
         return f"{text!r} is not a pip requirement (PEP 508): {first}"

@@ -236,7 +236,7 @@ def _sku_from_row(name: str, row: dict, env_profiles: dict[str, dict]) -> Sku:
         infiniband=InfiniBand(**ib) if ib else None,
         ethernet_gbps=int(row["ethernet_gbps"]) if row.get("ethernet_gbps") is not None else None,
         healthy_busbw_gbs=HealthyBusbw(**(row.get("healthy_busbw_gbs") or {})),
-        nccl_env={k: str(v) for k, v in (env_profiles.get(profile) or {}).items()},
+        nccl_env={k: str(v) for k, v in ((env_profiles.get(profile) if profile is not None else None) or {}).items()},
         retirement_date=retired,
         retirement_source=row.get("retirement_source"),
         unconfirmed=tuple(row.get("unconfirmed") or ()),

@@ -19,7 +19,7 @@ from typing import Any
 from infra_cli.azure.protocol import Provider, read_pool
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.plan.desired import environment_content_hash, secret_digest
-from infra_cli.plan.model import Resource, canonical_json, content_hash
+from infra_cli.plan.model import Resource, canonical_json
 from infra_cli.stack.model import inline_conda_text
 from infra_cli.stack.secret import revealed
 from infra_cli.stack.source import MAX_STACK_BYTES, load_yaml

@@ -129,7 +129,7 @@ def find_policies(given: Iterable[str], stack: Path) -> tuple[list[Path], list[D
             if not found:
                 problems.append(Diagnostic("warning", "policy.empty-folder", f"{name} holds no .rego file: no policy "
                                            "was evaluated", name, None, None, "add a policy (`package main`, "
-                                           f"`deny contains msg if {{...}}`), or pass `--policy none`"))
+                                           "`deny contains msg if {...}`), or pass `--policy none`"))
             files.extend(found)
         elif path.is_file():
             files.append(path)

@@ -66,12 +66,12 @@ class LockInfo:
     def holder_is_dead_here(self) -> bool:
         """Held by a process of this machine that no longer exists (a killed apply): safe to take over. A lock
         without the machine identity (an older infra) is never taken over."""
-        return self._pid_here() and _process_state(self.pid) == "gone"
+        return self._pid_here() and self.pid is not None and _process_state(self.pid) == "gone"
 
     def holder_is_alive_here(self) -> bool:
         """Held by a process of this machine that still runs (or may: one of another user): force-unlock refuses
         it without --force. A pid reused since by another process reads as alive too (the cautious answer)."""
-        return self._pid_here() and _process_state(self.pid) != "gone"
+        return self._pid_here() and self.pid is not None and _process_state(self.pid) != "gone"
 
 
 def _bare_id(text: str) -> str:

@@ -88,5 +88,5 @@ class StateStore:
     def records_from(stack: str, names: dict[str, str], environments: dict[str, dict[str, Any] | None]
                      ) -> dict[str, SmokeRecord | None]:
         """distribution -> its record, from the environments read (`names`: distribution -> the record's name)."""
-        return {d: record_from_tags(stack, d, environments[n]["tags"]) if environments.get(n) else None
+        return {d: record_from_tags(stack, d, found["tags"]) if (found := environments.get(n)) else None
                 for d, n in names.items()}
