@@ -36,5 +36,5 @@ def version_values(body: dict, next_version: str | None = None) -> dict[str, Any
             "next_version": next_version,
             "content": {"image": props.get("image"), "conda_file": props.get("condaFile"),
                         "description": props.get("description"),
-                        "build": {"context_uri": build.get("contextUri"), "dockerfile_path": build.get("dockerfilePath")}
-                        if isinstance(build, dict) else None}}
+                        "build": {"context_uri": build.get("contextUri"),
+                                  "dockerfile_path": build.get("dockerfilePath")} if isinstance(build, dict) else None}}

@@ -237,7 +237,8 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         plan = Plan(
             stack=data["stack"], mode=data["mode"],
             resource_changes=[ResourceChange.from_json(c) for c in data["resource_changes"]],
-            smoke_jobs=list(data.get("smoke_jobs") or []), diagnostics=[Diagnostic(**d) for d in data.get("diagnostics") or []],
+            smoke_jobs=list(data.get("smoke_jobs") or []),
+            diagnostics=[Diagnostic(**d) for d in data.get("diagnostics") or []],   # typed from here on
             live_fingerprint=data["live_fingerprint"],
             desired=[Resource.from_json(r) for r in data.get("desired") or []],
             smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},

@@ -27,7 +27,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from infra_cli.diagnostics import DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.check import check_image
 from infra_cli.image.errors import ImageReadError
 from infra_cli.image.layers import index_layer
@@ -331,7 +331,7 @@ def valid_plan_body() -> dict:
                            [["size"]], "because", (("tags", "team"),)),
             ResourceChange("cluster.old", "cluster", "old", ["delete"], cluster, None),
         ],
-        smoke_jobs=["smoke.ddp"], diagnostics=[{"severity": "warning", "rule": "r", "message": "m"}],
+        smoke_jobs=["smoke.ddp"], diagnostics=[Diagnostic("warning", "r", "m")],
         live_fingerprint="abc", desired=[Resource("cluster.a100", "cluster", "a100", cluster, {"infra.stack": "s"},
                                                   ("environment.e",))],
         smoke_reasons={"smoke.ddp": "new"},

@@ -75,9 +75,9 @@ def already_managed(loaded: Any, address: str, what: str) -> DiagnosticError:
     # stack last applied with the live values, hiding from the next plan a drift it should show.
     file = loaded.path
     return import_error(loaded, f"{address} is already managed by stack {loaded.stack.stack!r}: {what} carries "
-                         "its ownership tags", f"nothing to import: `infra plan {file}` shows how it differs from "
-                         f"the stack. To adopt it again, run `infra state rm {address} {file}` first",
-                         "import.already-managed")
+                        "its ownership tags", f"nothing to import: `infra plan {file}` shows how it differs from "
+                        f"the stack. To adopt it again, run `infra state rm {address} {file}` first",
+                        "import.already-managed")
 
 
 def unowned(loaded: Any, address: str, live: Any, what: str) -> Any:

@@ -118,11 +118,11 @@ class ClusterSteps(KindSteps):
         live = read_cluster(provider, name)
         if live is None:
             raise import_error(loaded, f"there is no cluster {name!r} in workspace {loaded.stack.workspace.name!r}",
-                                "check the name with `az ml compute list`")
+                               "check the name with `az ml compute list`")
         if is_other_compute(live):
             raise import_error(loaded, f"{name!r} is a {live.attributes['compute_type']} compute, not an AmlCompute "
-                                "cluster",
-                                "infra imports AmlCompute clusters only: give the stack's cluster another name")
+                               "cluster",
+                               "infra imports AmlCompute clusters only: give the stack's cluster another name")
         return unowned(loaded, address, live, f"cluster {name!r}")
 
     def adopt_imported(self, loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:

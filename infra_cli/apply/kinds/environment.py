@@ -69,11 +69,11 @@ class EnvironmentSteps(KindSteps):
         """The environment's latest live version, or the reason it cannot be imported."""
         if loaded.stack.environments[name].curated:
             raise import_error(loaded, f"{address} is a curated environment: infra only reads it, there is nothing "
-                                "to import", "import an environment the stack registers (image: or build:)")
+                               "to import", "import an environment the stack registers (image: or build:)")
         live = read_environment(provider, name, None)
         if live is None or live.attributes.get("version") is None:
             raise import_error(loaded, f"there is no environment {name!r} in workspace {loaded.stack.workspace.name!r}",
-                                "check the name with `az ml environment list`")
+                               "check the name with `az ml environment list`")
         return unowned(loaded, address, live, f"environment {name!r} (version {live.attributes['version']})")
 
     def adopt_imported(self, loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
