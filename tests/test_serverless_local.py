@@ -77,3 +77,21 @@ def test_a_smoke_on_a_missing_compute_says_so_before_submitting(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     out = r.stdout + r.stderr
     assert "compute 'k8s-gpu' does not exist" in out and "az ml compute attach" in out, out
+
+
+def test_the_size_plan_reads_of_a_compute_is_judged_as_a_clusters(tmp_path):
+    """validate says nothing of a compute's size (it cannot know it); plan reads it and judges it by the same
+    rules: 8 processes per node on a size of 2 GPUs is distribution.gpus-exceeded, naming the compute."""
+    other = write_stack(tmp_path / "other.yaml", "elsewhere", {"made-elsewhere": {"size": TWO_GPU_SIZE,
+                                                                                "max_instances": 2}}, {})
+    made = infra("apply", str(other), "--auto-approve", "--local", "--no-smoke", state=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    dist = {"compute": "azureml:made-elsewhere", "environment": "acpt", "type": "pytorch",
+            "process_count_per_instance": 8}
+    stack = write_stack(tmp_path / "stack.yaml", "attached-size", {}, {"job": dist})
+    assert infra("validate", str(stack), state=tmp_path).returncode == 0
+    plan = _plan(stack, tmp_path)
+    found = [d for d in plan["diagnostics"] if d["rule"] == "distribution.gpus-exceeded"]
+    assert len(found) == 1 and found[0]["severity"] == "error" and "2 GPU(s)" in found[0]["message"], plan
+    fixed = write_stack(tmp_path / "stack.yaml", "attached-size", {}, {"job": {**dist, "process_count_per_instance": 2}})
+    assert not [d for d in _plan(fixed, tmp_path)["diagnostics"] if d["severity"] == "error"]

@@ -13,6 +13,10 @@ from infra_cli.knowledge.skus import Catalog
 from infra_cli.plan.cost import UNKNOWN, money, node_cost
 from infra_cli.plan.live import LiveFacts
 from infra_cli.stack.load import LoadedStack
+from infra_cli.validate.rules.registry import RULES, Context
+
+# The rule modules whose checks read a distribution's size (Context.size_of)
+_SIZE_RULE_MODULES = ("infra_cli.validate.rules.distributions", "infra_cli.validate.rules.launch")
 
 # azure-ai-ml's compute types as compute_values names them (azure/compute_codec.py), as `az ml compute` says them
 _KIND_WORDS = {"amlcompute": "an AmlCompute cluster", "kubernetes": "a Kubernetes compute",
@@ -25,7 +29,7 @@ def referenced_computes(loaded: LoadedStack, read_compute: Callable[[str], dict[
     """Each compute a distribution names but the stack does not declare, read live: missing, an error naming how
     to create or attach it (apply never does); present, what Azure says it is (its kind, its size where it has
     one), and a GPU count against the processes per node where the catalog knows the size."""
-    stack, out = loaded.stack, []
+    stack, out, sizes = loaded.stack, [], {}
     names = sorted({d.compute_name for d in stack.distributions.values()
                     if d.compute_name is not None and not d.virtual_cluster})
     read = {name: read_compute(name) for name in names}
@@ -59,14 +63,21 @@ def referenced_computes(loaded: LoadedStack, read_compute: Callable[[str], dict[
             f"distribution {dist_name!r} runs on compute {name!r}: {_KIND_WORDS.get(kind.lower(), kind)}"
             + (f" of {size}" if size else "") + ", read live; infra does not manage it (apply never creates, "
             "changes or deletes it)", "nothing to do", "info"))
-        sku = catalog.get(size) if size else None
-        if sku is not None and sku.gpus and dist.type in ("pytorch", "mpi") and \
-                (dist.process_count_per_instance or 1) > sku.gpus:
-            out.append(loaded.source.diagnostic(
-                ("distributions", dist_name, "process_count_per_instance"), "distribution.gpus-exceeded",
-                f"process_count_per_instance {dist.process_count_per_instance} exceeds the {sku.gpus} GPU(s) of "
-                f"{sku.name}, the size of compute {name!r}", f"set process_count_per_instance: {sku.gpus} "
-                "(one process per GPU)"))
+        if size:
+            sizes[name] = size
+    return out + live_size_rules(loaded, sizes, catalog)
+
+
+def live_size_rules(loaded: LoadedStack, sizes: dict[str, str], catalog: Catalog) -> list[Diagnostic]:
+    """validate's size rules (InfiniBand between nodes, GPUs against processes, launchers, Ray's --num-gpus) on
+    the distributions whose compute plan read a size of (`sizes`: compute name -> size): what they say with the
+    size known that they did not say without it."""
+    if not sizes:
+        return []
+    checks = [fn for fn in RULES if fn.__module__ in _SIZE_RULE_MODULES]
+    key = lambda d: (d.rule, d.line, d.column, d.message)  # noqa: E731
+    offline = {key(d) for fn in checks for d in fn(Context(loaded, catalog))}
+    return [d for fn in checks for d in fn(Context(loaded, catalog, live_sizes=sizes)) if key(d) not in offline]
     return out
 
 

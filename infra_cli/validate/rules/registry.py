@@ -23,6 +23,8 @@ class Context:
     loaded: LoadedStack
     catalog: Catalog
     today: datetime.date = field(default_factory=datetime.date.today)  # retirements are judged as of this day
+    # the sizes plan read live of computes infra does not manage (name -> size): offline, none is known
+    live_sizes: dict[str, str] = field(default_factory=dict)
 
     @property
     def stack(self):
@@ -40,7 +42,10 @@ class Context:
         return self.catalog.get(cluster.size) if cluster else None
 
     def size_of(self, dist: Distribution) -> str | None:
-        """The size the distribution runs on (Stack.size_of: a cluster's size, a serverless instance_type)."""
+        """The size the distribution runs on (Stack.size_of: a cluster's size, a serverless instance_type; a
+        compute infra does not manage, the size plan read live, if it did)."""
+        if dist.runs_on == "compute":
+            return self.live_sizes.get(dist.compute_name or "")
         return self.stack.size_of(dist)
 
     def dist_sku(self, dist: Distribution) -> Sku | None:
