@@ -1,0 +1,91 @@
+"""Resource kinds as a table (issue 42): what differs by kind lives in the kind's own modules (plan/kinds/K.py for
+the plan, apply/kinds/K.py for how apply makes it), looked up by Resource.type in plan/kinds KINDS and apply/kinds
+STEPS. The engines and views do not branch on a kind's name: the few comparisons left are listed here, each with
+why. Read from the source with `ast`, so a new branch anywhere in plan/, apply/ or commands/views/ fails here."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from infra_cli.apply.kinds import STEPS
+from infra_cli.apply.kinds.base import KindSteps
+from infra_cli.azure.protocol import Provider
+from infra_cli.plan.kinds import KINDS
+from infra_cli.plan.kinds.base import Kind
+
+ROOT = Path(__file__).resolve().parent.parent / "infra_cli"
+SCANNED = ("plan", "apply", "commands/views")
+KIND_MODULES = ("plan/kinds/", "apply/kinds/")
+# (module, function) -> why it still names a kind
+ALLOWED = {
+    ("plan/live.py", "_wanted_environments"): "the live reader sits below plan/kinds, which read its LiveState",
+    ("plan/live.py", "read_live"): "the live reader sits below plan/kinds, which read its LiveState",
+    ("plan/normalise.py", "is_other_compute"): "a workspace's computes share one namespace: another compute is read "
+                                               "as the cluster kind's live resource; below plan/kinds",
+    ("plan/cost.py", "cluster_costs"): "plan/model.py reads cost.py, and the kinds read plan/model.py",
+    ("plan/preflight.py", "public_ip_without_subnet"): "a network the workspace's isolation refuses: only a cluster has one",
+    ("plan/engine.py", "with_resolved_environments"): "`resolved` holds environment references only",
+}
+
+
+def _kind_comparisons(tree: ast.AST) -> list[tuple[str, int]]:
+    """(enclosing function, line) of each `... == "cluster"` / `!= "environment"` (any kind's name)."""
+    names = set(KINDS)
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, child.name)
+                continue
+            if isinstance(child, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in child.ops):
+                operands = [child.left, *child.comparators]
+                if any(isinstance(o, ast.Constant) and o.value in names for o in operands):
+                    found.append((function, child.lineno))
+            visit(child, function)
+
+    visit(tree, "<module>")
+    return found
+
+
+def test_the_engines_and_views_look_a_kind_up_instead_of_branching_on_its_name():
+    branches = []
+    for part in SCANNED:
+        for path in sorted((ROOT / part).rglob("*.py")):
+            module = path.relative_to(ROOT).as_posix()
+            if module.startswith(KIND_MODULES):
+                continue
+            for function, line in _kind_comparisons(ast.parse(path.read_text("utf-8"))):
+                if (module, function) not in ALLOWED:
+                    branches.append(f"{module}:{line} ({function})")
+    assert not branches, ("a branch on a kind's name outside plan/kinds and apply/kinds: put what differs in the "
+                          f"kind's module and look it up (KINDS[...] / STEPS[...]), or list it in ALLOWED with why: "
+                          f"{branches}")
+
+
+def test_the_allowed_branches_are_still_there():
+    """An entry of ALLOWED no branch needs any more is taken out, so the list says what is left."""
+    present = set()
+    for module, _ in ALLOWED:
+        present |= {(module, f) for f, _ in _kind_comparisons(ast.parse((ROOT / module).read_text("utf-8")))}
+    assert set(ALLOWED) <= present, set(ALLOWED) - present
+
+
+def test_every_kind_is_planned_and_applied():
+    assert set(KINDS) == set(STEPS), (set(KINDS), set(STEPS))
+    for name, kind in KINDS.items():
+        assert kind.name == name and kind.section and kind.az_noun and kind.imported_noun
+        for method in ("live", "judge", "declared", "output", "read_imported", "declaration"):
+            assert getattr(type(kind), method) is not getattr(Kind, method), f"{name} does not define {method}"
+    for name, steps in STEPS.items():
+        for method in ("step", "adopt", "destroy_refusal", "importable", "adopt_imported", "forget"):
+            assert getattr(type(steps), method) is not getattr(KindSteps, method), f"{name} does not define {method}"
+
+
+def test_the_provider_interface_has_no_way_around_it_to_the_sdk_clients():
+    """state/ and smoke/ read and write through the Provider's own methods (records, jobs), never `.clients`."""
+    assert "clients" not in getattr(Provider, "__annotations__", {})
+    for part in ("state", "smoke", "plan", "apply"):
+        for path in (ROOT / part).rglob("*.py"):
+            assert ".clients" not in path.read_text("utf-8"), path
