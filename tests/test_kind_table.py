@@ -24,7 +24,8 @@ ALLOWED = {
     ("plan/normalise.py", "is_other_compute"): "a workspace's computes share one namespace: another compute is read "
                                                "as the cluster kind's live resource; below plan/kinds",
     ("plan/cost.py", "cluster_costs"): "plan/model.py reads cost.py, and the kinds read plan/model.py",
-    ("plan/preflight.py", "public_ip_without_subnet"): "a network the workspace's isolation refuses: only a cluster has one",
+    ("plan/preflight.py", "public_ip_without_subnet"): "a network the workspace's isolation refuses: only a cluster "
+                                                       "has one",
     ("plan/engine.py", "with_resolved_environments"): "`resolved` holds environment references only",
 }
 
