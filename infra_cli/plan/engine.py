@@ -14,6 +14,7 @@ from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.diff import diff, drift, force_replace, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider, read_pool
+from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import DEFAULT_READS, LiveState, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.outputs import OutputValue, output_values
@@ -172,6 +173,7 @@ def cpu_transports(loaded: LoadedStack) -> list[Diagnostic]:
 
 def with_resolved_environments(changes: list[ResourceChange], resolved: dict[str, str | None]) -> list[ResourceChange]:
     """Curated environments are only read: their change shows what the reference resolves to now."""
+    # by name: `resolved` holds environment references only (a cluster of the same name is none of them)
     return [replace(c, after={**(c.after or {}), "resolved": resolved[c.name]})
             if c.type == "environment" and resolved.get(c.name) else c for c in changes]
 
@@ -229,8 +231,7 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
 def check_replace(loaded: LoadedStack, desired: list[Resource], replace: list[str]) -> None:
     """--replace names a cluster or an environment of the stack."""
     check_addresses(str(loaded.path), replace=replace)   # the grammar first, then whether the stack has it
-    known = sorted(r.address for r in desired if r.type == "cluster" or
-                   r.type == "environment" and r.attributes.get("kind") != "curated")
+    known = sorted(r.address for r in desired if KINDS[r.type].managed(r))
     bad = [a for a in replace if a not in known]
     if bad:
         raise DiagnosticError([Diagnostic("error", "plan.unknown-replace", f"--replace {a} is not a cluster or "
