@@ -78,12 +78,12 @@ class Kind:
         another stack owns, or none owns without an import block, is left alone and said; an import block that
         names nothing is said."""
         current = self.live(live).get(desired.name)
-        exists = self.exists(current)
-        adopt = desired.address in ctx.imports and exists and self.adoptable(current)
-        if desired.address in ctx.imports and not exists and self.managed(desired):
+        found = current if current is not None and self.exists(current) else None
+        adopt = desired.address in ctx.imports and found is not None and self.adoptable(found)
+        if desired.address in ctx.imports and found is None and self.managed(desired):
             return [], [import_missing(self, desired, ctx)]
-        if exists and current.owner_stack != ctx.stack and not adopt:
-            return [], [not_owned(self, desired.address, desired.name, current, ctx)]
+        if found is not None and found.owner_stack != ctx.stack and not adopt:
+            return [], [not_owned(self, desired.address, desired.name, found, ctx)]
         return self.judge(desired, current, adopt, ctx)
 
     def diff_undeclared(self, desired: list[Resource], live: LiveState, ctx: DiffContext
