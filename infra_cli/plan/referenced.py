@@ -78,7 +78,6 @@ def live_size_rules(loaded: LoadedStack, sizes: dict[str, str], catalog: Catalog
     key = lambda d: (d.rule, d.line, d.column, d.message)  # noqa: E731
     offline = {key(d) for fn in checks for d in fn(Context(loaded, catalog))}
     return [d for fn in checks for d in fn(Context(loaded, catalog, live_sizes=sizes)) if key(d) not in offline]
-    return out
 
 
 def serverless_preflight(loaded: LoadedStack, facts: LiveFacts, catalog: Catalog) -> list[Diagnostic]:
