@@ -95,3 +95,37 @@ def test_the_size_plan_reads_of_a_compute_is_judged_as_a_clusters(tmp_path):
     assert len(found) == 1 and found[0]["severity"] == "error" and "2 GPU(s)" in found[0]["message"], plan
     fixed = write_stack(tmp_path / "stack.yaml", "attached-size", {}, {"job": {**dist, "process_count_per_instance": 2}})
     assert not [d for d in _plan(fixed, tmp_path)["diagnostics"] if d["severity"] == "error"]
+
+
+def test_a_kubernetes_compute_attached_elsewhere_is_read_runs_the_smoke_and_is_left_alone(tmp_path):
+    """`az ml compute attach --type Kubernetes` (azure-ai-ml's KubernetesCompute) on the local Azure, then a stack
+    whose job names it: plan reads it as a Kubernetes compute, apply and destroy leave it, and the smoke job runs
+    on it."""
+    need("torch")
+    from azure.ai.ml.entities import KubernetesCompute
+
+    from emulator_fixtures import start_emulator
+    from infra_cli.commands.backend import build_clients
+    from infra_cli.stack.model import Workspace
+
+    server = start_emulator(tmp_path / "local")
+    try:
+        ml = build_clients(Workspace(subscription_id="00000000-0000-0000-0000-000000000000", resource_group="rg-test",
+                                     name="mlw-test", location="eastus"), local=True, emulator=server).ml
+        arc = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test/providers/"
+               "Microsoft.Kubernetes/connectedClusters/arc-gpu")
+        ml.compute.begin_create_or_update(KubernetesCompute(name="k8s-gpu", resource_id=arc, namespace="train")).result()
+    finally:
+        server.stop()
+    dist = {"compute": "azureml:k8s-gpu", "environment": "acpt",
+            "command": "torchrun --standalone --nproc_per_node 1 train.py"}
+    stack = write_stack(tmp_path / "stack.yaml", "attached-k8s", {}, {"single": dist})
+    plan = _plan(stack, tmp_path)
+    read = [d for d in plan["diagnostics"] if d["rule"] == "plan.compute-read"]
+    assert read and "a Kubernetes compute, read live" in read[0]["message"], plan["diagnostics"]
+    assert not [d for d in plan["diagnostics"] if d["severity"] == "error"]
+    got = assert_passed(smoke(stack, tmp_path)["single"])
+    assert "instance_count 1" in got["check.world_size"][0][1]
+    destroyed = infra("destroy", str(stack), "--auto-approve", "--local", state=tmp_path)
+    assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
+    assert [d for d in _plan(stack, tmp_path)["diagnostics"] if d["rule"] == "plan.compute-read"]

@@ -92,9 +92,12 @@ def put_compute(service: EmulatedService, req: Request, scope: Scope, name: str)
     service.check_name("compute", name)
     request = req.json()
     props = request.get("properties") or {}
+    if props.get("computeType") == "Kubernetes":
+        return _attach_kubernetes(service, scope, name, request, props, workspace)
     if props.get("computeType") != "AmlCompute":
         raise ArmError(400, "BadRequest", f"computeType {props.get('computeType')!r} is not supported by the "
-                       "emulator: only AmlCompute clusters are.", target="properties.computeType")
+                       "emulator: only AmlCompute clusters and attached Kubernetes computes are.",
+                       target="properties.computeType")
     inner = dict(props.get("properties") or {})
     if not inner.get("vmSize"):
         raise ArmError(400, "BadRequest", "properties.properties.vmSize is required.", target="vmSize")
@@ -286,6 +289,31 @@ def ml_family_quota_name(family: str, priority: str) -> str:
     core = family[len("standard"):] if family.lower().startswith("standard") else family
     core = core[: -len("family")] if core.lower().endswith("family") else core
     return f"Standard {core} Family Cluster {priority} vCPUs"
+
+
+def _attach_kubernetes(service: EmulatedService, scope: Scope, name: str, request: dict, props: dict,
+                       workspace: dict) -> Response:
+    """`az ml compute attach --type Kubernetes`: a Kubernetes (Arc) cluster's ARM id attached under a name, with
+    its namespace and instance types (Compute/createOrUpdate/KubernetesCompute.json); nothing is created, so it
+    is there at once. Its jobs run here as a cluster's do."""
+    resource_id = props.get("resourceId")
+    if not (isinstance(resource_id, str) and resource_id.startswith("/subscriptions/")):
+        raise ArmError(400, "BadRequest", "properties.resourceId must be the ARM id of the Kubernetes cluster to "
+                       "attach.", target="properties.resourceId")
+    now = utc_now_iso()
+    with service.store.lock:
+        if service.store.get(TYPE, scope.key, name) is not None:
+            raise ArmError(409, "Conflict", f"Compute '{name}' already exists; detach it first.")
+        location = workspace["location"]
+        body = {"id": f"{scope.arm_id}/computes/{name}", "name": name,
+                "type": "Microsoft.MachineLearningServices/workspaces/computes", "location": location,
+                "tags": request.get("tags") or {}, "systemData": system_data(now),
+                "properties": {"computeType": "Kubernetes", "computeLocation": location, "resourceId": resource_id,
+                               "description": props.get("description"), "createdOn": now, "modifiedOn": now,
+                               "isAttachedCompute": True, "provisioningState": "Succeeded",
+                               "provisioningErrors": None, "properties": dict(props.get("properties") or {})}}
+        service.store.put(TYPE, scope.key, name, body)
+    return json_response(200, public(body))
 
 
 def _new_body(scope: Scope, name: str, request: dict, inner: dict, location: str) -> dict:

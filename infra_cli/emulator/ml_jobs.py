@@ -102,6 +102,8 @@ def _check_compute(service: EmulatedService, scope: Scope, props: dict, compute_
         state = "does not exist" if compute is None else f"is {compute['properties'].get('provisioningState')}"
         raise ArmError(400, "UserError", f"Compute '{compute_name}' {state} in workspace '{scope.workspace}'.",
                        target="computeId")
+    if compute["properties"].get("computeType") == "Kubernetes":
+        return   # an attached Kubernetes cluster: its nodes are its own (instance types, not a node count)
     max_nodes = int(compute["properties"]["properties"].get("scaleSettings", {}).get("maxNodeCount", 0))
     wanted = int((props.get("resources") or {}).get("instanceCount") or 1)
     if wanted > max_nodes:
