@@ -78,7 +78,7 @@ def test_a_serverless_job_is_named_as_such_and_its_size_pointed_at(tmp_path):
 def test_a_serverless_instance_type_that_is_no_size_is_refused_where_written(tmp_path):
     body = serverless(one_distribution(A100, CURATED_ENV, "type: pytorch\nprocess_count_per_instance: 8\n"), "ND96-big")
     d = check(tmp_path, body).one("cluster.size-unknown", "error", "instance_type: ND96-big")
-    assert "serverless" in d.message and "infra skus" in d.hint
+    assert "serverless distribution" in d.message and "infra skus" in d.hint
     assert check(tmp_path, body.replace("ND96-big", A100)).of("cluster.size-unknown") == []
 
 

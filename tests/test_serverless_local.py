@@ -129,3 +129,14 @@ def test_a_kubernetes_compute_attached_elsewhere_is_read_runs_the_smoke_and_is_l
     destroyed = infra("destroy", str(stack), "--auto-approve", "--local", state=tmp_path)
     assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr
     assert [d for d in _plan(stack, tmp_path)["diagnostics"] if d["rule"] == "plan.compute-read"]
+
+
+def test_a_serverless_job_of_a_retired_size_is_a_plan_error(tmp_path):
+    """cluster.size-retired is judged live for clusters (one that exists keeps its nodes); a serverless job has no
+    node yet, so plan refuses a retired instance_type as validate does (Learn's 4 x Standard_NC24 example)."""
+    dist = {"environment": "acpt", "command": "echo hello", "instance_count": 4,
+            "resources": {"instance_type": "Standard_NC24"}}
+    stack = write_stack(tmp_path / "stack.yaml", "serverless-retired", {}, {"job": dist})
+    plan = _plan(stack, tmp_path)
+    found = [d for d in plan["diagnostics"] if d["rule"] == "cluster.size-retired"]
+    assert len(found) == 1 and found[0]["severity"] == "error" and "Standard_NC24" in found[0]["message"], plan

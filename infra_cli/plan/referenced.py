@@ -6,6 +6,7 @@ the workspace's region and whose nodes draw on the same Azure ML quota as a clus
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Callable
 
 from infra_cli.diagnostics import Diagnostic
@@ -91,6 +92,13 @@ def serverless_preflight(loaded: LoadedStack, facts: LiveFacts, catalog: Catalog
             continue
         at = ("distributions", name, "resources", "instance_type")
         where = facts.location
+        known = catalog.get(size)
+        if known is not None and known.retired_as_of(datetime.date.today()):
+            # validate's cluster.size-retired, which plan judges live for clusters: a serverless job has no node yet
+            out.append(loaded.source.diagnostic(
+                at, "cluster.size-retired", f"{known.name} is retired by Azure: serverless compute creates no node "
+                "of it", "choose a current size for resources.instance_type (`infra skus`)"))
+            continue
         live = facts.skus.get(size.lower())
         if "skus" not in facts.unread:
             if live is None:

@@ -75,26 +75,32 @@ LOW_PRIORITY_UNSUPPORTED = declare("cluster.low-priority-unsupported", "error",
                                    "a cluster asks for `tier: low_priority` on a size Azure ML runs only as dedicated")
 
 
+def _size_unknown(ctx: Context, path: tuple, size: str, subject: str) -> Iterator[Diagnostic]:
+    """A size the catalog does not have: an error for a name that is no Azure VM size, a warning for a GPU or HPC
+    size (the catalog sets out to cover those families: a gap worth saying); `subject` names it ("size 'X'")."""
+    parsed = parse_size_name(size)
+    family = {n.lower(): n for n in same_family(size, ctx.catalog)}  # Azure reads names in any case
+    close = [family[c] for c in difflib.get_close_matches(size.lower(), list(family), n=1, cutoff=0.75)]
+    mean = f"did you mean {close[0]!r}? " if close else ""
+    if parsed is None:
+        yield ctx.at(path, SIZE_UNKNOWN.id,
+                     f"{subject} is not an Azure VM size name (Standard_<family><vCPUs><features>"
+                     "[_<accelerator>][_v<version>])",
+                     mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
+    elif parsed.gpu_or_hpc:
+        rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
+        yield ctx.warning(path, SIZE_UNKNOWN.id,
+                          f"{subject} is not in the SKU catalog; judged by its name: {parsed.family} family, "
+                          f"{rdma}", mean + "add the size to validators/skus.yaml (with its source) so its GPUs and "
+                          "InfiniBand can be checked")
+
+
 @rule_for_each("clusters", SIZE_UNKNOWN, SIZE_RETIRED, SIZE_RETIRING)
 def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     path = ("clusters", name, "size")
     sku = ctx.catalog.get(cluster.size)
     if sku is None:
-        parsed = parse_size_name(cluster.size)
-        family = {n.lower(): n for n in same_family(cluster.size, ctx.catalog)}  # Azure reads names in any case
-        close = [family[c] for c in difflib.get_close_matches(cluster.size.lower(), list(family), n=1, cutoff=0.75)]
-        mean = f"did you mean {close[0]!r}? " if close else ""
-        if parsed is None:
-            yield ctx.at(path, SIZE_UNKNOWN.id,
-                         f"size {cluster.size!r} is not an Azure VM size name (Standard_<family><vCPUs><features>"
-                         "[_<accelerator>][_v<version>])",
-                         mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
-        elif parsed.gpu_or_hpc:  # the catalog sets out to cover these families: a gap worth saying
-            rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
-            yield ctx.warning(path, SIZE_UNKNOWN.id,
-                         f"size {cluster.size!r} is not in the SKU catalog; judged by its name: {parsed.family} family, "
-                         f"{rdma}", mean + "add the size to validators/skus.yaml (with its source) so its GPUs and "
-                         "InfiniBand can be checked")
+        yield from _size_unknown(ctx, path, cluster.size, f"size {cluster.size!r}")
     elif sku.retired_as_of(ctx.today):
         # Azure creates no new VM of a retired size; a cluster that exists keeps its nodes until Azure
         # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
@@ -222,15 +228,9 @@ def serverless_size(ctx: Context, name: str, dist: Distribution) -> Iterator[Dia
         return
     path, size = ("distributions", name, "resources", "instance_type"), dist.instance_type
     sku = ctx.catalog.get(size)
-    if sku is None and parse_size_name(size) is None:
-        family = {n.lower(): n for n in same_family(size, ctx.catalog)}
-        close = [family[c] for c in difflib.get_close_matches(size.lower(), list(family), n=1, cutoff=0.75)]
-        yield ctx.at(path, SIZE_UNKNOWN.id,
-                     f"distribution {name!r} runs on serverless compute of instance_type {size!r}, which is not an "
-                     "Azure VM size name (Standard_<family><vCPUs><features>[_<accelerator>][_v<version>])",
-                     (f"did you mean {close[0]!r}? " if close else "")
-                     + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
-    elif sku is not None and sku.retired_as_of(ctx.today):
+    if sku is None:
+        yield from _size_unknown(ctx, path, size, f"instance_type {size!r} of serverless distribution {name!r}")
+    elif sku.retired_as_of(ctx.today):
         yield ctx.at(path, SIZE_RETIRED.id,
                      f"{sku.name} was retired by Azure{_retirement(sku)}: serverless compute creates no node of it",
                      "choose a current size for resources.instance_type (`infra skus`)")
