@@ -40,8 +40,18 @@ def interrupt_leaves(state: str) -> None:
         record.leaves = state
 
 
-def stack_inputs():
-    """The running command's --var / --var-file as the stack loader takes them (stack/variables.py Inputs)."""
+# what a read-only command (output, state list, show) reads of a stack: a variable nothing here is built from
+# may stay unset (Terraform's `output` needs no variables)
+READ_ONLY_NEEDS = ("stack", "workspace")
+
+
+def stack_inputs(*, needs: tuple[str, ...] | None = None, unset_unknown: bool = False):
+    """The running command's --var / --var-file as the stack loader takes them (stack/variables.py Inputs).
+    `needs`: a read-only command's sections (READ_ONLY_NEEDS): an unset variable none of them is built from is
+    unknown, not an error. `unset_unknown`: every unset variable is unknown, with a warning (offline validate)."""
     from infra_cli.stack.variables import Inputs
 
-    return Inputs(this_run().variables)
+    run = this_run()
+    if needs:
+        return Inputs(run.variables, unset_unknown=True, needed=needs, command=f"`infra {run.command}`")
+    return Inputs(run.variables, unset_unknown=unset_unknown)

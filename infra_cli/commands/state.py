@@ -15,7 +15,7 @@ import typer
 from infra_cli.commands.cli import Command, Group, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_OK, fail
 from infra_cli.commands.hints import for_this_run
-from infra_cli.commands.run import stack_inputs
+from infra_cli.commands.run import READ_ONLY_NEEDS, stack_inputs
 from infra_cli.commands.terminal import colour_for, print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
@@ -50,7 +50,8 @@ def _read_state(stack: Path, local: bool):
     from infra_cli.plan.owned import read_stack_state
 
     try:
-        return read_stack_state(stack, backend=provider_for(local=local, anchor=stack), inputs=stack_inputs())
+        return read_stack_state(stack, backend=provider_for(local=local, anchor=stack),
+                                inputs=stack_inputs(needs=READ_ONLY_NEEDS))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 
@@ -121,7 +122,8 @@ def output(
         raise fail([Diagnostic("error", "output.raw-needs-name", "--raw prints one output: name it", None, None, None,
                                "`infra output STACK NAME --raw`")])
     try:
-        loaded, values = read_outputs(stack, backend=provider_for(local=local, anchor=stack), inputs=stack_inputs())
+        loaded, values = read_outputs(stack, backend=provider_for(local=local, anchor=stack),
+                                      inputs=stack_inputs(needs=READ_ONLY_NEEDS + ("outputs",)))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     if values is None:   # nothing of the stack exists: as Terraform with no state, no outputs (not every one null)

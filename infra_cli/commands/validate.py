@@ -29,7 +29,7 @@ def validate(
     """Check stack files offline: schema, references, InfiniBand eligibility, GPUs, MPI, launchers."""
     from infra_cli.validate.engine import validate_files
 
-    diagnostics = validate_files(stacks, stack_inputs())
+    diagnostics = validate_files(stacks, stack_inputs(unset_unknown=True))
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     if as_json:   # the shape of `terraform validate -json`, versioned as plan's JSON is

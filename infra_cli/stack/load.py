@@ -23,9 +23,9 @@ class SchemaErrors(DiagnosticError):
     bad workspace, a section that is not a mapping)."""
 
     def __init__(self, diagnostics: list[Diagnostic], partial: "LoadedStack | None" = None,
-                 removed: dict[str, set[str]] | None = None):
+                 removed: dict[str, set[str]] | None = None, source: SourceMap | None = None):
         super().__init__(diagnostics)
-        self.partial, self.removed = partial, removed or {}
+        self.partial, self.removed, self.source = partial, removed or {}, source
 
 
 _ENTRY_SECTIONS = ("clusters", "environments", "distributions")
@@ -123,6 +123,8 @@ def _model_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnost
             got = err.input
             secret = _is_secret_path(loc) or tuple(loc) in source.interpolated
             shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {short_repr(got)})"
+            given = source.given_by(loc)   # a --var's value: the error names the --var, not only the stack's line
+            shown = f"{shown[:-1]}, from {given[7:]}" if given and shown else given or shown
             out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", _type_hint(kind, loc)))
     return out
 
@@ -193,7 +195,7 @@ def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None,
         stack = Stack.model_validate(data)
     except ValidationError as exc:
         partial, removed = _partial_stack(data, exc.errors())
-        error = SchemaErrors(_model_diagnostics(exc, source), removed=removed)
+        error = SchemaErrors(_model_diagnostics(exc, source), removed=removed, source=source)
         if partial is not None:
             mark_sensitive_fields(partial, source.interpolated)
         error.partial = partial and (partial, source)   # load_stack makes it a LoadedStack

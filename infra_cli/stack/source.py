@@ -61,6 +61,18 @@ class SourceMap:
     variables: dict = field(default_factory=dict)  # name -> variables.Value, the `${var.NAME}` values the load used
     warnings: list = field(default_factory=list)  # what the load warns of (an undeclared key in a var file)
     secrets: set = field(default_factory=set)  # the clear texts of the stack's secrets: never in a diagnostic
+    unknown: dict = field(default_factory=dict)  # path -> the unset variables its value is built from (unknown)
+    given: dict = field(default_factory=dict)  # path -> (variable, where its value came from) for a whole ${var.X}
+
+    def unknown_positions(self) -> set[tuple[int, int]]:
+        """Where the stack holds an unknown value: a rule's error there judges the placeholder, not the stack."""
+        return {self.position(p) for p in self.unknown}
+
+    def given_by(self, path: Path) -> str:
+        """" (from --var nodes)" where the value at `path` is a whole ${var.X} given outside the stack (--var,
+        INFRA_VAR_X, a var file): an error there names where to fix it; "" otherwise."""
+        name, origin = self.given.get(tuple(path), (None, None))
+        return f" (from {origin})" if name is not None and origin != "default" else ""
 
     def position(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of `path`, or of its nearest ancestor that has one."""
@@ -144,6 +156,14 @@ class _Builder:
                 found = self._variable(whole.group(1), _mark(node))
                 if found is None:
                     return None
+                if found.origin == variables.UNKNOWN_ORIGIN:
+                    self.source.unknown[path] = {whole.group(1)}
+                    if found.sensitive:   # a placeholder: no secret text to keep out of messages
+                        self.source.interpolated.add(path)
+                        self.source.written[path] = value
+                        return secret_text.wrap(found.value)
+                    return copy.deepcopy(found.value)
+                self.source.given[path] = (whole.group(1), found.origin)
                 if found.sensitive:
                     self.source.interpolated.add(path)
                     self.source.written[path] = value
@@ -151,7 +171,7 @@ class _Builder:
                     return secret_text.wrap(found.value)   # text, and every text of a list or map, a Secret
                 return copy.deepcopy(found.value)
             secret = [False]
-            interpolated = self._interpolate(value, node, secret, outputs=path[:1] == ("outputs",))
+            interpolated = self._interpolate(value, node, secret, outputs=path[:1] == ("outputs",), path=path)
             if secret[0]:   # text built from a secret is a secret
                 self.source.interpolated.add(path)
                 self.source.written[path] = value
@@ -238,7 +258,7 @@ class _Builder:
                         f"write a valid {what}, or quote the value to make it text")
             return None
 
-    def _interpolate(self, text: str, node: yaml.Node, secret: list, outputs: bool = False) -> str:
+    def _interpolate(self, text: str, node: yaml.Node, secret: list, outputs: bool = False, path: Path = ()) -> str:
         places = self._reference_positions(node)
         seen = 0
 
@@ -257,6 +277,9 @@ class _Builder:
                 found = self._variable(name[4:], at)
                 if found is None:
                     return m.group(0)
+                if found.origin == variables.UNKNOWN_ORIGIN:   # text built from an unknown value is unknown
+                    self.source.unknown.setdefault(path, set()).add(name[4:])
+                    return "unknown"
                 shown = variables.as_text(found.value)
                 if shown is None:
                     self._error_at(at, "variable.type", f"${{{name}}} is a {variables.type_name(found.value)}: it "
@@ -431,7 +454,25 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
     data = builder.build(node, ())
     if builder.errors:
         raise DiagnosticError(builder.errors)
+    if inputs is not None and inputs.needed:
+        _refuse_needed_unknown(builder.source, inputs)
     return data, builder.source
+
+
+def _refuse_needed_unknown(source: SourceMap, inputs: "variables.Inputs") -> None:
+    """A read-only command (inputs.needed: the sections it reads, the stack's name and workspace) needs a variable
+    only where one of those is built from it: variable.missing for each such unset variable, at its declaration."""
+    needs: dict[str, list[str]] = {}
+    for path, names in source.unknown.items():
+        if path[:1] and path[0] in inputs.needed:
+            for name in names:
+                needs.setdefault(name, []).append(".".join(str(p) for p in path))
+    if needs:
+        what = inputs.command or "this command"
+        raise DiagnosticError([source.diagnostic(
+            ("variables", name), "variable.missing", f"variable {name!r} has no value, and {what} needs it: "
+            f"{', '.join(sorted(paths))} {'is' if len(paths) == 1 else 'are'} built from it",
+            variables.ways_to_set(name), key=True) for name, paths in sorted(needs.items())])
 
 
 def declared_not_sensitive(path: str | os.PathLike, environ: Mapping[str, str] | None = None) -> frozenset[str]:
@@ -452,6 +493,23 @@ def declared_not_sensitive(path: str | os.PathLike, environ: Mapping[str, str] |
         return variables.declared_not_sensitive(decls, builder.source)
     except (DiagnosticError, yaml.YAMLError, OSError, ValueError, RecursionError):
         return frozenset()
+
+
+def declared_names(path: str | os.PathLike) -> frozenset[str] | None:
+    """The variable names a stack file declares (the keys of its `variables:`), read bounded and without building
+    a value; None when the file is not a readable stack (no top-level `stack:`)."""
+    try:
+        text = read_stack_text(path)
+        _check_depth(text, str(path))
+        node = yaml.compose(text, Loader=_Loader)
+    except (DiagnosticError, yaml.YAMLError, OSError, ValueError, RecursionError):
+        return None
+    if node is None or _top_level(node, "stack") is None:
+        return None
+    declared = _top_level(node, "variables")
+    if not isinstance(declared, yaml.MappingNode):
+        return frozenset()
+    return frozenset(str(k.value) for k, _ in declared.value if isinstance(k, yaml.ScalarNode))
 
 
 def bounded_value(text: str) -> Any:

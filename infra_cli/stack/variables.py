@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hmac
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Mapping, Sequence
@@ -43,6 +44,22 @@ class Inputs:
     recorded: Mapping[str, Any] | None = None
     plan_file: str | None = None
     seal: Callable[[Any], str] | None = None   # how the plan keeps a secret (plan/planfile.py secret_seal)
+    # an unset variable is unknown (UNKNOWN_ORIGIN), not an error: offline `validate` (with a warning) and the
+    # read-only commands, which need only what `needed` names (top-level sections: the stack's name, its
+    # workspace) and refuse with variable.missing where one of those is built from an unset variable
+    unset_unknown: bool = False
+    needed: tuple[str, ...] = ()
+    command: str = ""   # the command that needs them, as a message names it ("infra output")
+
+
+UNKNOWN_ORIGIN = "unset"   # a Value with this origin is unknown: a placeholder, judged by no rule
+_PLACEHOLDERS = {"number": 1, "bool": False, "list": [], "map": {}}
+
+
+def placeholder(kind: str | None) -> Any:
+    """What an unknown value of type `kind` stands as, so the schema reads the stack (its positions are then
+    skipped by the rules: SourceMap.unknown)."""
+    return _PLACEHOLDERS.get(kind or "string", "unknown")
 
 
 @dataclass(frozen=True)
@@ -151,7 +168,7 @@ def convert(value: Any, kind: str | None, *, text: bool, parse: Callable[[str], 
         if kind == "number":
             if _INTEGER.fullmatch(value):
                 return True, int(value)
-            if _DECIMAL.fullmatch(value):
+            if _DECIMAL.fullmatch(value) and math.isfinite(float(value)):   # "1e400" is no number a field takes
                 return True, float(value)
             return False, None
         if kind == "bool":
@@ -174,7 +191,7 @@ def convert(value: Any, kind: str | None, *, text: bool, parse: Callable[[str], 
             return True, str(value)
         return False, None
     if kind == "number":
-        return (not isinstance(value, bool) and isinstance(value, (int, float)), value)
+        return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value), value)
     if kind == "bool":
         return isinstance(value, bool), value
     if kind == "list":
@@ -200,7 +217,7 @@ def as_text(value: Any) -> str | None:
     return str(value)
 
 
-def _ways(name: str) -> str:
+def ways_to_set(name: str) -> str:
     return (f"set it with `--var {name}=VALUE`, in a `--var-file FILE` (a line `{name}: VALUE`), or as the "
             f"environment variable {ENV_PREFIX}{name}; or give it a `default:`")
 
@@ -241,8 +258,14 @@ class _Resolver:
             for given in self.inputs.command_line:
                 (self.from_file if given.kind == "var-file" else self.from_flag)(given.text, chosen)
         for name in self.types:
-            if name not in chosen and not self.out.errors:
-                self.error(("variables", name), "variable.missing", f"variable {name!r} has no value", _ways(name),
+            if name not in chosen and not self.out.errors and self.inputs.unset_unknown:
+                chosen[name] = Value(placeholder(self.types[name]), self.sensitive[name], UNKNOWN_ORIGIN)
+                if not self.inputs.needed:   # validate: said once; a read-only command says it only if it needs it
+                    self.out.warnings.append(self.source.diagnostic(
+                        ("variables", name), "variable.unknown", f"variable {name!r} has no value here: judged as "
+                        "unknown (plan and apply need it)", ways_to_set(name), "warning", key=True))
+            elif name not in chosen and not self.out.errors:
+                self.error(("variables", name), "variable.missing", f"variable {name!r} has no value", ways_to_set(name),
                            key=True)
         self.out.values = chosen
         return self.out
@@ -394,9 +417,13 @@ class _Resolver:
             line, column = where.position((name,))
 
             def fail(rule: str, message: str, hint: str, line=line, column=column) -> None:
-                self.out.errors.append(Diagnostic("error", rule, message, path, line, column, hint))
+                self.out.errors.append(Diagnostic("error", rule, f"var file {path}: {message}", path,
+                                                  line, column, hint))
 
-            self._accept(name, raw, False, f"{path}:{line}:{column}", chosen, fail)
+            # Terraform's conversions: a var file's "4" is a number, "true" a bool, as `--var nodes=4` is
+            # (https://developer.hashicorp.com/terraform/language/expressions/type-constraints#conversion-of-primitive-types)
+            as_text_given = isinstance(raw, str) and self.types[name] in ("number", "bool")
+            self._accept(name, raw, as_text_given, f"{path}:{line}:{column}", chosen, fail)
 
     def from_plan(self, chosen: dict) -> None:
         """A saved plan's values; a sensitive one (kept as a digest) from its default or INFRA_VAR_<name>,

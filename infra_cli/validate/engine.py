@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Collection, Iterable
@@ -9,13 +10,38 @@ from typing import Collection, Iterable
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
 from infra_cli.knowledge.names import name_rules
 from infra_cli.stack.load import LoadedStack, SchemaErrors, load_stack
-from infra_cli.stack.variables import Inputs
+from infra_cli.stack.model import Stack
+from infra_cli.stack.source import SourceMap, declared_names, load_yaml, read_stack_text
+from infra_cli.stack.variables import Inputs, VarInput
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.validate.rules import run_rules
 
 
 def validate_stack(loaded: LoadedStack) -> list[Diagnostic]:
-    return [*loaded.source.warnings, *run_rules(loaded, load_catalog())]
+    return [*loaded.source.warnings, *named_givers(judged_known(run_rules(loaded, load_catalog()), loaded.source),
+                                                   loaded.source)]
+
+
+def named_givers(diagnostics: list[Diagnostic], source: SourceMap) -> list[Diagnostic]:
+    """Each diagnostic at a value given whole by a variable set outside the stack (--var, INFRA_VAR_, a var file)
+    names where it came from: the stack's line alone would send the user to a line they did not write."""
+    if not source.given:
+        return diagnostics
+    by_place = {source.position(p): source.given_by(p) for p in source.given}
+    return [replace(d, message=d.message + by_place[(d.line, d.column)])
+            if d.file == source.file and by_place.get((d.line, d.column)) and "(from " not in d.message else d
+            for d in diagnostics]
+
+
+def judged_known(diagnostics: list[Diagnostic], source: SourceMap | None) -> list[Diagnostic]:
+    """`diagnostics` without the errors at an unknown value (an unset variable's placeholder, offline validate and
+    the read-only commands: SourceMap.unknown): a rule that needs the value skips it, as Terraform's validate
+    does an unknown; the variable.unknown warning says it was not judged."""
+    if source is None or not source.unknown:
+        return diagnostics
+    at = source.unknown_positions()
+    return [d for d in diagnostics if not (d.severity == "error" and d.file == source.file and
+                                            (d.line, d.column) in at)]
 
 
 def beside_schema_errors(exc: SchemaErrors) -> list[Diagnostic]:
@@ -23,12 +49,13 @@ def beside_schema_errors(exc: SchemaErrors) -> list[Diagnostic]:
     partial): fixing the schema errors must not bring a second round of name and reference errors. A reference
     to an entry left out for its schema error is not dangling, and the names of the entries left out are
     still judged."""
-    out = list(exc.diagnostics)
+    out = judged_known(list(exc.diagnostics), exc.source)
     if exc.partial is None:
         return out
-    def refers_to_removed(d: Diagnostic) -> bool:
-        return d.rule == "distribution.dangling-reference" and any(
-            f"names {section[:-1]} {name!r}," in d.message for section, names in exc.removed.items() for name in names)
+    def refers_to_removed(d: Diagnostic) -> bool:   # one error at its source, not one more at each reference
+        return any(d.rule == "distribution.dangling-reference" and f"names {section[:-1]} {name!r}," in d.message or
+                   d.rule == "output.unknown-address" and d.message.endswith(f"the stack has no {section[:-1]}.{name}")
+                   for section, names in exc.removed.items() for name in names)
 
     out.extend(d for d in validate_stack(exc.partial) if not refers_to_removed(d))
     left_out = SimpleNamespace(**{s: dict.fromkeys(exc.removed.get(s, ())) for s in ("clusters", "environments",
@@ -41,9 +68,72 @@ def beside_schema_errors(exc: SchemaErrors) -> list[Diagnostic]:
     return sorted(out, key=lambda d: (d.line or 0, d.column or 0))
 
 
-def validate_files(paths: Iterable[Path], inputs: Inputs | None = None) -> list[Diagnostic]:
+# the naming convention of a variables file (README "Variables"; the pre-commit hook passes it as any stacks/ YAML):
+# NAME.vars.yaml, NAME.vars.yml or NAME.vars.json, as Terraform's NAME.tfvars
+VARS_SUFFIXES = (".vars.yaml", ".vars.yml", ".vars.json")
+_MAX_NEIGHBOURS = 200
+_STACK_KEYS = frozenset(f.key for f in Stack.model_fields.values())   # a stack's top-level keys, as written   # the stack files beside a var file read to find the one that declares its keys
+
+
+def _stacks_beside(path: Path, given: list[Path]) -> list[Path]:
+    """The stack files a variables file may belong to: those given on the same command line, then the YAML files
+    in its folder (bounded), in name order."""
+    try:
+        here = sorted(p for p in path.parent.iterdir() if p.suffix in (".yaml", ".yml") and p != path)
+    except OSError:
+        here = []
+    seen, out = set(), []
+    for p in [*given, *here[:_MAX_NEIGHBOURS]]:
+        if p.resolve() != path.resolve() and p.resolve() not in seen:
+            seen.add(p.resolve())
+            out.append(p)
+    return out
+
+
+def variables_file(path: Path, given: list[Path]) -> list[Diagnostic] | None:
+    """What validate says of a variables file (a mapping with no `stack:` whose keys a stack beside it declares,
+    or a file named NAME.vars.yaml): "a variables file for STACK" and its values checked against that stack's
+    declarations; None when `path` is not one (it is then judged as a stack)."""
+    try:
+        data, where = load_yaml(read_stack_text(path), str(path), {}, interpolate=False)
+    except DiagnosticError:
+        return None
+    named = str(path).endswith(VARS_SUFFIXES)
+    if not isinstance(data, dict) or "stack" in data or not (data or named):
+        return None
+    keys = {str(k) for k in data}
+    for stack in _stacks_beside(path, given):
+        declared = declared_names(stack)
+        if declared is not None and keys <= declared:
+            found = [Diagnostic("info", "variable.file-for", f"a variables file for {stack}", str(path), 1, 1,
+                                f"use it with `infra plan {stack} --var-file {path}`")]
+            # its values, judged against the stack's declarations, and where the stack takes them (an error at the
+            # stack's line that names this file: named_givers, SourceMap.given_by)
+            judged = validate_files([stack], Inputs((VarInput("var-file", str(path)),), unset_unknown=True), given=())
+            return found + [d for d in judged if d.severity == "error" and (
+                d.file == str(path) or f"from {path}:" in d.message)]
+    if not named and keys & _STACK_KEYS:   # a stack that lost its `stack:` line: judged as a stack
+        return None
+    return [where.diagnostic((), "variable.file", f"{path} " + ("is named as a variables file" if named else
+                             "has none of a stack's keys") + ", and no stack beside it declares all of its keys "
+                             f"({', '.join(sorted(keys)) or 'none'})",
+                             "if it is a variables file, declare its keys under the `variables:` of a stack in the "
+                             "same folder, or pass that stack with it (`infra validate STACK " + str(path) + "`); "
+                             "a file named NAME.vars.yaml is always read as one")]
+
+
+def validate_files(paths: Iterable[Path], inputs: Inputs | None = None,
+                   given: Iterable[Path] | None = None) -> list[Diagnostic]:
+    """The diagnostics of each file: a stack's, or a variables file's (variables_file). `given`: the files a
+    variables file's stack is looked for among first (default: `paths`); () judges each path as a stack."""
     out: list[Diagnostic] = []
+    paths = list(paths)
     for path in paths:
+        as_variables = None if given == () else variables_file(
+            Path(path), [Path(p) for p in (paths if given is None else given) if p != path])
+        if as_variables is not None:
+            out.extend(as_variables)
+            continue
         try:
             out.extend(validate_stack(load_stack(path, inputs=inputs)))
         except SchemaErrors as exc:
