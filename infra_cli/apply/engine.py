@@ -76,16 +76,22 @@ class SavedOutcome(PlanOutcome):
     """A plan from a file, already derived again from the stack and the live state (`plan` is the derived one);
     `targets` the file's --target addresses, which the derivation under the lock keeps to; `replan` the command
     that makes it again."""
-    targets: list[str] = field(default_factory=list)
     file: str = ""
     replan: str = ""
 
 
-def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None) -> SavedOutcome:
+def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None, local: bool = False) -> SavedOutcome:
     """Load a saved plan (its seals checked; `key`: INFRA_PLAN_KEY) and the stack it came from; refuse it if the
     stack's desired state changed, or if the actions it records are not those the stack and the live state call
-    for now. Reads only: nothing is locked or written."""
+    for now. `local`: `backend` is the project's local Azure; a plan made with --local is refused by any other
+    (the file records it, sealed: planfile.made_locally), so no local plan reaches Azure. Reads only: nothing is
+    locked or written."""
     saved = read_plan_file(path, key=key)
+    if saved.local and not local:
+        raise DiagnosticError([Diagnostic(
+            "error", "apply.plan-cloud", "this plan was made with --local, against the local Azure: it cannot be "
+            "applied to Azure", str(path), None, None, "apply it with --local (`infra apply FILE` does, reading "
+            "the file), or make a plan against Azure: `infra plan STACK --out FILE`")])
     loaded = load_planned_stack(saved)
     elsewhere = other_workspace(saved, loaded, path)
     if elsewhere is not None:   # before anything is read: the plan is no request for this workspace at all
@@ -134,7 +140,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
         if isinstance(outcome, SavedOutcome) and serial != plan.state:
             raise _stale_state(plan.state, serial, plan.stack, outcome.file, hint)
         if live.fingerprint() != plan.live_fingerprint or serial != plan.state:
-            again = (plan_stack(loaded, provider, mode=plan.mode, replace=outcome.replace)
+            again = (plan_stack(loaded, provider, mode=plan.mode, replace=outcome.replace, targets=outcome.targets)
                      if outcome.live is not None else None)
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
                 saved = isinstance(outcome, SavedOutcome)
@@ -152,7 +158,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             store.bump_serial(plan.stack, serial, operation)
         mark_smokes_pending(plan, loaded, provider)
         result = execute(plan, loaded, provider, parallelism=parallelism, emit=emit, stop=stop)
-    if plan.mode == PlanMode.DESTROY and result.ok:
+    if plan.mode == PlanMode.DESTROY and result.ok and not outcome.targets:   # a targeted destroy leaves the rest
         # nothing of the stack is left: infra's own records of it go too (after the lock's release, whose
         # "free" version is archived with the others), so nothing in the workspace carries the stack's tag
         result.retired = store.retire(plan.stack, lock)

@@ -133,11 +133,25 @@ def var_file_option():
                         help="set stack variables from a YAML or JSON file of NAME: VALUE (repeatable)")
 
 
+# A group's Terraform commands that infra spells otherwise (the root's are commands/root.py's _TERRAFORM_ONLY):
+# "No such command" alone leaves a Terraform user nowhere.
+_ELSEWHERE = {
+    ("state", "show"): "`infra show STACK` prints every resource the stack owns in Azure with its live attributes "
+                       "(`--json` as `terraform show -json`); `infra state list STACK` lists their addresses",
+}
+
+
 class Group(TyperGroup):
     """A group of commands (the root, `image`, `state`, `emulator`): its options are read as a Command's."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         return _parse(self, super().parse_args, ctx, args, group=True)
+
+    def resolve_command(self, ctx, args):
+        said = _ELSEWHERE.get((ctx.info_name, args[0])) if args and ctx.parent is not None else None
+        if said and self.get_command(ctx, args[0]) is None:
+            ctx.fail(f"No such command '{args[0]}': {said}.")
+        return super().resolve_command(ctx, args)
 
 
 def _plain_usage(piece: str) -> str:

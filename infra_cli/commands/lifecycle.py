@@ -4,6 +4,7 @@ Errors the commands do not handle (Azure's refusals, local OS errors, bugs) are 
 wrapper (commands/errors.py report_error).
 """
 
+import dataclasses
 import json
 import os
 import shlex
@@ -17,7 +18,7 @@ from infra_cli.arguments import NextStep
 from infra_cli.commands.cli import Command, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, smoke_interrupted
 from infra_cli.commands.hints import for_this_run, for_this_run_diagnostic, step, step_words
-from infra_cli.commands.run import interrupt_leaves, stack_inputs, this_run
+from infra_cli.commands.run import interrupt_leaves, run_record, stack_inputs, this_run
 from infra_cli.commands.terminal import Progress, colour_for, print_diagnostics, progress_stream
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
@@ -102,6 +103,14 @@ def parallelism_option():
     return typer.Option(8, "--parallelism", metavar="N", min=1, max=64, help="changes in flight at once")
 
 
+def target_option():
+    """`--target ADDR` (`-target=ADDR`), as Terraform's plan, apply and destroy take it (repeatable): only this
+    address, and what it depends on (or, destroying, what depends on it); every such run warns that targeting is
+    in effect (plan/engine.py targeting_warning)."""
+    return typer.Option([], "--target", metavar="ADDR",
+                        help="only this address (and what it depends on; destroying, what depends on it)")
+
+
 def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) -> "PlanOutcome":
     """Load and validate the stack, build the clients and the provider (Azure, or the local emulator) and plan."""
     from infra_cli.commands.backend import build_provider
@@ -136,7 +145,7 @@ def plan(
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="save the plan for `infra apply FILE`"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON (shape of terraform show -json)"),
     detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode", help="exit 2 when there are changes"),
-    target: List[str] = typer.Option([], "--target", metavar="ADDR", help="only this address (and what it depends on)"),
+    target: List[str] = target_option(),
     replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
                                       help="replace this cluster (-/+), or give this environment a new version"),
     refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
@@ -202,7 +211,7 @@ def plan(
         raise typer.Exit(EXIT_ERROR)
     if out is not None:
         write_plan_file(out, p, outcome.loaded.path, list(target), key=key,
-                        variables=recorded_values(outcome.loaded.variables), replace=list(replace))
+                        variables=recorded_values(outcome.loaded.variables), replace=list(replace), local=local)
         if not as_json:   # beside a Markdown plan, on stderr: stdout is the Markdown alone
             apply_it = step_words(NextStep(("infra", "apply"), (str(out),)), this_run().without_variables())
             print(f"\nSaved the plan to {out}. To perform exactly these actions: {apply_it}",
@@ -255,6 +264,7 @@ def apply(
     auto_approve: bool = typer.Option(False, "--auto-approve", help="apply without asking"),
     parallelism: int = parallelism_option(),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="do not run the smoke jobs after the changes"),
+    target: List[str] = target_option(),
     replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
                                       help="replace this cluster (-/+), or give this environment a new version"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
@@ -262,19 +272,21 @@ def apply(
     var_file: List[str] = var_file_option(),
 ) -> None:
     """Make Azure match the stack (or exactly a saved plan), then prove it with smoke jobs."""
-    _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False, replace=list(replace))
+    _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False, replace=list(replace),
+                      targets=list(target))
 
 
 def destroy(
     stack: Path = typer.Argument(..., metavar="STACK"),
     auto_approve: bool = typer.Option(False, "--auto-approve", help="destroy without asking"),
     parallelism: int = parallelism_option(),
+    target: List[str] = target_option(),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
     """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
-    _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True)
+    _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True, targets=list(target))
 
 
 def import_(
@@ -329,10 +341,10 @@ def force_unlock(
 
 
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
-                      *, destroy: bool, replace: list[str] = ()) -> None:
+                      *, destroy: bool, replace: list[str] = (), targets: list[str] = ()) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
     from infra_cli.commands.backend import provider_for
-    from infra_cli.plan.planfile import is_plan_file, plan_key, saved_stack_path
+    from infra_cli.plan.planfile import is_plan_file, made_locally, plan_key, saved_stack_path
     from infra_cli.commands.views.plan import render_plan
     from infra_cli.commands.views.outputs import apply_outputs, plan_outputs
     from infra_cli.plan.outputs import live_outputs
@@ -344,16 +356,28 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                 raise DiagnosticError([Diagnostic(
                     "error", "apply.plan-replace", "a saved plan takes no --replace: it replaces what it was made to",
                     str(source), None, None, "make the plan with it: `infra plan STACK --replace ADDR --out FILE`")])
+            if targets:
+                raise DiagnosticError([Diagnostic(
+                    "error", "apply.plan-target", "a saved plan takes no --target: it changes what it was made to",
+                    str(source), None, None, "make the plan with it: `infra plan STACK --target ADDR --out FILE`")])
             if this_run().variables:
                 raise DiagnosticError([Diagnostic(
                     "error", "apply.plan-variables", "a saved plan takes no --var or --var-file: it was made with "
                     "its variables' values, and is applied with them", str(source), None, None,
                     "drop the --var/--var-file options, or make a new plan with them: `infra plan STACK --var ... --out FILE`")])
+            # a plan made with --local is applied to the local Azure it was made against, --local or not
+            # (Terraform's saved plan carries its backend); one made against Azure is refused by --local
+            if not local and made_locally(source):
+                local = True
+                record = run_record()   # the commands the views name from now on carry --local
+                if record is not None:
+                    record.args = dataclasses.replace(record.args, local=True)
             backend = provider_for(local=local, anchor=saved_stack_path(source) or source)
-            outcome = prepare_from_plan_file(source, backend=backend, key=plan_key(os.environ))
+            outcome = prepare_from_plan_file(source, backend=backend, key=plan_key(os.environ), local=local)
             approved = True
         else:
-            outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal", replace=list(replace))
+            outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal", replace=list(replace),
+                                targets=list(targets))
             # the stack's policy/ folder judges what apply would do, as it judges `infra plan`
             outcome.plan.diagnostics.extend(_policy_diagnostics(_plan_document(outcome), source, [], []))
             _print_plan_diagnostics(outcome.plan, summary=False)   # "Apply refused" below says it

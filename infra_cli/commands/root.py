@@ -6,6 +6,7 @@ annotations at each start, and as text each one is compiled first (10 ms of `inf
 tests/test_startup_imports.py).
 """
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -57,6 +58,8 @@ _TERRAFORM_ONLY = {
     "taint": "`infra apply STACK --replace ADDR` replaces a resource, as `terraform apply -replace=ADDR` does",
     "workspace": "a stack's workspace comes from its variables: `infra plan STACK --var-file staging.yaml` "
                  "(README: Variables)",
+    "fmt": "infra has no formatter (a stack is YAML, kept as written): `infra validate STACK` checks it, at the "
+           "line of each problem",
 }
 
 
@@ -127,6 +130,17 @@ def installed_version() -> str:
     return installed.version if ours or not files else __version__
 
 
+def _chdir(ctx, param, value: Optional[str]) -> None:
+    """`-chdir=DIR`, Terraform's global option: the command runs in DIR, as if started there (its paths, the
+    project's .infra/ and local Azure are DIR's)."""
+    if value is None or ctx.resilient_parsing:
+        return
+    try:
+        os.chdir(value)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot change to {value!r}: {exc.strerror or exc}", param_hint="'-chdir'") from None
+
+
 def _print_version(value: bool) -> None:
     if value:
         print(f"infra v{installed_version()}")
@@ -137,6 +151,8 @@ def _print_version(value: bool) -> None:
 def _global_options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="print the version and exit"),
+    chdir: Optional[str] = typer.Option(None, "--chdir", metavar="DIR", callback=_chdir, expose_value=False,
+                                        help="run the command in DIR (Terraform's -chdir=DIR)"),
     install_completion: Optional[str] = typer.Option(
         None, "--install-completion", metavar="[SHELL]", callback=_completion, is_eager=True, expose_value=False,
         help=f"install completion for SHELL ({', '.join(_SHELLS)}; default: the current shell)"),
@@ -145,6 +161,12 @@ def _global_options(
         help="print the completion script for SHELL, to copy it or customize the installation"),
 ) -> None:
     """Plan, apply and prove distributed GPU training infrastructure on Azure Machine Learning."""
+
+
+@app.command("version", hidden=True)
+def _version() -> None:
+    """Terraform's spelling of --version (`terraform version`); --help lists --version alone."""
+    _print_version(True)
 
 
 # The order of --help: offline commands first, then the lifecycle, then the sub-applications.

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x75dcf6c7
+SOURCES_CRC = 0x37748d05
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
@@ -22,6 +22,8 @@ Usage: infra [OPTIONS] COMMAND [ARGS]...
 
 Options:
   --version                     print the version and exit
+  --chdir DIR                   run the command in DIR (Terraform's
+                                -chdir=DIR)
   --install-completion [SHELL]  install completion for SHELL (bash, zsh, fish,
                                 powershell, pwsh; default: the current shell)
   --show-completion [SHELL]     print the completion script for SHELL, to copy

@@ -71,10 +71,13 @@ def drift(desired: list[Resource], live: LiveState, *, stack: str) -> list[Resou
 
 
 def select_targets(changes: list[ResourceChange], targets: list[str],
-                   dependencies: dict[str, tuple[str, ...]]) -> list[ResourceChange]:
-    """--target: keep the targeted addresses and what they depend on."""
-    wanted: set[str] = set()
+                   dependencies: dict[str, tuple[str, ...]], *, destroying: bool = False) -> list[ResourceChange]:
+    """--target: keep the targeted addresses and what they depend on; when destroying, the targeted addresses
+    and what depends on them (as Terraform's `destroy -target`: a dependency outlives what runs on it)."""
+    wanted: set[str] = set(targets)
     for t in targets:
-        wanted.add(t)
-        wanted.update(dependencies.get(t, ()))
+        if destroying:
+            wanted.update(a for a, on in dependencies.items() if t in on)
+        else:
+            wanted.update(dependencies.get(t, ()))
     return [c for c in changes if c.address in wanted]

@@ -41,6 +41,7 @@ class PlanOutcome:
     smoke_inputs: dict[str, SmokeInputs] = field(default_factory=dict)
     outputs: dict[str, OutputValue] = field(default_factory=dict)  # as they will be: unknown ones are UNKNOWN
     replace: list[str] = field(default_factory=list)   # --replace ADDR: what apply plans again with, under the lock
+    targets: list[str] = field(default_factory=list)   # --target ADDR: likewise
 
 
 def check_addresses(file: str, targets: list[str] = (), replace: list[str] = ()) -> None:
@@ -60,6 +61,15 @@ def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[st
         raise DiagnosticError([Diagnostic("error", "plan.unknown-target", f"--target {t} is not an address of this stack",
                                           str(loaded.path), None, None, f"addresses: {', '.join(sorted(known))}")
                                for t in bad])
+
+
+def targeting_warning(file: str) -> Diagnostic:
+    """Terraform's warning on every plan, apply and destroy made with -target
+    (https://developer.hashicorp.com/terraform/cli/commands/plan#resource-targeting)."""
+    return Diagnostic("warning", "plan.targeting", "Resource targeting is in effect: this plan may not represent "
+                      "all of the changes the stack calls for", file, None, None,
+                      "--target is not for routine use: it is for exceptional situations, such as recovering from "
+                      "errors or mistakes; plan without it before the next change")
 
 
 # A registry that lists no more environments than this has them all named in the hint of a name that is not
@@ -223,7 +233,8 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
         changes, refused = force_replace(changes, list(replace), loaded.source)
         diagnostics = diagnostics + refused
     if targets:
-        changes = select_targets(changes, targets, distribution_dependencies(loaded.stack))
+        changes = select_targets(changes, targets, distribution_dependencies(loaded.stack),
+                                 destroying=mode == "destroy")
     return changes, diagnostics
 
 
@@ -261,7 +272,8 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
     changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets, replace=replace)
     deps = distribution_dependencies(stack)
-    diagnostics = list(warnings or []) + found + image_diagnostics + (
+    diagnostics = list(warnings or []) + ([targeting_warning(str(loaded.path))] if targets else []) + found + \
+        image_diagnostics + (
         cpu_transports(loaded) + template_build_diagnostics(loaded) if normal else [])
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
@@ -283,7 +295,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         workspace=workspace_identity(stack.workspace), state=read.serial, configuration=configuration(stack),
     )
     outputs = output_values(loaded, live, records, resolved, changes=changes, pending=reasons) if normal else {}
-    return PlanOutcome(plan, loaded, provider, live, inputs, outputs, replace)
+    return PlanOutcome(plan, loaded, provider, live, inputs, outputs, replace, targets)
 
 
 def current_smoke_inputs(loaded: LoadedStack, provider: Provider, distributions: list[str]) -> dict[str, SmokeInputs]:

@@ -67,6 +67,7 @@ class SavedPlan:
     variables: dict = field(default_factory=dict)  # the variable values it was made with (variables.recorded_values)
     file: str | None = None
     replace: list[str] = field(default_factory=list)   # --replace ADDR it was made with
+    local: bool = False   # made with --local: against this project's local Azure (apply of it uses that one)
     # what the file keeps of each secret (stack/secret.py keyed_digest under its key and salt): the stack's values
     # now, sealed by it, compare with the file's
     # (None: the file's secrets are keyed with INFRA_PLAN_KEY, which this reader does not have)
@@ -124,8 +125,10 @@ def as_saved(changes: list[ResourceChange], seal: Callable[[Any], str]) -> list[
 
 
 def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str], *, key: bytes | None = None,
-                    variables: dict | None = None, replace: list[str] | None = None) -> None:
+                    variables: dict | None = None, replace: list[str] | None = None, local: bool = False) -> None:
     """`key`: sign the file with HMAC-SHA256 under it (INFRA_PLAN_KEY); the digest is written either way.
+    `local`: the plan was made with --local, against the project's local Azure (sealed with the rest: apply of
+    the file uses that cloud, as Terraform's saved plan carries its backend).
     `variables`: the values of the stack's variables (variables.recorded_values: a sensitive one as a Secret).
     Every Secret is written as its keyed digest (secret_seal), whoever put it in the plan."""
     salt = secrets.token_hex(16)
@@ -137,6 +140,7 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
         "desired": desired_json(plan.desired, plan.resource_changes),
         "variables": variables or {},
         "replace": replace or [],
+        "local": bool(local),
         "secret_salt": salt,
     }, secret_seal(key, salt))))
     body["digest"] = content_digest(body)
@@ -170,6 +174,17 @@ def is_plan_file(path: Path) -> bool:
     except (OSError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and data.get("kind") == KIND
+
+
+def made_locally(path: Path) -> bool:
+    """Whether the plan file says it was made with --local: which cloud apply of it builds its provider for. Read
+    before its seals are checked (prepare_from_plan_file checks them, and refuses a file whose seal or cloud
+    disagrees): a file that is no plan says False."""
+    try:
+        data = json.loads(Path(path).read_bytes()) if Path(path).stat().st_size <= MAX_PLAN_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("local") is True
 
 
 ZIP_MAGIC = b"PK\x03\x04"  # a Terraform plan file is a zip archive
@@ -259,12 +274,15 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
             raise TypeError("replace is a list of addresses")
         for address in (*saved_targets(data), *replace):   # as `infra plan` read them: a ValueError names the grammar
             parse_address(address, EVERY_KIND)
+        local = data.get("local", False)
+        if not isinstance(local, bool):
+            raise TypeError("local is true or false")
         salt = data.get("secret_salt", "")
         if not isinstance(salt, str):
             raise TypeError("secret_salt is a string")
         keyed_elsewhere = key is None and data.get("hmac") is not None   # read unchecked (show): no key to seal with
         return SavedPlan(plan, Path(data["stack_path"]), saved_targets(data), warnings, recorded, str(path), replace,
-                         None if keyed_elsewhere else secret_seal(key, salt))
+                         local, None if keyed_elsewhere else secret_seal(key, salt))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise bad(f"plan file is missing {exc}" if isinstance(exc, KeyError) else f"plan file is malformed: {exc}") from None
 

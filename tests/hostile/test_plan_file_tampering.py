@@ -297,7 +297,7 @@ def test_a_changed_plan_is_refused_before_anything_is_locked(world, tmp_path, mo
     edited = _edited(world, tmp_path, lambda b: [c["change"].update(actions=["no-op"]) for c in b["resource_changes"]])
     world.server.stats.reset()
     with pytest.raises(DiagnosticError) as caught:
-        prepare_from_plan_file(edited, backend=provider_for(local=True), key=None)
+        prepare_from_plan_file(edited, backend=provider_for(local=True), key=None, local=True)
     assert [d.rule for d in caught.value.diagnostics] == ["apply.plan-mismatch"]
     assert world.server.stats.writes == 0
 

@@ -1,0 +1,171 @@
+"""A team's first week (issue 43), the command line's minor wrong turns: `-target` on apply and destroy with
+Terraform's warning, a plan file that remembers it was made with `--local`, `-no-color`, and the Terraform
+commands infra spells otherwise (`version`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from emulator_fixtures import WORKSPACE_YAML
+
+STACK = f"""
+stack: week
+{WORKSPACE_YAML}clusters:
+  gpu:
+    size: Standard_ND96asr_v4
+    max_instances: 2
+    infiniband: required
+  cpu:
+    size: Standard_D4s_v3
+    max_instances: 1
+environments:
+  train:
+    image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04
+    conda_file: conda.yaml
+    requires: [openmpi>=4.1]
+distributions:
+  ddp: {{cluster: gpu, environment: train, type: pytorch, instance_count: 2, process_count_per_instance: 8}}
+"""
+TARGETING = "Resource targeting is in effect"
+
+
+def _stack(tmp_path: Path) -> Path:
+    (tmp_path / "conda.yaml").write_text("dependencies: [python=3.10]\n")
+    path = tmp_path / "stack.yaml"
+    path.write_text(STACK)
+    return path
+
+
+def _cli(*args, tmp_path: Path, **kw) -> subprocess.CompletedProcess:
+    # no Azure sign-in reachable: a run that tried Azure would fail to sign in; AZUREML_CURRENT_CLOUD from an
+    # in-process MLClient must not leak into the child
+    env = {k: v for k, v in os.environ.items() if k != "AZUREML_CURRENT_CLOUD" and not k.startswith("AZURE_")}
+    env["INFRA_LOCAL_DIR"] = str(tmp_path / "cloud")
+    return subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL, **kw)
+
+
+def _actions(tmp_path: Path, stack: Path) -> dict[str, list[str]]:
+    r = _cli("plan", str(stack), "--local", "--json", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    return {c["address"]: c["change"]["actions"] for c in json.loads(r.stdout)["resource_changes"]}
+
+
+def test_target_on_apply_and_destroy_with_terraforms_warning(tmp_path):
+    stack = _stack(tmp_path)
+    r = _cli("plan", str(stack), "-target=cluster.cpu", "--local", tmp_path=tmp_path)
+    assert r.returncode == 0 and TARGETING in r.stderr, r.stderr
+    assert "not for routine use" in r.stderr
+    r = _cli("plan", str(stack), "--local", tmp_path=tmp_path)   # no targeting, no warning
+    assert TARGETING not in r.stderr + r.stdout
+    r = _cli("apply", str(stack), "-target=cluster.cpu", "--local", "--auto-approve", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert TARGETING in r.stderr and "Resources: 1 added, 0 changed, 0 destroyed." in r.stdout
+    assert _actions(tmp_path, stack) == {"cluster.cpu": ["no-op"], "cluster.gpu": ["create"],
+                                         "environment.train": ["create"]}
+    r = _cli("apply", str(stack), "--local", "--auto-approve", "--no-smoke", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr + r.stdout
+    # destroy -target: the target alone goes (nothing runs on the cpu cluster), the rest and the records stay
+    r = _cli("destroy", str(stack), "--target", "cluster.cpu", "--local", "--auto-approve", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert TARGETING in r.stderr and "Destroy complete! Resources: 1 destroyed." in r.stdout
+    assert _actions(tmp_path, stack) == {"cluster.cpu": ["create"], "cluster.gpu": ["no-op"],
+                                         "environment.train": ["no-op"]}
+
+
+def test_destroy_target_takes_what_depends_on_it_not_what_it_depends_on(tmp_path):
+    from infra_cli.plan.diff import select_targets
+    from infra_cli.plan.model import ResourceChange
+
+    changes = [ResourceChange(address=a, type=a.split(".")[0], name=a.split(".")[1], actions=["delete"],
+                              before={}, after=None) for a in ("cluster.gpu", "environment.train", "smoke.ddp")]
+    deps = {"smoke.ddp": ("cluster.gpu", "environment.train")}
+    kept = [c.address for c in select_targets(changes, ["cluster.gpu"], deps, destroying=True)]
+    assert kept == ["cluster.gpu", "smoke.ddp"]
+    kept = [c.address for c in select_targets(changes, ["smoke.ddp"], deps)]
+    assert kept == ["cluster.gpu", "environment.train", "smoke.ddp"]
+
+
+def test_target_address_grammar_and_saved_plan(tmp_path):
+    stack = _stack(tmp_path)
+    r = _cli("apply", str(stack), "-target=cluster.no such", "--local", "--auto-approve", tmp_path=tmp_path)
+    assert r.returncode == 1 and "--target" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = _cli("destroy", str(stack), "-target=cluster.nope", "--local", "--auto-approve", tmp_path=tmp_path)
+    assert r.returncode == 1 and "is not an address of this stack" in r.stderr, r.stderr
+    plan = tmp_path / "p.plan"
+    r = _cli("plan", str(stack), "--local", f"-out={plan}", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = _cli("apply", str(plan), "-target=cluster.cpu", "--local", tmp_path=tmp_path)
+    assert r.returncode == 1 and "a saved plan takes no --target" in r.stderr, r.stderr
+
+
+def test_a_plan_made_with_local_applies_to_the_local_azure(tmp_path):
+    stack = _stack(tmp_path)
+    plan = tmp_path / "prod.plan"
+    r = _cli("plan", str(stack), "--local", "--target", "cluster.cpu", "--out", str(plan), tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(plan.read_text())["local"] is True
+    r = _cli("apply", str(plan), tmp_path=tmp_path)   # no --local: the plan remembers its cloud
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "Resources: 1 added, 0 changed, 0 destroyed." in r.stdout
+    assert _actions(tmp_path, stack)["cluster.cpu"] == ["no-op"]
+
+
+def test_the_plans_cloud_is_sealed_and_checked(tmp_path):
+    from infra_cli.apply.engine import prepare_from_plan_file
+    from infra_cli.commands.backend import provider_for
+    from infra_cli.diagnostics import DiagnosticError
+    from infra_cli.plan.planfile import content_digest
+
+    stack = _stack(tmp_path)
+    plan = tmp_path / "p.plan"
+    assert _cli("plan", str(stack), "--local", "--out", str(plan), tmp_path=tmp_path).returncode == 0
+    # the engine refuses a local plan handed a backend that is not the local Azure (as apply without the record)
+    try:
+        prepare_from_plan_file(plan, backend=provider_for(local=True), key=None, local=False)
+    except DiagnosticError as exc:
+        assert [d.rule for d in exc.diagnostics] == ["apply.plan-cloud"]
+    else:
+        raise AssertionError("a local plan was prepared for Azure")
+    body = json.loads(plan.read_text())
+    # the record is sealed: flipping it without the digest is refused as a changed file
+    body["local"] = False
+    plan.write_text(json.dumps(body))
+    r = _cli("apply", str(plan), "--local", tmp_path=tmp_path)
+    assert r.returncode == 1 and "planfile.changed" in r.stderr, r.stderr
+    body["local"] = "yes"
+    del body["digest"]
+    body["digest"] = content_digest(body)
+    plan.write_text(json.dumps(body))
+    r = _cli("apply", str(plan), "--local", tmp_path=tmp_path)
+    assert r.returncode == 1 and "local is true or false" in r.stderr, r.stderr
+
+
+def test_terraforms_other_commands_say_what_to_run(tmp_path):
+    from infra_cli import __version__
+
+    r = _cli("version", tmp_path=tmp_path)   # Terraform's spelling of --version
+    assert r.returncode == 0 and r.stdout == _cli("--version", tmp_path=tmp_path).stdout and __version__ in r.stdout
+    r = _cli("fmt", tmp_path=tmp_path)
+    assert r.returncode == 1 and "infra validate STACK" in r.stderr, r.stderr
+    r = _cli("state", "show", "cluster.gpu", "stack.yaml", tmp_path=tmp_path)
+    assert r.returncode == 1 and "`infra show STACK`" in r.stderr and "live attributes" in r.stderr, r.stderr
+    r = _cli("state", "bogus", tmp_path=tmp_path)   # a command neither infra's nor Terraform's: click's words
+    assert r.returncode == 1 and "No such command 'bogus'." in r.stderr, r.stderr
+
+
+def test_chdir_runs_the_command_in_dir(tmp_path):
+    stack = _stack(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for spelling in (["-chdir=" + str(tmp_path)], ["--chdir", str(tmp_path)]):
+        r = _cli(*spelling, "validate", stack.name, tmp_path=tmp_path, cwd=elsewhere)
+        assert r.returncode == 0 and "1 stack file(s) valid" in r.stderr, r.stderr
+    r = _cli("validate", stack.name, tmp_path=tmp_path, cwd=elsewhere)   # without it: not found
+    assert r.returncode == 1
+    r = _cli("-chdir=" + str(tmp_path / "nope"), "validate", "stack.yaml", tmp_path=tmp_path)
+    assert r.returncode == 1 and "cannot change to" in r.stderr and "Traceback" not in r.stderr, r.stderr
