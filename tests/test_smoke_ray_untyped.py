@@ -47,7 +47,7 @@ def test_a_ray_smoke_runs_ray_where_it_is_installed(tmp_path):
     if not _ray_installed():
         if os.environ.get("INFRA_REQUIRE_RAY") == "1":
             pytest.fail("ray must be installed here (INFRA_REQUIRE_RAY=1): pip install 'ray[default]'")
-        pytest.skip("ray is not installed (pip install 'ray[default]')")
+        pytest.skip("ray is not installed (pip install -e '.[frameworks]', or pip install 'ray[default]')")
     stack = write_stack(tmp_path / "stack.yaml", "ray-smoke", CLUSTERS, {"ray": RAY})
     got = assert_passed(smoke(stack, tmp_path)["ray"])
     assert got["check.ray_init"][0][0] == "pass" and "joined Ray" in got["check.ray_init"][0][1]
