@@ -37,6 +37,7 @@ class RunArgs:
     replace: tuple[str, ...] = ()
     parallelism: int | None = None
     output: str = "text"   # one of OUTPUT_FORMATS
+    no_color: bool = False   # -no-color: no colour on the terminal either (commands/terminal.py colour_for)
 
     def without_variables(self) -> RunArgs:
         """The same run, its --var/--var-file left out (what a step taken after the command names)."""

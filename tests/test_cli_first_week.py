@@ -169,3 +169,39 @@ def test_chdir_runs_the_command_in_dir(tmp_path):
     assert r.returncode == 1
     r = _cli("-chdir=" + str(tmp_path / "nope"), "validate", "stack.yaml", tmp_path=tmp_path)
     assert r.returncode == 1 and "cannot change to" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def _on_a_terminal(*args, tmp_path: Path) -> str:
+    """What the command writes when its stdout and stderr are a terminal (a pseudo-terminal), TERM and NO_COLOR
+    as a colour terminal's."""
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("AZUREML_CURRENT_CLOUD", "NO_COLOR")}
+    env.update(INFRA_LOCAL_DIR=str(tmp_path / "cloud"), TERM="xterm-256color")
+    proc = subprocess.Popen([sys.executable, "-m", "infra_cli", *args], stdout=follower, stderr=follower,
+                            stdin=subprocess.DEVNULL, env=env)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:   # EIO: the command closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=120)
+    os.close(leader)
+    return out.decode(errors="replace")
+
+
+def test_no_color_on_a_terminal(tmp_path):
+    stack = _stack(tmp_path)
+    coloured = _on_a_terminal("plan", str(stack), "--local", "-target=cluster.cpu", tmp_path=tmp_path)
+    assert "\033[" in coloured and "cluster.cpu" in coloured   # a terminal that wants colour gets it
+    for flag in ("-no-color", "--no-color"):
+        plain = _on_a_terminal("plan", str(stack), "--local", "-target=cluster.cpu", flag, tmp_path=tmp_path)
+        assert "cluster.cpu" in plain and TARGETING in plain and "\033[" not in plain, plain
+    plain = _on_a_terminal("validate", str(stack), "-no-color", tmp_path=tmp_path)
+    assert "valid" in plain and "\033[" not in plain

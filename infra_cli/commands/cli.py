@@ -141,6 +141,12 @@ _ELSEWHERE = {
 }
 
 
+def no_color_option():
+    """`-no-color` (Terraform's flag on plan, apply, destroy, show and validate): plain text on a terminal too;
+    the run's arguments carry it (RunArgs.no_color), commands/terminal.py colour_for reads it."""
+    return typer.Option(False, "--no-color", help="no colour, even on a terminal (as NO_COLOR=1 or TERM=dumb)")
+
+
 class Group(TyperGroup):
     """A group of commands (the root, `image`, `state`, `emulator`): its options are read as a Command's."""
 
@@ -181,4 +187,5 @@ def run_args(ctx) -> RunArgs:
         targets=tuple(target) if many else (),
         replace=tuple(params.get("replace") or ()),
         parallelism=parallelism if isinstance(parallelism, int) else None,
-        output=output)
+        output=output,
+        no_color=params.get("no_color") is True)

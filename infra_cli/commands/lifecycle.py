@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from infra_cli.arguments import NextStep
-from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, smoke_interrupted
 from infra_cli.commands.hints import for_this_run, for_this_run_diagnostic, step, step_words
 from infra_cli.commands.run import interrupt_leaves, run_record, stack_inputs, this_run
@@ -151,6 +151,7 @@ def plan(
     refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
     destroy: bool = typer.Option(False, "--destroy", help="plan to destroy everything the stack owns"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     check_images: bool = typer.Option(False, "--check-images",
                                       help="read custom images' layers and check their `requires:`"),
     generate_config_out: Optional[Path] = typer.Option(
@@ -268,6 +269,7 @@ def apply(
     replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
                                       help="replace this cluster (-/+), or give this environment a new version"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -282,6 +284,7 @@ def destroy(
     parallelism: int = parallelism_option(),
     target: List[str] = target_option(),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:

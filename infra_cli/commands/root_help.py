@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x37748d05
+SOURCES_CRC = 0x2e0c162e
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.cli import Command, Group, var_file_option, var_option
+from infra_cli.commands.cli import Command, Group, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_OK, fail
 from infra_cli.commands.hints import for_this_run
 from infra_cli.commands.run import READ_ONLY_NEEDS, stack_inputs
@@ -62,6 +62,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="the plan JSON, or the state as `terraform show -json`"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure (STACK only)"),
     markdown: bool = typer.Option(False, "--markdown", help="a saved plan as Markdown, for a pull request"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:

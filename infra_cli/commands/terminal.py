@@ -17,8 +17,9 @@ _COLOURS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 
 def colour_for(stream) -> bool:
     """Colour (and live redrawing) only on a terminal that wants it: NO_COLOR set to anything
-    (https://no-color.org) or TERM=dumb (Emacs shells, some CI logs) turns it off, as Terraform's -no-color does."""
-    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    (https://no-color.org) or TERM=dumb (Emacs shells, some CI logs) turns it off, as the run's -no-color does."""
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb" and \
+        not this_run().no_color
 
 
 def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:

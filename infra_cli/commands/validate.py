@@ -7,7 +7,7 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_ERROR, EXIT_OK
 from infra_cli.commands.run import stack_inputs
 from infra_cli.commands.terminal import print_diagnostics
@@ -23,6 +23,7 @@ def validate(
     stacks: List[Path] = typer.Argument(..., help="stack files", metavar="STACK..."),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON: {format_version, valid, "
                                  "error_count, warning_count, diagnostics}"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
