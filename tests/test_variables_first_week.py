@@ -158,3 +158,12 @@ def test_output_state_list_and_show_need_no_secret_they_do_not_use_plan_still_do
     assert "'admin_password'" not in refused.stderr
     everything = "".join(r.stdout + r.stderr for r in (done, listed, shown, out, plan, refused))
     assert SECRET not in everything
+
+
+def test_an_error_at_a_value_from_the_environment_names_the_environment_variable():
+    from infra_cli.stack.load import SchemaErrors
+
+    with pytest.raises(SchemaErrors) as exc:
+        parse_stack(STACK, "stack.yaml", {"INFRA_VAR_admin_password": SECRET, "INFRA_VAR_nodes": "2.5"}, Inputs())
+    (d,) = exc.value.diagnostics
+    assert d.file == "stack.yaml" and d.line == 15 and "(got 2.5, from INFRA_VAR_nodes)" in d.message, d.format()
