@@ -205,3 +205,25 @@ def test_no_color_on_a_terminal(tmp_path):
         assert "cluster.cpu" in plain and TARGETING in plain and "\033[" not in plain, plain
     plain = _on_a_terminal("validate", str(stack), "-no-color", tmp_path=tmp_path)
     assert "valid" in plain and "\033[" not in plain
+
+
+def test_a_cluster_without_a_price_is_unknown_never_zero_dollars():
+    from test_plan_cost import change, cluster, plan
+
+    from infra_cli.commands.views.plan import render_plan
+
+    # a CPU size the catalog keeps no price for: the total is unknown, not $0.00
+    text = render_plan(plan(change(["create"], None, cluster(size="Standard_D4s_v3"), name="cpu")))
+    [line] = [ln for ln in text.splitlines() if ln.startswith("Cost at max_instances")]
+    assert "$0.00" not in line and line.startswith("Cost at max_instances: price unknown") and \
+        "Standard_D4s_v3" in line and "1 cluster price unknown" in line, line
+    # beside a priced one: at least the priced total
+    text = render_plan(plan(change(["create"], None, cluster(size="Standard_D4s_v3"), name="cpu"),
+                            change(["create"], None, cluster(), name="gpu")))
+    [line] = [ln for ln in text.splitlines() if ln.startswith("Cost at max_instances")]
+    assert line.startswith("Cost at max_instances: at least $") and "(was $0.00/hour)" in line, line
+    # an unpriced cluster's size changed to another unpriced one: neither side is $0.00
+    text = render_plan(plan(change(["update"], cluster(size="Standard_D4s_v3"), cluster(size="Standard_D8s_v3"),
+                                   name="cpu")))
+    [line] = [ln for ln in text.splitlines() if ln.startswith("Cost at max_instances")]
+    assert "$0.00" not in line, line

@@ -143,8 +143,22 @@ def change_lines(cost: ClusterCost, currency: str = "USD") -> list[str]:
     return []
 
 
+def _priced(costs: dict[str, Any], side: str) -> int:
+    """How many clusters' `side` (before or after) has a list price."""
+    return sum(1 for r in costs["resources"] if (r.get(side) or {}).get("per_node_hour") is not None)
+
+
+def _hourly(amount: float, priced: int, unknown: int, currency: str) -> str:
+    """A side's total as the summary says it: never "$0.00" for clusters none of which has a price, and "at
+    least" where some have none."""
+    if unknown and not priced:
+        return UNKNOWN
+    return f"{'at least ' if unknown else ''}{money(amount, currency)}/hour"
+
+
 def summary_line(costs: dict[str, Any]) -> str | None:
-    """One line after the plan's counts, as Infracost's total: the stack's hourly cost at max_instances."""
+    """One line after the plan's counts, as Infracost's total: the stack's hourly cost at max_instances; a
+    cluster without a list price is counted as unknown, never as $0.00."""
     if not costs["resources"]:
         return None
     total, currency = costs["total_at_max_instances_hour"], costs["currency"]
@@ -152,5 +166,11 @@ def summary_line(costs: dict[str, Any]) -> str | None:
     tail = f"; {unknown} cluster{'s' if unknown != 1 else ''} {UNKNOWN}" if unknown else ""
     change = ""
     if total["before"] != total["after"] or total["unknown_before"] != total["unknown_after"]:
-        change = f" (was {money(total['before'], currency)}/hour)"
-    return f"Cost at max_instances: {money(total['after'], currency)}/hour{change}, list prices{tail}."
+        change = f" (was {_hourly(total['before'], _priced(costs, 'before'), total['unknown_before'], currency)})"
+    now = _hourly(total["after"], _priced(costs, "after"), unknown, currency)
+    if now == UNKNOWN:   # validators/skus.yaml has no price for any of them: say which, not a total
+        sizes = sorted({r["after"]["size"] for r in costs["resources"] if r.get("after")})
+        was = change if _priced(costs, "before") or total["unknown_before"] else ""   # nothing before: no "was"
+        return (f"Cost at max_instances: {UNKNOWN}{was} ({unknown} cluster{'s' if unknown != 1 else ''} "
+                f"{UNKNOWN}: validators/skus.yaml lists no price for {', '.join(sizes)}).")
+    return f"Cost at max_instances: {now}{change}, list prices{tail}."
