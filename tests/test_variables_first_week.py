@@ -167,3 +167,14 @@ def test_an_error_at_a_value_from_the_environment_names_the_environment_variable
         parse_stack(STACK, "stack.yaml", {"INFRA_VAR_admin_password": SECRET, "INFRA_VAR_nodes": "2.5"}, Inputs())
     (d,) = exc.value.diagnostics
     assert d.file == "stack.yaml" and d.line == 15 and "(got 2.5, from INFRA_VAR_nodes)" in d.message, d.format()
+
+
+def test_a_rules_error_at_a_value_a_var_gave_names_the_var(tmp_path):
+    text = STACK.replace("size: Standard_ND96asr_v4", "size: ${var.size}").replace(
+        "variables:\n", "variables:\n  size: {type: string, default: Standard_ND96asr_v4}\n")
+    (tmp_path / "s.yaml").write_text(text)
+    given = Inputs((VarInput("var", "size=not-a-size"),), unset_unknown=True)
+    found = [d for d in validate_files([tmp_path / "s.yaml"], given) if d.severity == "error"]
+    assert found and all(d.message.endswith("(from --var size)") and d.line == 15 for d in found), \
+        [d.format() for d in found]
+    assert not [d for d in validate_files([tmp_path / "s.yaml"], Inputs(unset_unknown=True)) if "(from " in d.message]   # a default: the stack's own line
