@@ -129,6 +129,7 @@ def test_one_bad_value_is_one_error_naming_the_var_it_came_from(tmp_path):
     assert [line for line in got.stderr.splitlines() if "error[" in line] == [
         "stacks/train.yaml:17:17: error[stack.invalid]: clusters.a100.infiniband: Input should be 'required' or "
         "'optional' (got True)"], got.stderr
+    assert "YAML reads yes/no/on/off/true/false as a boolean" in got.stderr
 
 
 def test_output_state_list_and_show_need_no_secret_they_do_not_use_plan_still_does(tmp_path):

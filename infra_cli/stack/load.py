@@ -125,7 +125,10 @@ def _model_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnost
             shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {short_repr(got)})"
             given = source.given_by(loc)   # a --var's value: the error names the --var, not only the stack's line
             shown = f"{shown[:-1]}, from {given[7:]}" if given and shown else given or shown
-            out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", _type_hint(kind, loc)))
+            hint = _type_hint(kind, loc)
+            if kind == "literal_error" and isinstance(got, bool):   # `infiniband: yes` reads as true in YAML
+                hint = f"{hint}; YAML reads yes/no/on/off/true/false as a boolean: write the word listed"
+            out.append(source.diagnostic(loc, "stack.invalid", f"{where}: {msg}{shown}", hint))
     return out
 
 
