@@ -227,3 +227,43 @@ def test_a_cluster_without_a_price_is_unknown_never_zero_dollars():
                                    name="cpu")))
     [line] = [ln for ln in text.splitlines() if ln.startswith("Cost at max_instances")]
     assert "$0.00" not in line, line
+
+
+def _syntax_error(tmp_path: Path, text: str) -> dict:
+    path = tmp_path / "stack.yaml"
+    path.write_text(text)
+    r = _cli("validate", str(path), "--json", tmp_path=tmp_path)
+    assert r.returncode == 1, r.stderr
+    [d] = json.loads(r.stdout)["diagnostics"]
+    assert d["rule"] == "stack.syntax" and "Traceback" not in r.stderr
+    return d
+
+
+def test_yaml_indentation_errors_at_the_offending_line_in_plain_words(tmp_path):
+    d = _syntax_error(tmp_path, "stack: a\nworkspace:\n  name: w\n   location: eastus\n")
+    assert (d["line"], d["column"]) == (4, 4) and "`location:` is indented more than `name:`" in d["message"]
+    assert "indent `location:` 2 spaces" in d["hint"]
+    d = _syntax_error(tmp_path, "stack: a\nclusters:\n  gpu:\n    size: x\n   max_instances: 2\n  cpu:\n    size: y\n")
+    assert (d["line"], d["column"]) == (5, 4) and "`max_instances:` is indented 3 spaces" in d["message"]
+    assert "(0, 2 or 4 spaces)" in d["hint"]
+    # the key dedented below its siblings, then one indented under it: the first wrong line is named
+    d = _syntax_error(tmp_path, "stack: a\nclusters:\n  gpu:\n    size: x\n  max_instances: 2\n    tier: low\n")
+    assert d["line"] == 6 and "`tier:` is indented more than `max_instances:`" in d["message"]
+    for words in ("did not find expected key", "mapping values are not allowed", "cannot start any token"):
+        assert words not in d["message"]
+
+
+def test_a_tab_is_named_as_a_tab(tmp_path):
+    d = _syntax_error(tmp_path, "stack: a\nworkspace:\n  name: w\n\tlocation: eastus\n")
+    assert (d["line"], d["column"]) == (4, 1) and "a tab" in d["message"] and "spaces only" in d["message"]
+    assert "cannot start any token" not in d["message"]
+    d = _syntax_error(tmp_path, "stack: a\nworkspace:\n  \tname: w\n")
+    assert (d["line"], d["column"]) == (3, 3) and "a tab" in d["message"]
+
+
+def test_other_yaml_errors_keep_pyyamls_words_at_its_mark(tmp_path):
+    # a list beside the keys: not judged by indentation, PyYAML's own words and place
+    d = _syntax_error(tmp_path, "stack: a\nclusters:\n  gpu:\n    size: x\n    max_instances:\n    - 2\n   tier: low\n")
+    assert d["line"] == 7 and d["message"].startswith("YAML syntax error: did not find expected key")
+    d = _syntax_error(tmp_path, "stack: [a\n")
+    assert d["message"].startswith("YAML syntax error: ") and "indented" not in d["message"]

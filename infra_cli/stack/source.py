@@ -415,6 +415,46 @@ def _too_deep(file: str, mark: Any) -> DiagnosticError:
         mark.line + 1, mark.column + 1, "a stack nests a few levels: flatten this structure")])
 
 
+_KEY_LINE = re.compile(r"( *)([A-Za-z0-9_.-]+) *:(?: +(.*))?$")   # `  key: value` (a plain block key)
+
+
+def _indentation_problem(text: str, at: int) -> tuple[int, int, str, str] | None:
+    """What a YAML error at line `at` (1-based) is, said where it is and in plain words, when it is one of the
+    two mistakes people make: a tab in a line's indentation (PyYAML: "found character that cannot start any
+    token"), or a key indented as no key above it is (PyYAML: "did not find expected key", "mapping values are not
+    allowed here", often at the line after). (line, column, message, hint), or None: PyYAML's own words then."""
+    lines = text.splitlines()[:at]
+    for number, row in enumerate(lines, 1):
+        indent = row[:len(row) - len(row.lstrip(" \t"))]
+        if "\t" in indent:
+            return (number, indent.index("\t") + 1, "YAML syntax error: a tab in this line's indentation: YAML "
+                    "indents with spaces only", "replace the tab with spaces, as many as the lines beside it have")
+    keys = [(n, _KEY_LINE.match(row)) for n, row in enumerate(lines, 1) if row.strip() and
+            not row.lstrip().startswith("#")]
+    if not keys or any(m is None for _, m in keys[-3:]):   # a list, a flow or block scalar near it: not judged
+        return None
+    for i in range(max(1, len(keys) - 2), len(keys)):   # the mark's line, and the one or two before it
+        (_, above), (number, here) = keys[i - 1], keys[i]
+        indent, key = len(here.group(1)), here.group(2)
+        open_at = [len(above.group(1))] if above.group(3) else [len(above.group(1)) + 1]   # a value on its line
+        for _, m in reversed(keys[:i - 1]):
+            if len(m.group(1)) < min(open_at):
+                open_at.append(len(m.group(1)))
+        if above.group(3) and indent > len(above.group(1)):
+            return (number, indent + 1, f"YAML syntax error: `{key}:` is indented more than `{above.group(2)}:` "
+                    f"above it, whose value is on its line", f"indent `{key}:` {len(above.group(1))} spaces, "
+                    f"as `{above.group(2)}:` is, to set it beside it (or give `{above.group(2)}:` no value on "
+                    "its line to nest it)")
+        if not above.group(3) and indent <= len(above.group(1)) or above.group(3) and indent not in open_at:
+            if indent not in open_at[1 if not above.group(3) else 0:]:
+                said = [str(n) for n in sorted(set(open_at) - {len(above.group(1)) + 1})]
+                said_text = ", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0]
+                return (number, indent + 1, f"YAML syntax error: `{key}:` is indented {indent} space"
+                        f"{'s' if indent != 1 else ''}, as no key "
+                        f"above it is", f"indent it as the keys it belongs with ({said_text} spaces)")
+    return None
+
+
 def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *, interpolate: bool = True,
               inputs: "variables.Inputs | None" = None) -> tuple[Any, SourceMap]:
     """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation.
@@ -427,6 +467,10 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        plain = _indentation_problem(text, line) if line else None
+        if plain is not None:   # at the line that is wrong, in plain words
+            raise DiagnosticError([Diagnostic("error", "stack.syntax", plain[2], file, plain[0], plain[1],
+                                              plain[3])]) from None
         problem = exc.problem or str(exc)
         if exc.context:
             problem = f"{problem} ({exc.context})"
