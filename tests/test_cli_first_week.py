@@ -267,3 +267,47 @@ def test_other_yaml_errors_keep_pyyamls_words_at_its_mark(tmp_path):
     assert d["line"] == 7 and d["message"].startswith("YAML syntax error: did not find expected key")
     d = _syntax_error(tmp_path, "stack: [a\n")
     assert d["message"].startswith("YAML syntax error: ") and "indented" not in d["message"]
+
+
+def _validated_size(tmp_path: Path, size: str) -> list[dict]:
+    stack = _stack(tmp_path)
+    stack.write_text(STACK.replace("size: Standard_ND96asr_v4", f"size: {size}"))
+    r = _cli("validate", str(stack), "--json", tmp_path=tmp_path)
+    return [d for d in json.loads(r.stdout)["diagnostics"] if d["rule"] == "cluster.size-unknown"]
+
+
+def test_a_misspelt_size_is_an_error_with_a_did_you_mean(tmp_path):
+    for size in ("Standard_ND96asrv4", "ND96asr_v4", "Standard_DN96asr_v4", "nd96asrv4"):
+        [d] = _validated_size(tmp_path, size)
+        assert d["severity"] == "error" and "did you mean 'Standard_ND96asr_v4'?" in d["message"], (size, d)
+    assert _validated_size(tmp_path, "standard_nd96asr_v4") == []   # Azure reads a size in any case
+    # a CPU size (the catalog's general-purpose ones) alike
+    [d] = _validated_size(tmp_path, "D4s_v3")
+    assert "did you mean 'Standard_D4s_v3'?" in d["message"]
+
+
+def test_written_alike_names_one_size_or_none():
+    from infra_cli.knowledge.size_name import written_alike
+
+    known = ["Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4", "Standard_NC24ads_A100_v4"]
+    assert written_alike("Standard_DN96asr_v4", known) == "Standard_ND96asr_v4"
+    assert written_alike("ND96amsrA100v4", known) == "Standard_ND96amsr_A100_v4"
+    assert written_alike("Standard_ND96asr_v4", known) is None   # itself: nothing to suggest
+    assert written_alike("Standard_ND69asr_v4", ["Standard_ND96asr_v4", "Standard_ND69asr_v4"]) is None
+    assert written_alike("Standard_NV12s_v3", known) is None
+    assert written_alike("Standard_ND96asr_v4", ["Standard_ND96ars_v4", "Standard_ND96sar_v4"]) is None  # two
+
+
+def test_plan_calls_a_size_no_region_offers_unknown(tmp_path):
+    stack = _stack(tmp_path)
+    stack.write_text(STACK.replace("size: Standard_ND96asr_v4", "size: Standard_ND96isr_Z900_v9")
+                     .replace("    infiniband: required\n", ""))
+    r = _cli("plan", str(stack), "--local", "--json", tmp_path=tmp_path)
+    [d] = [d for d in json.loads(r.stdout)["diagnostics"] if d["rule"] == "preflight.size-unavailable"]
+    assert "unknown size Standard_ND96isr_Z900_v9" in d["message"] and "not in the SKU catalog" in d["message"]
+    # a catalogued size the region lacks is still "not offered in" it
+    stack.write_text(STACK.replace("location: eastus", "location: westeurope")
+                     .replace("size: Standard_ND96asr_v4", "size: Standard_ND96isr_H200_v5"))
+    r = _cli("plan", str(stack), "--local", "--json", tmp_path=tmp_path)
+    said = [d["message"] for d in json.loads(r.stdout)["diagnostics"] if d["rule"] == "preflight.size-unavailable"]
+    assert all("unknown size" not in m for m in said), said

@@ -58,3 +58,33 @@ def parse_size_name(name: str) -> SizeName | None:
     return SizeName(family=m.group("family").upper(), vcpus=int(m.group("vcpus")),
                     active_vcpus=int(active) if active else None, features=m.group("features").lower(),
                     accelerator="_".join(accelerator) or None, version=version, promo=promo)
+
+
+def spelling_key(name: str) -> str:
+    """A size name as people misspell it alike: lower case, without the `Standard_` prefix and without `_`
+    (`Standard_ND96asr_v4`, `ND96asr_v4` and `Standard_ND96asrv4` are one key)."""
+    lowered = name.strip().lower()
+    return (lowered[len("standard_"):] if lowered.startswith("standard_") else lowered).replace("_", "")
+
+
+def written_alike(name: str, known: list[str]) -> str | None:
+    """The one name of `known` that `name` misspells: the same but for case, the `Standard_` prefix and `_`, or
+    the same letters with two of them swapped (`DN96asr_v4` for `ND96asr_v4`); None when there is none or more
+    than one."""
+    if any(k.lower() == name.strip().lower() for k in known):   # a size of its own: nothing to suggest
+        return None
+    key = spelling_key(name)
+    same = [k for k in known if spelling_key(k) == key]
+    if len(same) == 1:
+        return same[0]
+    swapped = [k for k in known if _one_swap(key, spelling_key(k))]
+    return swapped[0] if len(swapped) == 1 else None
+
+
+def _one_swap(a: str, b: str) -> bool:
+    """`a` is `b` with two neighbouring letters swapped."""
+    if len(a) != len(b) or a == b:
+        return False
+    differ = [i for i in range(len(a)) if a[i] != b[i]]
+    return len(differ) == 2 and differ[1] == differ[0] + 1 and a[differ[0]] == b[differ[1]] and \
+        a[differ[1]] == b[differ[0]]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra_cli.knowledge.reader import at, day, fault, load, mapping, sequence
-from infra_cli.knowledge.size_name import parse_size_name
+from infra_cli.knowledge.size_name import parse_size_name, written_alike
 
 FILE = "skus.yaml"
 HINT = ("fix validators/skus.yaml: each size needs gpus, vcpus, memory_gib, family, rdma, sriov, nccl_over_ib "
@@ -180,6 +180,12 @@ class Catalog:
     def get(self, size: str) -> Sku | None:
         key = size.lower()
         return self._by_lower.get(key) or self._general.get(key)
+
+    def written_alike(self, size: str) -> str | None:
+        """The catalogued size (GPU/HPC or general-purpose) that `size` misspells (size_name.written_alike)."""
+        if self.get(size) is not None:
+            return None
+        return written_alike(size, [s.name for s in (*self, *self.general_purpose())])
 
     def general_purpose(self) -> list[Sku]:
         """The CPU sizes of `general_purpose:` (D, DS, E, F families), by name."""

@@ -85,6 +85,13 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
         if change.actions == UPDATE or "skus" in facts.unread:
             continue
         sku = facts.skus.get(size.lower())
+        if sku is None and catalog.get(size) is None:   # neither this region nor the catalog has it: no such size
+            alike = catalog.written_alike(size)
+            error(at + ("size",), "preflight.size-unavailable",
+                  f"{change.address}: unknown size {size}: not offered in {location}, and not in the SKU catalog "
+                  "(validators/skus.yaml)", (f"did you mean {alike!r}? " if alike else "check its spelling: ") +
+                  "`infra skus` lists the sizes, `infra skus --location REGION` a region's")
+            continue
         if sku is None:
             error(at + ("size",), "preflight.size-unavailable", f"{change.address}: size {size} is not offered in {location}",
                   "pick a region that offers it (infra skus --location REGION) or another size")

@@ -78,6 +78,12 @@ LOW_PRIORITY_UNSUPPORTED = declare("cluster.low-priority-unsupported", "error",
 def _size_unknown(ctx: Context, path: tuple, size: str, subject: str) -> Iterator[Diagnostic]:
     """A size the catalog does not have: an error for a name that is no Azure VM size, a warning for a GPU or HPC
     size (the catalog sets out to cover those families: a gap worth saying); `subject` names it ("size 'X'")."""
+    alike = ctx.catalog.written_alike(size)
+    if alike is not None:   # `ND96asr_v4`, `Standard_ND96asrv4`, `Standard_DN96asr_v4`: a catalogued size misspelt
+        yield ctx.at(path, SIZE_UNKNOWN.id, f"{subject} is not an Azure VM size: did you mean {alike!r}?",
+                     f"write {alike!r} (Azure's spelling: the `Standard_` prefix, `_` before the version); "
+                     "`infra skus` lists the catalogued sizes")
+        return
     parsed = parse_size_name(size)
     family = {n.lower(): n for n in same_family(size, ctx.catalog)}  # Azure reads names in any case
     close = [family[c] for c in difflib.get_close_matches(size.lower(), list(family), n=1, cutoff=0.75)]
