@@ -311,3 +311,52 @@ def test_plan_calls_a_size_no_region_offers_unknown(tmp_path):
     r = _cli("plan", str(stack), "--local", "--json", tmp_path=tmp_path)
     said = [d["message"] for d in json.loads(r.stdout)["diagnostics"] if d["rule"] == "preflight.size-unavailable"]
     assert all("unknown size" not in m for m in said), said
+
+
+ADOPTED = f"""stack: owner
+{WORKSPACE_YAML}clusters:
+  gpu:
+    size: Standard_ND96asr_v4
+    max_instances: 2
+    ssh_settings: {{admin_username: azureuser, admin_password: "Not-the-generated-one-1"}}
+"""
+ADOPTING = f"""stack: adopt
+{WORKSPACE_YAML}import:
+  - {{to: cluster.gpu, id: gpu}}
+environments:
+  train:
+    image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04
+    conda_file: conda.yaml
+distributions:
+  ddp: {{cluster: gpu, environment: train, type: pytorch, instance_count: 2, process_count_per_instance: 8}}
+outputs:
+  gpu_id: {{value: "${{cluster.gpu.id}}"}}
+"""
+
+
+def test_generate_config_out_writes_while_references_remain(tmp_path):
+    import yaml
+
+    owner, stack, generated = _stack(tmp_path), tmp_path / "adopt.yaml", tmp_path / "generated.yaml"
+    owner.write_text(ADOPTED)
+    assert _cli("apply", str(owner), "--local", "--auto-approve", "--no-smoke", tmp_path=tmp_path).returncode == 0
+    assert _cli("state", "rm", "cluster.gpu", str(owner), "--local", tmp_path=tmp_path).returncode == 0
+    stack.write_text(ADOPTING)
+    r = _cli("plan", str(stack), "--local", "--generate-config-out", str(generated), tmp_path=tmp_path)
+    # the references still dangle (exit 1), but the declarations are written, and no hint repeats this command
+    assert r.returncode == 1 and generated.is_file(), r.stdout + r.stderr
+    assert "wrote them to" in r.stdout and "import.undeclared" not in r.stderr and "--generate-config-out" not in r.stderr
+    assert "distribution.dangling-reference" in r.stderr
+    text = generated.read_text()
+    body = yaml.safe_load(text)
+    assert body["variables"] == {"gpu_admin_password": {"type": "string", "sensitive": True}}
+    gpu = body["clusters"]["gpu"]
+    assert gpu["ssh_settings"]["admin_password"] == "${var.gpu_admin_password}" and "ADMIN_PASSWORD}" not in text
+    assert gpu["infiniband"] == "required"   # Standard_ND96asr_v4 has InfiniBand NCCL uses
+    assert "Not-the-generated-one-1" not in text + r.stdout + r.stderr
+    # merged, the stack plans: the import, with the password given as the variable the file declared
+    merged = yaml.safe_load(ADOPTING)
+    merged.update(variables=body["variables"], clusters=body["clusters"])
+    stack.write_text(yaml.safe_dump(merged, sort_keys=False))
+    r = _cli("plan", str(stack), "--local", "--var", "gpu_admin_password=Not-the-generated-one-1", tmp_path=tmp_path)
+    assert r.returncode == 0 and "# cluster.gpu will be imported" in r.stdout, r.stdout + r.stderr

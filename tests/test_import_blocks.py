@@ -130,8 +130,9 @@ def test_forgotten_resources_imported_with_a_change_and_secrets_as_placeholders(
     assert outputs[-1].returncode == 0, outputs[-1].stderr
     text = generated.read_text()
     assert yaml.safe_load(text)["clusters"]["gpu"]["ssh_settings"] == {
-        "admin_username": "azureuser", "admin_password": "${GPU_ADMIN_PASSWORD}"}
-    assert "set GPU_ADMIN_PASSWORD to its admin password" in text
+        "admin_username": "azureuser", "admin_password": "${var.gpu_admin_password}"}
+    assert yaml.safe_load(text)["variables"] == {"gpu_admin_password": {"type": "string", "sensitive": True}}
+    assert "--var gpu_admin_password=..." in text
     assert SECRET not in text
 
     # the stack's own declaration, one scale setting changed: imported, then updated in place

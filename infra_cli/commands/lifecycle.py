@@ -122,12 +122,37 @@ def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) 
     return plan_stack(loaded, provider, warnings=warnings, **options)
 
 
-def _generate_config(outcome, path: Path, *, quiet: bool) -> list[str]:
+def _generate_despite(errors: list[Diagnostic], stack: Path, path: Path, *, local: bool,
+                      quiet: bool) -> list[Diagnostic]:
+    """--generate-config-out on a stack whose plan stopped at errors: the stack still references what it imports
+    (a distribution's cluster, an output), which the declarations to write would declare. The declarations are
+    written all the same, as Terraform writes generated configuration from a plan that fails; the errors that
+    remain are returned, without the import blocks' "declare it" ones the file answers. A stack that cannot be
+    read, or whose import blocks cannot be, writes nothing: its errors come back as they were."""
+    from infra_cli.commands.backend import build_provider
+    from infra_cli.commands.views.plan import generated_config_summary
+    from infra_cli.plan.generate import undeclared_imports
+    from infra_cli.stack.load import SchemaErrors, load_stack
+
+    try:
+        loaded = load_stack(stack, inputs=stack_inputs())
+    except (SchemaErrors, DiagnosticError):
+        return errors
+    if not undeclared_imports(loaded):
+        return errors
+    written = _generate_config(loaded, build_provider(loaded.stack.workspace, local=local, anchor=stack), path,
+                               quiet=quiet)
+    if written and not quiet:
+        print(for_this_run(generated_config_summary(written, str(path), str(stack))) + "\n")
+    return [d for d in errors if d.rule != "import.undeclared"] if written else errors
+
+
+def _generate_config(loaded, provider, path: Path, *, quiet: bool) -> list[str]:
     """Write the declarations of the import blocks' undeclared targets to `path`; their addresses (the plan's
     view says what was written and what to do next)."""
     from infra_cli.plan.generate import generate_config, write_generated
 
-    text, addresses = generate_config(outcome.loaded, outcome.provider)
+    text, addresses = generate_config(loaded, provider)
     if not addresses:
         if not quiet:
             print("No import block names a resource the stack does not declare: nothing to generate.\n")
@@ -183,10 +208,16 @@ def plan(
         if generate_config_out is not None:
             from infra_cli.plan.generate import refuse_existing
             refuse_existing(generate_config_out)
-        outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images,
-                            replace=list(replace), generating=generate_config_out is not None,
-                            parallelism=parallelism)
-        generated = _generate_config(outcome, generate_config_out, quiet=as_json) \
+        try:
+            outcome = plan_file(stack, local=local, mode=mode, targets=list(target), check_images=check_images,
+                                replace=list(replace), generating=generate_config_out is not None,
+                                parallelism=parallelism)
+        except DiagnosticError as exc:   # generating: the declarations are written all the same
+            if generate_config_out is None:
+                raise
+            raise DiagnosticError(_generate_despite(exc.diagnostics, stack, generate_config_out, local=local,
+                                                    quiet=as_json)) from None
+        generated = _generate_config(outcome.loaded, outcome.provider, generate_config_out, quiet=as_json) \
             if generate_config_out is not None else []
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)

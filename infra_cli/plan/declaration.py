@@ -1,5 +1,5 @@
 """What a generated declaration (plan/generate.py, a kind's `declaration`) writes a value read from Azure as:
-text the stack reads back as it is, a secret as a `${VAR}` placeholder, a comment on one line."""
+text the stack reads back as it is, a secret as a sensitive variable's `${var.NAME}`, a comment on one line."""
 
 from __future__ import annotations
 
@@ -19,8 +19,14 @@ def literal(value: Any) -> Any:
     return value
 
 
-def placeholder(name: str, what: str) -> str:
-    return "${" + re.sub(r"[^A-Za-z0-9]", "_", f"{name}_{what}").upper() + "}"
+def secret_variable(name: str, what: str) -> str:
+    """The stack variable a generated declaration's secret stands as (`${var.gpu_admin_password}`): declared
+    sensitive beside it (plan/generate.py), never an environment variable's `${NAME}`."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"{name}_{what}").lower()
+
+
+# a generated declaration's `${var.NAME}` (a `$$` before it is a read value's own `$`, kept as text)
+SECRET_VARIABLE = re.compile(r"(?<!\$)\$\{var\.([a-z0-9_]+)\}")
 
 
 def one_line(text: str) -> str:

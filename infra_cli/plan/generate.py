@@ -12,7 +12,7 @@ import yaml
 
 from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.declaration import one_line
+from infra_cli.plan.declaration import SECRET_VARIABLE, one_line
 from infra_cli.plan.kinds import KINDS
 from infra_cli.stack.load import LoadedStack
 
@@ -66,7 +66,10 @@ def generate_config(loaded: LoadedStack, provider: Provider) -> tuple[str, list[
               "# declarations of the import blocks' targets. Merge them into the stack's clusters: and environments:,\n"
               "# then `infra plan` shows what importing them does.\n")
     body = "".join(f"{section}:\n" + "".join(entries) for section, entries in sections.items() if entries)
-    return header + body, addresses
+    # the secrets Azure never returns stand as the stack's sensitive variables: those it lacks, declared here
+    secrets = sorted(set(SECRET_VARIABLE.findall(body)) - set(loaded.stack.variables))
+    declared = "".join(f"  {name}: {{type: string, sensitive: true}}\n" for name in secrets)
+    return header + (f"variables:\n{declared}" if declared else "") + body, addresses
 
 
 def write_generated(path: Path, text: str) -> None:

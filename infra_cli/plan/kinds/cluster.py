@@ -16,7 +16,8 @@ from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_HASH
 from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.update_semantics import provisioning_rules, semantics
-from infra_cli.plan.declaration import literal, placeholder
+from infra_cli.knowledge.skus import load_catalog
+from infra_cli.plan.declaration import literal, secret_variable
 from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, import_at
 from infra_cli.plan.live import LiveState, read_cluster
@@ -27,6 +28,7 @@ from infra_cli.stack.cluster_fields import CLUSTER_FIELDS
 from infra_cli.stack.model import Stack
 from infra_cli.stack.outputs import UNKNOWN
 from infra_cli.stack.source import SourceMap
+from infra_cli.stack.variables import ENV_PREFIX
 
 # the plan attributes that are not the stack's to write: infra's own, secrets, and live state
 _NOT_DECLARED = {"ssh_credentials_hash", "prevent_destroy", "user_assigned_identities", "tags",
@@ -185,8 +187,8 @@ def cluster_declaration(attributes: dict[str, Any], name: str) -> dict[str, Any]
     if attributes.get("tags"):
         out["tags"] = dict(attributes["tags"])
     out = literal(out)
-    if "ssh_settings" in out:   # Azure never returns the secret: the user supplies it from the environment
-        out["ssh_settings"]["admin_password"] = placeholder(name, "admin_password")
+    if "ssh_settings" in out:   # Azure never returns the secret: a sensitive variable of the stack supplies it
+        out["ssh_settings"]["admin_password"] = "${var." + secret_variable(name, "admin_password") + "}"
     return out
 
 
@@ -299,9 +301,13 @@ class Cluster(Kind):
         if read.owner_stack:
             notes.append(f"it carries stack {read.owner_stack!r}'s ownership tags")
         body = cluster_declaration(read.attributes, name)
+        sku = load_catalog().get(str(read.attributes.get("size") or ""))
+        if sku is not None and sku.infiniband_eligible:   # what the live size has, the stack requires
+            body["infiniband"] = "required"
         if "ssh_settings" in body:
-            notes.append(f"set {body['ssh_settings']['admin_password'][2:-1]} to its admin password (or "
-                         "replace admin_password with ssh_key_value: ${VAR}); Azure never returns either")
+            variable = secret_variable(name, "admin_password")
+            notes.append(f"its admin password is the sensitive variable {variable} (declared under variables:): set it with "
+                         f"--var {variable}=... or {ENV_PREFIX}{variable}; Azure never returns it")
         return body, notes
 
 
