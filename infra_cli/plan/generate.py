@@ -1,6 +1,7 @@
 """`infra plan STACK --generate-config-out FILE` (Terraform's -generate-config-out): for each import block whose
 target the stack does not declare, its declaration read live from Azure, in the stack's own YAML, for the user to
-merge into the stack. Secrets are never read back (Azure never returns them): they are `${VAR}` placeholders."""
+merge into the stack. Secrets are never read back (Azure never returns them): they are `${var.NAME}` of sensitive
+variables the file declares."""
 
 from __future__ import annotations
 
