@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x2e0c162e
+SOURCES_CRC = 0xde52e996
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
