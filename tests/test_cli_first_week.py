@@ -67,7 +67,7 @@ def test_target_on_apply_and_destroy_with_terraforms_warning(tmp_path):
     assert TARGETING in r.stderr and "Resources: 1 added, 0 changed, 0 destroyed." in r.stdout
     assert _actions(tmp_path, stack) == {"cluster.cpu": ["no-op"], "cluster.gpu": ["create"],
                                          "environment.train": ["create"]}
-    r = _cli("apply", str(stack), "--local", "--auto-approve", "--no-smoke", tmp_path=tmp_path)
+    r = _cli("apply", str(stack), "--local", "--auto-approve", tmp_path=tmp_path)   # the smoke runs, recorded
     assert r.returncode == 0, r.stderr + r.stdout
     # destroy -target: the target alone goes (nothing runs on the cpu cluster), the rest and the records stay
     r = _cli("destroy", str(stack), "--target", "cluster.cpu", "--local", "--auto-approve", tmp_path=tmp_path)
@@ -75,6 +75,8 @@ def test_target_on_apply_and_destroy_with_terraforms_warning(tmp_path):
     assert TARGETING in r.stderr and "Destroy complete! Resources: 1 destroyed." in r.stdout
     assert _actions(tmp_path, stack) == {"cluster.cpu": ["create"], "cluster.gpu": ["no-op"],
                                          "environment.train": ["no-op"]}
+    r = _cli("plan", str(stack), "--local", "--json", tmp_path=tmp_path)
+    assert json.loads(r.stdout)["smoke_jobs"] == []   # the smoke's record was not retired with the target
 
 
 def test_destroy_target_takes_what_depends_on_it_not_what_it_depends_on(tmp_path):
