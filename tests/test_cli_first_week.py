@@ -362,3 +362,12 @@ def test_generate_config_out_writes_while_references_remain(tmp_path):
     stack.write_text(yaml.safe_dump(merged, sort_keys=False))
     r = _cli("plan", str(stack), "--local", "--var", "gpu_admin_password=Not-the-generated-one-1", tmp_path=tmp_path)
     assert r.returncode == 0 and "# cluster.gpu will be imported" in r.stdout, r.stdout + r.stderr
+
+
+def test_indentation_judged_past_keys_without_values_and_lists(tmp_path):
+    # a key without a value (null) before the wrong line is no error of its own
+    d = _syntax_error(tmp_path, "stack: a\nworkspace:\nclusters:\n  gpu:\n    size: x\n   max_instances: 1\n")
+    assert d["line"] == 6 and "`max_instances:` is indented 3 spaces" in d["message"], d
+    # a list earlier in the file: the keys after it are judged, the list lines are not
+    d = _syntax_error(tmp_path, "stack: a\nlist:\n  - x\n  - y\nworkspace:\n  name: w\n location: e\n")
+    assert d["line"] == 7 and "`location:` is indented 1 space," in d["message"], d

@@ -375,7 +375,7 @@ def force_unlock(
 
 
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
-                      *, destroy: bool, replace: list[str] = (), targets: list[str] = ()) -> None:
+                      *, destroy: bool, replace: list[str] = (), targets: tuple[str, ...] | list[str] = ()) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, made_locally, plan_key, saved_stack_path

@@ -425,14 +425,34 @@ def _indentation_problem(text: str, at: int) -> tuple[int, int, str, str] | None
     allowed here", often at the line after). (line, column, message, hint), or None: PyYAML's own words then."""
     lines = text.splitlines()[:at]
     for number, row in enumerate(lines, 1):
-        indent = row[:len(row) - len(row.lstrip(" \t"))]
-        if "\t" in indent:
-            return (number, indent.index("\t") + 1, "YAML syntax error: a tab in this line's indentation: YAML "
+        lead = row[:len(row) - len(row.lstrip(" \t"))]
+        if "\t" in lead:
+            return (number, lead.index("\t") + 1, "YAML syntax error: a tab in this line's indentation: YAML "
                     "indents with spaces only", "replace the tab with spaces, as many as the lines beside it have")
-    keys = [(n, _KEY_LINE.match(row)) for n, row in enumerate(lines, 1) if row.strip() and
-            not row.lstrip().startswith("#")]
-    if not keys or any(m is None for _, m in keys[-3:]):   # a list, a flow or block scalar near it: not judged
+    found = [(n, _KEY_LINE.match(row)) for n, row in enumerate(lines, 1) if row.strip() and
+             not row.lstrip().startswith("#")]
+    if not found or any(m is None for _, m in found[-3:]):   # a list, a flow or block scalar near it: not judged
         return None
+    keys = [(n, m) for n, m in found if m is not None]
+    for i in range(max(1, len(keys) - 2), len(keys)):   # the mark's line, and the one or two before it
+        (_, above), (number, here) = keys[i - 1], keys[i]
+        width, key, over, has_value = len(here.group(1)), here.group(2), above.group(2), bool(above.group(3))
+        enclosing = [len(above.group(1))]   # the indents a key after `above` may have: its own, its holders'
+        for _, m in reversed(keys[:i - 1]):
+            if len(m.group(1)) < enclosing[-1]:
+                enclosing.append(len(m.group(1)))
+        if width in enclosing or not has_value and width > enclosing[0]:
+            continue   # a sibling, a holder's sibling, or the first key under a key without a value
+        if has_value and width > enclosing[0]:
+            return (number, width + 1, f"YAML syntax error: `{key}:` is indented more than `{over}:` above it, "
+                    "whose value is on its line", f"indent `{key}:` {enclosing[0]} spaces, as `{over}:` is, to set "
+                    f"it beside it (or give `{over}:` no value on its line to nest it)")
+        said = [str(n) for n in sorted(set(enclosing))]
+        said_text = ", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0]
+        return (number, width + 1, f"YAML syntax error: `{key}:` is indented {width} space"
+                f"{'s' if width != 1 else ''}, as no key above it is",
+                f"indent it as the keys it belongs with ({said_text} spaces)")
+    return None
     for i in range(max(1, len(keys) - 2), len(keys)):   # the mark's line, and the one or two before it
         (_, above), (number, here) = keys[i - 1], keys[i]
         indent, key = len(here.group(1)), here.group(2)
