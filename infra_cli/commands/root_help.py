@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xde52e996
+SOURCES_CRC = 0xde0a014e
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
