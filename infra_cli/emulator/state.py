@@ -13,6 +13,8 @@ both "create" it, and both would believe they hold the stack lock.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sqlite3
@@ -21,12 +23,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.paths import private_state_dir, refuse_link
 
 STATE_FILE = "state.sqlite3"
+INIT_LOCK = "state.init.lock"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS resources (
@@ -112,6 +115,18 @@ class Operation:
     payload: dict | None
 
 
+@contextlib.contextmanager
+def _init_lock(state_dir: Path) -> Iterator[None]:
+    """DIR/state.init.lock held exclusive (flock: the kernel drops it if the process dies) while the database is
+    opened and its schema made."""
+    fd = os.open(state_dir / INIT_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class Store:
     def __init__(self, state_dir: Path):
         state_dir = private_state_dir(state_dir)
@@ -131,9 +146,13 @@ class Store:
             os.close(fd)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
-            damage = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            # One process at a time: switching a new database to WAL takes an exclusive lock that SQLite does not
+            # wait for (SQLITE_BUSY at once, "database is locked"), so concurrent first runs over one fresh
+            # directory took turns through no busy handler and one of them failed under load.
+            with _init_lock(state_dir):
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(_SCHEMA)
+                damage = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             self._db.close()
             if _cannot_write(exc):
