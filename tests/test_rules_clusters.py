@@ -88,7 +88,19 @@ def test_ssh_password_written_in_the_stack_warns(tmp_path, monkeypatch):
     body = (f"clusters:\n  gpu:\n    size: {A100}\n    ssh_public_access_enabled: true\n"
             "    ssh_settings:\n      admin_username: azureuser\n      admin_password: {pw}\n")
     d = check(tmp_path, body.format(pw="Sup3rS3cret!x")).one("cluster.ssh-password-inline", "warning", "Sup3rS3cret!x")
-    assert "Sup3rS3cret" not in d.message + d.hint and "${NODE_ADMIN_PASSWORD}" in d.hint
+    assert "Sup3rS3cret" not in d.message + d.hint
+    # the fix is the stack language's sensitive variable (or a key), never an environment variable's ${NAME}
+    assert "`admin_password: {type: string, sensitive: true}`" in d.hint and "${var.admin_password}" in d.hint
+    assert "`--var admin_password=...`, `INFRA_VAR_admin_password` or a var file" in d.hint
+    assert "ssh_key_value" in d.hint and "${NODE_" not in d.hint
+    sensitive = "variables:\n  admin_password: {type: string, sensitive: true}\n"
+    monkeypatch.setenv("INFRA_VAR_admin_password", "Sup3rS3cret!x")
+    assert not check(tmp_path, sensitive + body.format(pw="${var.admin_password}")).of("cluster.ssh-password-inline")
+    # a variable not declared sensitive: the hint names it, to declare sensitive
+    monkeypatch.setenv("INFRA_VAR_pw", "Sup3rS3cret!x")
+    plain = check(tmp_path, "variables:\n  pw: {type: string}\n" + body.format(pw="${var.pw}"))
+    d = plain.one("cluster.ssh-password-inline", "warning", "${var.pw}")
+    assert "variable 'pw', which is not declared sensitive" in d.message and "`--var pw=...`" in d.hint
     monkeypatch.setenv("NODE_ADMIN_PASSWORD", "Sup3rS3cret!x")
     assert not check(tmp_path, body.format(pw="${NODE_ADMIN_PASSWORD}")).of("cluster.ssh-password-inline")
     # `$$` is an escaped dollar, not a reference: still written in the file.

@@ -11,6 +11,7 @@ from infra_cli.diagnostics import Diagnostic
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.stack.model import Cluster, Distribution
+from infra_cli.stack.variables import ENV_PREFIX
 from infra_cli.validate.rules.registry import Context, declare, rule_for_each
 from infra_cli.validate.rules.resources import pasted_name
 from infra_cli.validate.rules.size_advice import closest_first, ib_reason, ib_sizes
@@ -61,7 +62,7 @@ INFINIBAND_UNVERIFIED = declare(
 SSH_SETTINGS = declare("cluster.ssh-settings", "warning",
                        "a cluster opens the nodes' SSH port without an admin user and key")
 SSH_PASSWORD_INLINE = declare("cluster.ssh-password-inline", "warning",
-                              "a cluster's SSH admin password is written in the stack file instead of ${VAR}")
+                              "a cluster's SSH admin password is written in the stack file, not a sensitive variable")
 LOCATION = declare("cluster.location", "warning", "a cluster is in another region than its workspace")
 PUBLIC_IP_WITHOUT_SUBNET = declare(
     "cluster.public-ip-without-subnet", "warning",
@@ -162,12 +163,23 @@ def cluster_ssh_secret_inline(ctx: Context, name: str, cluster: Cluster) -> Iter
     if cluster.ssh_settings is None or cluster.ssh_settings.admin_password is None:
         return
     path = ("clusters", name, "ssh_settings", "admin_password")
-    if path not in ctx.loaded.source.interpolated:
-        yield ctx.warning(path, SSH_PASSWORD_INLINE.id,
-                     f"cluster {name!r} has its SSH admin password written in the stack file, where anyone who "
-                     "reads the file (or its git history) has it",
-                     "write admin_password: ${NODE_ADMIN_PASSWORD} and set that variable where infra runs, "
-                     "or use ssh_key_value instead")
+    source = ctx.loaded.source
+    if path in source.interpolated:   # a sensitive variable (or ${NAME}): never in the file, never shown
+        return
+    variable, origin = source.given.get(path, (None, None))
+    if variable is None:
+        variable, declare_it = "admin_password", ("declare a sensitive variable under `variables:` "
+                                                  "(`admin_password: {type: string, sensitive: true}`), write "
+                                                  "`admin_password: ${var.admin_password}` here")
+        said = "has its SSH admin password written in the stack file, where anyone who reads the file (or its " \
+               "git history) has it"
+    else:   # ${var.X} of a variable not declared sensitive
+        declare_it = f"declare `{variable}` with `sensitive: true` and no default in the file"
+        said = (f"takes its SSH admin password from variable {variable!r}, which is not declared sensitive"
+                + (": its default writes the password in the stack file" if origin == "default" else ""))
+    yield ctx.warning(path, SSH_PASSWORD_INLINE.id, f"cluster {name!r} {said}",
+                      f"{declare_it}, and give its value with `--var {variable}=...`, `{ENV_PREFIX}{variable}` or a "
+                      "var file kept out of git; or use ssh_key_value (an SSH public key) instead of a password")
 
 
 @rule_for_each("clusters", LOCATION)
