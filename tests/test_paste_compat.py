@@ -14,7 +14,7 @@ import pytest
 
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.stack.load import load_stack
-from infra_cli.stack.model import AML_DEFAULT_SIZE
+from infra_cli.stack.cluster import AML_DEFAULT_SIZE
 from infra_cli.validate.engine import validate_stack
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from infra_cli.stack.fields import (ANY, SECRET, Bool, DictOf, Field, Float, Int, ListOf, Model, OneOf, Secret, Str,
-                                    ValidationError, json_schema)
+from infra_cli.stack.field_errors import ValidationError
+from infra_cli.stack.fields import Field, Model, json_schema
+from infra_cli.stack.value_kinds import ANY, SECRET, Bool, DictOf, Float, Int, ListOf, OneOf, Secret, Str
 
 
 def _filled(v: str) -> str:

@@ -54,7 +54,8 @@ from infra_cli.smoke.api import distribution_job_files
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.variables import Inputs
-from infra_cli.stack.model import AML_ENVIRONMENT_SCHEMA, Cluster, Environment
+from infra_cli.stack.cluster import Cluster
+from infra_cli.stack.environment import AML_ENVIRONMENT_SCHEMA, Environment
 from infra_cli.stack.secret import revealed
 from infra_cli.validate.engine import load_valid_stack
 

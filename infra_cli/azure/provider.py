@@ -33,7 +33,7 @@ from infra_cli.azure.protocol import Written, read_pool
 from infra_cli.azure.sdk_chatter import quiet_sdk
 from infra_cli.azure.url import segment
 from infra_cli.knowledge.curated import CURATED_REGISTRY, parse_environment_reference, registry_name_forms
-from infra_cli.stack.model import is_remote_context
+from infra_cli.stack.environment import is_remote_context
 from infra_cli.stack.secret import revealed
 
 MAX_READ_CONCURRENCY = 32   # one round of single reads for a stack of 60 resources, each waiting on the network

@@ -32,7 +32,7 @@ RENDER_KINDS = ("always", "if_set", "if_given", "section", "never")  # if_set: t
 @dataclass(frozen=True)
 class ClusterField:
     attribute: str                # the plan's attribute (desired, live, the diff, update_semantics.yaml)
-    stack: str | None             # dotted path in stack.model.Cluster (= CLI v2 YAML); None: not in the stack
+    stack: str | None             # dotted path in stack.cluster.Cluster (= CLI v2 YAML); None: not in the stack
     rest: tuple[str, ...] = ()    # dotted paths in ComputeResource JSON, the first non-empty wins; (): not on Azure
     read: str = "text"            # how compute_values reads the REST value (azure/compute_codec.py REST_READERS)
     value: str | None = None      # compute_values' key (azure-ai-ml's AmlCompute name); None: the attribute

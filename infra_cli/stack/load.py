@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.stack.fields import Model, ValidationError
-from infra_cli.stack.model import Stack, flatten_distribution
+from infra_cli.stack.field_errors import ValidationError
+from infra_cli.stack.fields import Model
+from infra_cli.stack.distribution import flatten_distribution
+from infra_cli.stack.model import Stack
 from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text, short_repr
 from infra_cli.stack.secret import contains_secret
 from infra_cli.stack.variables import Inputs

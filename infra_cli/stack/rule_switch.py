@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from infra_cli.stack.fields import Bool, Field, Model, Str
+from infra_cli.stack.fields import Field, Model
+from infra_cli.stack.value_kinds import Bool, Str
 from infra_cli.stack.secret import Secret
 
 REASON_MAX = 300   # characters of a switched-off rule's reason: one line of plan's output

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import textwrap
 
-from infra_cli.stack.model import JOB_KEYS_ELSEWHERE
+from infra_cli.stack.distribution import JOB_KEYS_ELSEWHERE
 
 HEADER = """\
 stack: pasted

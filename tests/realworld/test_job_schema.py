@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from infra_cli.knowledge.job_schema import job_schema
-from infra_cli.stack.model import (JOB_KEYS_ELSEWHERE, NESTED_DISTRIBUTION_KEYS, TYPE_KEYS, Distribution,
-                                   JobDistribution, JobLimits, JobQueueSettings, JobResources)
+from infra_cli.stack.distribution import (JOB_KEYS_ELSEWHERE, NESTED_DISTRIBUTION_KEYS, TYPE_KEYS, Distribution,
+                                          JobDistribution, JobLimits, JobQueueSettings, JobResources)
 
 ROOT = Path(__file__).resolve().parents[2]
 

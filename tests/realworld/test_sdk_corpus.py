@@ -21,7 +21,7 @@ import yaml
 from infra_cli.apply.files import render_stack
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.stack.load import load_stack
-from infra_cli.stack.model import AML_DEFAULT_SIZE
+from infra_cli.stack.cluster import AML_DEFAULT_SIZE
 from infra_cli.validate.engine import validate_stack
 from realworld_paste import HEADER, pasted_stack
 
