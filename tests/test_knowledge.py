@@ -21,8 +21,8 @@ import yaml
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.knowledge import (base_images, curated, failure_signatures, frameworks, image_evidence, launchers, names,
                                  nccl_transport, skus, update_semantics)
-from infra_cli.plan.desired import cluster_attributes, desired_resources
-from infra_cli.plan.normalise import cluster_resource
+from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.kinds.cluster import cluster_attributes, cluster_resource
 from infra_cli.stack.load import load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,6 +107,10 @@ BROKEN = [
      "named group(s) net, gdrdma", "channel_net"),
     ("failure_signatures.yaml", _set("signatures", 0, "cause", "interface {7} is missing"),
      failure_signatures.signatures, "signatures[0].cause", "cause"),
+    ("nccl_transport.yaml", _set("transport_rules", 5, "none", ["comm_nope"]), nccl_transport.transport_rules,
+     "transport_rules[5]: any/all must name patterns, none may", "single-rank"),
+    ("failure_signatures.yaml", _set("signatures", 3, "multi_node_only", "yes"), failure_signatures.signatures,
+     "signatures[3].multi_node_only: must be true or false", "multi_node_only"),
     ("base_images.yaml", _set("pip_packages", "mpi4py", "needs_to_build", ["compiler", "mpi-header"]),
      base_images.build_knowledge, "undeclared capability mpi-header", "needs_to_build"),
     ("base_images.yaml", _set("bases", 1, "pattern", "(unclosed"), base_images.build_knowledge,

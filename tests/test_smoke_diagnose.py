@@ -20,6 +20,9 @@ SAMPLES = {
                               "ifa != nullptr. Unable to find address for: ib9",
     "nccl-interface-missing": "node-0:41:41 [0] NCCL INFO Bootstrap : no socket interface found",
     "nccl-ib-no-device": "node-0:41:88 [0] NCCL INFO NET/IB : No device found.",
+    # recorded with NCCL 2.28.9 (tests/fixtures/nccl_logs/h200_two_ranks_one_gpu_recorded)
+    "nccl-duplicate-gpu": "[2026-11-28 21:42:53] vm:613:613 [0] init.cc:904 NCCL WARN Duplicate GPU detected : "
+                          "rank 0 and rank 1 both on CUDA device 60",
     "nccl-ib-verbs-failed": "node-1:52:90 [3] misc/ibvwrap.cc:192 NCCL WARN NET/IB : Call to ibv_reg_mr failed",
     "nccl-watchdog-timeout": "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
                              "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600351 milliseconds before timing out.",

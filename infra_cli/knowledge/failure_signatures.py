@@ -10,7 +10,7 @@ from infra_cli.knowledge.reader import at, load, mapping, sequence
 
 FILE = "failure_signatures.yaml"
 HINT = ("fix validators/failure_signatures.yaml: each signature needs id, pattern (a regular expression), "
-        "cause, fix and source (fix_emulated optional); {1}, {2}... in cause and fixes are the pattern's groups, "
+        "cause, fix and source (fix_emulated and multi_node_only optional); {1}, {2}... in cause and fixes are the pattern's groups, "
         "{python} in fixes infra's own interpreter")
 
 
@@ -24,6 +24,8 @@ class Signature:
     # the fix where the job ran on the local emulator (with infra's own Python, not the environment's image);
     # None: `fix` holds there too
     fix_emulated: str | None = None
+    # a cause only for a job on several nodes (a line NCCL prints on one node too, where it explains nothing)
+    multi_node_only: bool = False
 
 
 def _signatures(data: Any) -> tuple[Signature, ...]:
@@ -32,8 +34,12 @@ def _signatures(data: Any) -> tuple[Signature, ...]:
         with at("signatures", i):
             row = mapping(row, "a signature")
             regex = re.compile(row["pattern"])
+            with at("multi_node_only"):
+                multi_node_only = row.get("multi_node_only", False)
+                if not isinstance(multi_node_only, bool):
+                    raise ValueError(f"must be true or false, not {multi_node_only!r}")
             sig = Signature(str(row["id"]), regex, str(row["cause"]), row.get("fix"), str(row["source"]),
-                            row.get("fix_emulated"))
+                            row.get("fix_emulated"), multi_node_only)
             if sig.id in seen:
                 raise ValueError(f"id {sig.id!r} is used twice")
             seen.add(sig.id)

@@ -15,7 +15,7 @@ from infra_cli.knowledge.reader import at, load, mapping, sequence
 
 FILE = "nccl_transport.yaml"
 HINT = ("fix validators/nccl_transport.yaml: debug_env (variable: value), patterns (name: regular expression), "
-        "infiniband_nets, socket_nets, transport_rules (transport, any/all of pattern names, why)")
+        "infiniband_nets, socket_nets, transport_rules (transport, any/all/none of pattern names, why)")
 # The patterns and named groups smoke/transport.py reads by name.
 _NEEDED = {"channel_net": ("net", "gdrdma"), "using_network": ("net",), "ib_devices": ("devices",),
            "ib_none": (), "comm_nodes": ("nodes",)}
@@ -54,9 +54,9 @@ def _rules(data: Any) -> TransportRules:
             rule = mapping(rule, "a transport rule")
             str(rule["transport"]), str(rule["why"])
             names = [*sequence(rule.get("any"), "any"), *sequence(rule.get("all"), "all")]
-            unknown = [n for n in names if n not in patterns]
+            unknown = [n for n in [*names, *sequence(rule.get("none"), "none")] if n not in patterns]
             if not names or unknown:
-                raise ValueError(f"any/all must name patterns ({', '.join(patterns)}); unknown: {unknown}")
+                raise ValueError(f"any/all must name patterns, none may ({', '.join(patterns)}); unknown: {unknown}")
             if rule.get("net") not in (None, "infiniband", "socket"):
                 raise ValueError(f"net must be infiniband or socket, not {rule['net']!r}")
             rules.append(dict(rule))

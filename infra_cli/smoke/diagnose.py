@@ -62,9 +62,12 @@ def _shown(line: str) -> str:
     return line if len(line) <= _MAX_LINE else line[:_MAX_LINE - 1] + "…"
 
 
-def _signature_findings(logs: Mapping[str, str], signatures: tuple[Signature, ...], emulated: bool) -> list[Finding]:
+def _signature_findings(logs: Mapping[str, str], signatures: tuple[Signature, ...], emulated: bool,
+                        nodes: int | None) -> list[Finding]:
     found = []
     for sig in signatures:
+        if sig.multi_node_only and nodes == 1:
+            continue
         where: list[str] = []
         first: re.Match | None = None
         for name, text in logs.items():
@@ -93,10 +96,12 @@ def last_exception(text: str) -> str | None:
 
 
 def diagnose(logs: Mapping[str, str], signatures: tuple[Signature, ...] | None = None, *,
-             emulated: bool = False) -> list[Finding]:
+             emulated: bool = False, nodes: int | None = None) -> list[Finding]:
     """Findings for a failed job's logs (name -> text), most specific first. `emulated`: the job ran on the local
-    emulator (with infra's own Python), whose fix differs where a signature says so (fix_emulated)."""
-    findings = _signature_findings(logs, signatures if signatures is not None else known_signatures(), emulated)
+    emulator (with infra's own Python), whose fix differs where a signature says so (fix_emulated). `nodes`: the
+    job's instance count, where known (a multi_node_only signature is no cause on one node)."""
+    findings = _signature_findings(logs, signatures if signatures is not None else known_signatures(), emulated,
+                                   nodes)
     explained = {line for f in findings for line in f.lines}
     by_exception: dict[str, list[str]] = {}
     for name, text in logs.items():

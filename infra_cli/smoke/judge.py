@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import says
 from infra_cli.knowledge.nccl_transport import transport_rules
 from infra_cli.knowledge.skus import Sku
 from infra_cli.smoke.diagnose import Finding
@@ -30,7 +32,7 @@ class Judgement:
     detail: str
 
     def to_json(self) -> dict:
-        return {"name": self.name, "outcome": self.outcome, "detail": self.detail}
+        return {"name": self.name, "outcome": self.outcome, "detail": str(self.detail)}
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,9 @@ def _framework_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
     wanted = distribution.framework if distribution.framework in SMOKED_FRAMEWORKS else "ddp"
     name = seen.get("name")
     if name != wanted:
-        return Judgement("framework", "fail", f"the smoke initialised {name!r} but the distribution's framework is "
-                         f"{wanted!r}: re-render the smoke job (infra render) or rerun `infra smoke`")
+        return Judgement("framework", "fail", says(f"the smoke initialised {name!r} but the distribution's framework "
+                                                   f"is {wanted!r}: re-render the smoke job (infra render) or rerun ",
+                                                   NextStep(("infra", "smoke"))))
     if name == "ddp":
         # what stops the script before (or at) the process group: it never started
         stopped = next((c["name"] for c in result.get("checks", []) if c.get("ok") is False and
@@ -190,7 +193,9 @@ def _bandwidth_judgement(result: dict[str, Any], sku: Sku | None, distribution: 
     if result.get("device") != "cuda":
         return Judgement("busbw", "skipped", f"{measured} on {result.get('device')}: GPU figures do not apply"), None
     if int(result.get("world", {}).get("world_size", 0)) < 2:
-        return Judgement("busbw", "skipped", f"{measured}: one rank moves no data between ranks"), None
+        # its peak is 0 at whichever size came first: shown, it reads as a broken network
+        return Judgement("busbw", "skipped", "not measured: one rank moves no data between ranks "
+                         "(busbw = algbw x 2(n-1)/n is 0 for n = 1)"), None
     if sku is None:
         return Judgement("busbw", "skipped", f"{measured}: the cluster's size is not in the catalog"), None
     multi_node = distribution.instance_count > 1

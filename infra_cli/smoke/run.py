@@ -261,7 +261,8 @@ def _run_jobs(loaded_stack: LoadedStack, runner: JobRunner, jobs: list[SmokeJob]
                 verdict = replace(verdict, findings=tuple(diagnose({RESULT_FILE: verdict.incomplete},
                                                                    emulated=emulated)[:1]))
             elif not verdict.passed:
-                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs, emulated=emulated)))
+                verdict = replace(verdict, findings=tuple(diagnose(outputs.logs, emulated=emulated,
+                                                                   nodes=dist.instance_count)))
             if not verdict.passed:
                 verdict = replace(verdict, logs_dir=keep_logs(work / "download" / name, name))
             emit(Judged(verdict))

@@ -59,6 +59,8 @@ def classify_transport(lines: Iterable[str], rules: dict[str, Any]) -> dict[str,
             continue
         if "any" in rule and not any(net_matches(n, net_kind) for n in rule["any"]):
             continue
+        if any(seen[n] for n in rule.get("none", ())):
+            continue
         transport, why = rule["transport"], rule["why"]
         break
 
