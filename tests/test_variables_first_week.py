@@ -44,7 +44,26 @@ def test_offline_validate_judges_an_unset_variable_unknown_with_a_warning(tmp_pa
     assert [d.severity for d in found] == ["warning"], [d.format() for d in found]
     (d,) = found
     assert d.rule == "variable.unknown" and "'admin_password'" in d.message
-    assert "--var admin_password=VALUE" in d.hint and "--var-file" in d.hint and "INFRA_VAR_admin_password" in d.hint
+    # a secret is set from the environment (README: "a secret: never in a file"), never advised into a var file
+    assert "INFRA_VAR_admin_password" in d.hint and "--var-file" not in d.hint, d.hint
+
+
+def test_an_unset_variable_is_told_every_way_to_set_it_a_sensitive_one_the_environment():
+    # issue 43 walk: the hint for an unset admin password said to write it in a var file, which the README and the
+    # saved plan's own hint (variable.plan-sensitive: set INFRA_VAR_...) say never to do; the Action can set only env
+    with pytest.raises(DiagnosticError) as exc:
+        parse_stack(STACK, "stack.yaml", {}, Inputs())
+    (secret,) = exc.value.diagnostics
+    assert secret.rule == "variable.missing" and "'admin_password'" in secret.message
+    assert "INFRA_VAR_admin_password" in secret.hint and "env:" in secret.hint, secret.hint
+    assert "--var-file" not in secret.hint and "default:" not in secret.hint, secret.hint
+    plain = STACK.replace("nodes: {type: number, default: 1}", "nodes: {type: number}")
+    with pytest.raises(DiagnosticError) as exc:
+        parse_stack(plain, "stack.yaml", {"INFRA_VAR_admin_password": SECRET}, Inputs())
+    (nodes,) = exc.value.diagnostics
+    assert "'nodes'" in nodes.message
+    assert "--var nodes=VALUE" in nodes.hint and "`--var-file FILE` (a line `nodes: VALUE`)" in nodes.hint
+    assert "INFRA_VAR_nodes" in nodes.hint
 
 
 def test_an_unknown_value_brings_no_false_error_from_the_rules(tmp_path):

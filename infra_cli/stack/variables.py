@@ -217,7 +217,11 @@ def as_text(value: Any) -> str | None:
     return str(value)
 
 
-def ways_to_set(name: str) -> str:
+def ways_to_set(name: str, sensitive: bool = False) -> str:
+    if sensitive:   # a secret: the environment only, as the README and variable.plan-sensitive say (and the Action
+        # can set nothing else); a var file or default would be committed, a --var kept in the shell's history
+        return (f"it is sensitive: set the environment variable {ENV_PREFIX}{name} (in CI from a secret, e.g. a "
+                f"GitHub Actions step's `env:`), never in a var file or the stack file")
     return (f"set it with `--var {name}=VALUE`, in a `--var-file FILE` (a line `{name}: VALUE`), or as the "
             f"environment variable {ENV_PREFIX}{name}; or give it a `default:`")
 
@@ -263,10 +267,10 @@ class _Resolver:
                 if not self.inputs.needed:   # validate: said once; a read-only command says it only if it needs it
                     self.out.warnings.append(self.source.diagnostic(
                         ("variables", name), "variable.unknown", f"variable {name!r} has no value here: judged as "
-                        "unknown (plan and apply need it)", ways_to_set(name), "warning", key=True))
+                        "unknown (plan and apply need it)", ways_to_set(name, self.sensitive[name]), "warning", key=True))
             elif name not in chosen and not self.out.errors:
-                self.error(("variables", name), "variable.missing", f"variable {name!r} has no value", ways_to_set(name),
-                           key=True)
+                self.error(("variables", name), "variable.missing", f"variable {name!r} has no value",
+                           ways_to_set(name, self.sensitive[name]), key=True)
         self.out.values = chosen
         return self.out
 
