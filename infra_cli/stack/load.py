@@ -13,7 +13,8 @@ from infra_cli.stack.field_errors import ValidationError
 from infra_cli.stack.fields import Model
 from infra_cli.stack.distribution import flatten_distribution
 from infra_cli.stack.model import Stack
-from infra_cli.stack.source import SourceMap, load_yaml, read_stack_text, short_repr
+from infra_cli.stack.bounded_yaml import read_stack_text
+from infra_cli.stack.source import SourceMap, load_yaml, short_repr
 from infra_cli.stack.secret import contains_secret
 from infra_cli.stack.variables import Inputs
 

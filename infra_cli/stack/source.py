@@ -1,4 +1,5 @@
-"""YAML to plain data, remembering where every key and value came from (line, column; 1-based).
+"""YAML to plain data, remembering where every key and value came from (line, column; 1-based). The file's text
+and its syntax are read under stack/bounded_yaml.py's bounds first.
 
 PyYAML's node tree carries marks; we walk it once, build the values ourselves (so duplicate keys and
 `${VAR}` interpolation are reported at their exact position), and keep a path -> position map that
@@ -12,7 +13,6 @@ import dataclasses
 import difflib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -20,18 +20,16 @@ import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.stack import secret as secret_text, variables
+# MAX_DEPTH: plan/planfile.py names it here, beside the loader's other bounds
+from infra_cli.stack.bounded_yaml import MAX_DEPTH, MAX_STACK_BYTES, compose, read_stack_text  # noqa: F401
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error. Azure ML's own
 # expressions (`${{inputs.epochs}}`, `${{outputs.model}}`) pass through untouched, so a pasted command keeps them.
 _AZUREML_EXPRESSION = "${{"
 _INTERPOLATION = re.compile(r"\$\$|\$\{\{[^{}]*\}\}|\$\{([^}]*)\}|\$\{")
 _MAX_NODES = 100_000
-# Bounds on hostile input (a stack is a few KiB nested about six levels): the file read, the nesting the
-# recursive composer and builder may see, and the text that aliases may expand to (each *alias repeats
-# its anchor's text, so a small file can otherwise print a gigabyte).
-MAX_STACK_BYTES = 1 << 20
-MAX_DEPTH = 64
+# Bounds on hostile input beside stack/bounded_yaml.py's (the file read, the nesting): the text that aliases
+# may expand to (each *alias repeats its anchor's text, so a small file can otherwise print a gigabyte).
 MAX_EXPANDED_BYTES = 4 << 20
 SCRUBBED_FROM = 4   # the shortest secret text SourceMap.scrubbed takes out of a diagnostic
 _WHOLE_VARIABLE = re.compile(r"\$\{var\.([^{}]*)\}")
@@ -331,174 +329,13 @@ class _Builder:
         self.errors.append(Diagnostic("error", rule, message, self.source.file, at[0], at[1], hint))
 
 
-def _folder_hint(folder: str) -> str:
-    """`infra plan .` as Terraform reads a folder's *.tf: infra reads one stack file, so name the ones here."""
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith((".yaml", ".yml")))
-    except OSError:
-        names = []
-    if not names:
-        return "pass the path of a stack YAML file: a stack is one file, not a folder (as Terraform's *.tf)"
-    shown = ", ".join(os.path.join(folder, n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
-    return (f"a stack is one file, not a folder (as Terraform's *.tf): pass one of the YAML files here ({shown}); "
-            "`infra validate` takes several")
-
-
-def read_stack_text(path: str | os.PathLike) -> str:
-    """The text of a stack file: a regular file of at most MAX_STACK_BYTES, checked before reading.
-
-    Opened non-blocking, so a FIFO (or a device) is refused at once instead of waiting for a writer.
-    Raises DiagnosticError for anything that is not a readable UTF-8 regular file.
-    """
-    file = str(path)
-
-    def refuse(rule: str, message: str, hint: str) -> DiagnosticError:
-        return DiagnosticError([Diagnostic("error", rule, message, file, None, None, hint)])
-
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        raise refuse("stack.not-found", f"no such file: {file}",
-                     "pass the path of a stack YAML file, e.g. stacks/ib-a100.yaml") from None
-    except OSError as exc:
-        raise refuse("stack.unreadable", f"cannot read {file}: {exc.strerror or exc}",
-                     "the stack file must be a readable regular file") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
-        raise refuse("stack.unreadable", f"{file} is {kind}, not a stack file",
-                     _folder_hint(file) if stat.S_ISDIR(mode) else "pass the path of a stack YAML file (a regular file)")
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            data = fh.read(MAX_STACK_BYTES + 1)
-        except OSError as exc:
-            raise refuse("stack.unreadable", f"cannot read {file}: {exc.strerror or exc}",
-                         "the stack file must be a readable regular file") from None
-    if len(data) > MAX_STACK_BYTES:
-        raise refuse("stack.too-large", f"{file} is larger than {MAX_STACK_BYTES >> 20} MiB",
-                     "a stack file is a few KiB: split it, or move large content into files it names")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise refuse("stack.unreadable", f"{file} is not UTF-8 text: {exc.reason} at byte {exc.start}",
-                     "save the stack file as UTF-8") from None
-
-
-def _check_depth(text: str, file: str) -> None:
-    """Refuse nesting deeper than MAX_DEPTH before composing: the composer recurses per level (a RecursionError
-    at ~1,000 levels, a crash of the C composer at ~50,000). The event stream is read without recursion.
-    libyaml 0.2.6 and later (PyYAML 6.0.4's wheels) bound nesting themselves, and its scanner reads a run of
-    flow openers ahead of the events, so its own refusal can come first: it means deeper than MAX_DEPTH too."""
-    depth = 0
-    try:
-        for event in yaml.parse(text, Loader=_Loader):
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise _too_deep(file, event.start_mark)
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-    except yaml.MarkedYAMLError as exc:
-        if _PARSER_DEPTH_LIMIT in (exc.problem or "") and exc.problem_mark is not None:
-            raise _too_deep(file, exc.problem_mark) from None
-        raise
-
-
-# libyaml's own refusal (https://github.com/yaml/libyaml/blob/master/src/scanner.c, yaml_set_max_nest_level)
-_PARSER_DEPTH_LIMIT = "exceeded maximum nesting depth"
-
-
-def _too_deep(file: str, mark: Any) -> DiagnosticError:
-    return DiagnosticError([Diagnostic(
-        "error", "stack.too-deep", f"the document nests more than {MAX_DEPTH} levels deep", file,
-        mark.line + 1, mark.column + 1, "a stack nests a few levels: flatten this structure")])
-
-
-_KEY_LINE = re.compile(r"( *)([A-Za-z0-9_.-]+) *:(?: +(.*))?$")   # `  key: value` (a plain block key)
-
-
-def _indentation_problem(text: str, at: int) -> tuple[int, int, str, str] | None:
-    """What a YAML error at line `at` (1-based) is, said where it is and in plain words, when it is one of the
-    two mistakes people make: a tab in a line's indentation (PyYAML: "found character that cannot start any
-    token"), or a key indented as no key above it is (PyYAML: "did not find expected key", "mapping values are not
-    allowed here", often at the line after). (line, column, message, hint), or None: PyYAML's own words then."""
-    lines = text.splitlines()[:at]
-    for number, row in enumerate(lines, 1):
-        lead = row[:len(row) - len(row.lstrip(" \t"))]
-        if "\t" in lead:
-            return (number, lead.index("\t") + 1, "YAML syntax error: a tab in this line's indentation: YAML "
-                    "indents with spaces only", "replace the tab with spaces, as many as the lines beside it have")
-    found = [(n, _KEY_LINE.match(row)) for n, row in enumerate(lines, 1) if row.strip() and
-             not row.lstrip().startswith("#")]
-    if not found or any(m is None for _, m in found[-3:]):   # a list, a flow or block scalar near it: not judged
-        return None
-    keys = [(n, m) for n, m in found if m is not None]
-    for i in range(max(1, len(keys) - 2), len(keys)):   # the mark's line, and the one or two before it
-        (_, above), (number, here) = keys[i - 1], keys[i]
-        width, key, over, has_value = len(here.group(1)), here.group(2), above.group(2), bool(above.group(3))
-        enclosing = [len(above.group(1))]   # the indents a key after `above` may have: its own, its holders'
-        for _, m in reversed(keys[:i - 1]):
-            if len(m.group(1)) < enclosing[-1]:
-                enclosing.append(len(m.group(1)))
-        if width in enclosing or not has_value and width > enclosing[0]:
-            continue   # a sibling, a holder's sibling, or the first key under a key without a value
-        if has_value and width > enclosing[0]:
-            return (number, width + 1, f"YAML syntax error: `{key}:` is indented more than `{over}:` above it, "
-                    "whose value is on its line", f"indent `{key}:` {enclosing[0]} spaces, as `{over}:` is, to set "
-                    f"it beside it (or give `{over}:` no value on its line to nest it)")
-        said = [str(n) for n in sorted(set(enclosing))]
-        said_text = ", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0]
-        return (number, width + 1, f"YAML syntax error: `{key}:` is indented {width} space"
-                f"{'s' if width != 1 else ''}, as no key above it is",
-                f"indent it as the keys it belongs with ({said_text} spaces)")
-    return None
-    for i in range(max(1, len(keys) - 2), len(keys)):   # the mark's line, and the one or two before it
-        (_, above), (number, here) = keys[i - 1], keys[i]
-        indent, key = len(here.group(1)), here.group(2)
-        open_at = [len(above.group(1))] if above.group(3) else [len(above.group(1)) + 1]   # a value on its line
-        for _, m in reversed(keys[:i - 1]):
-            if len(m.group(1)) < min(open_at):
-                open_at.append(len(m.group(1)))
-        if above.group(3) and indent > len(above.group(1)):
-            return (number, indent + 1, f"YAML syntax error: `{key}:` is indented more than `{above.group(2)}:` "
-                    f"above it, whose value is on its line", f"indent `{key}:` {len(above.group(1))} spaces, "
-                    f"as `{above.group(2)}:` is, to set it beside it (or give `{above.group(2)}:` no value on "
-                    "its line to nest it)")
-        if not above.group(3) and indent <= len(above.group(1)) or above.group(3) and indent not in open_at:
-            if indent not in open_at[1 if not above.group(3) else 0:]:
-                said = [str(n) for n in sorted(set(open_at) - {len(above.group(1)) + 1})]
-                said_text = ", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0]
-                return (number, indent + 1, f"YAML syntax error: `{key}:` is indented {indent} space"
-                        f"{'s' if indent != 1 else ''}, as no key "
-                        f"above it is", f"indent it as the keys it belongs with ({said_text} spaces)")
-    return None
-
-
 def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *, interpolate: bool = True,
               inputs: "variables.Inputs | None" = None) -> tuple[Any, SourceMap]:
     """Parse one YAML document; raise DiagnosticError on syntax errors, duplicates, bad interpolation.
     `interpolate`: replace `${NAME}` (environment) and `${var.NAME}`; `inputs`: the values given for the
     document's `variables:` (a stack's), resolved before anything else is built. `interpolate=False` reads another
     YAML file under the same bounds (depth, values, expanded text), its `${` as written: a conda file a stack names."""
-    try:
-        _check_depth(text, file)
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        plain = _indentation_problem(text, line) if line else None
-        if plain is not None:   # at the line that is wrong, in plain words
-            raise DiagnosticError([Diagnostic("error", "stack.syntax", plain[2], file, plain[0], plain[1],
-                                              plain[3])]) from None
-        problem = exc.problem or str(exc)
-        if exc.context:
-            problem = f"{problem} ({exc.context})"
-        raise DiagnosticError([Diagnostic("error", "stack.syntax", f"YAML syntax error: {problem}", file,
-                                          line, column, "check indentation, colons and quoting here")])
-    except yaml.YAMLError as exc:
-        raise DiagnosticError([Diagnostic("error", "stack.syntax", f"YAML error: {exc}", file, 1, 1,
-                                          "the file must be one YAML document")])
+    node = compose(text, file)
     if node is None:
         raise DiagnosticError([Diagnostic("error", "stack.empty", "the stack file is empty", file, 1, 1,
                                           "start with `stack: NAME` and a `workspace:` section")])
@@ -545,8 +382,7 @@ def declared_not_sensitive(path: str | os.PathLike, environ: Mapping[str, str] |
     cannot be read: a view then names every --var of the run without its value."""
     try:
         text = read_stack_text(path)
-        _check_depth(text, str(path))
-        node = yaml.compose(text, Loader=_Loader)
+        node = compose(text, str(path))
         declared = _top_level(node, "variables") if node is not None else None
         if declared is None:
             return frozenset()
@@ -563,9 +399,7 @@ def declared_names(path: str | os.PathLike) -> frozenset[str] | None:
     """The variable names a stack file declares (the keys of its `variables:`), read bounded and without building
     a value; None when the file is not a readable stack (no top-level `stack:`)."""
     try:
-        text = read_stack_text(path)
-        _check_depth(text, str(path))
-        node = yaml.compose(text, Loader=_Loader)
+        node = compose(read_stack_text(path), str(path))
     except (DiagnosticError, yaml.YAMLError, OSError, ValueError, RecursionError):
         return None
     if node is None or _top_level(node, "stack") is None:

@@ -17,7 +17,8 @@ import pytest
 from infra_cli.commands.errors import report_error
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.stack.load import load_stack
-from infra_cli.stack.source import MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_STACK_BYTES
+from infra_cli.stack.bounded_yaml import MAX_DEPTH, MAX_STACK_BYTES
+from infra_cli.stack.source import MAX_EXPANDED_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ("workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, "
