@@ -19,10 +19,6 @@ SCANNED = ("plan", "apply", "commands/views")
 KIND_MODULES = ("plan/kinds/", "apply/kinds/")
 # (module, function) -> why it still names a kind
 ALLOWED = {
-    ("plan/live.py", "_wanted_environments"): "the live reader sits below plan/kinds, which read its LiveState",
-    ("plan/live.py", "read_live"): "the live reader sits below plan/kinds, which read its LiveState",
-    ("plan/normalise.py", "is_other_compute"): "a workspace's computes share one namespace: another compute is read "
-                                               "as the cluster kind's live resource; below plan/kinds",
     ("plan/cost.py", "cluster_costs"): "plan/model.py reads cost.py, and the kinds read plan/model.py",
     ("plan/preflight.py", "public_ip_without_subnet"): "a network the workspace's isolation refuses: only a cluster "
                                                        "has one",
@@ -77,7 +73,8 @@ def test_every_kind_is_planned_and_applied():
     assert set(KINDS) == set(STEPS), (set(KINDS), set(STEPS))
     for name, kind in KINDS.items():
         assert kind.name == name and kind.section and kind.az_noun and kind.imported_noun
-        for method in ("live", "judge", "declared", "output", "read_imported", "declaration"):
+        for method in ("live", "judge", "declared", "output", "read_imported", "declaration",
+                       "desired", "read_live", "normalise"):
             assert getattr(type(kind), method) is not getattr(Kind, method), f"{name} does not define {method}"
     for name, steps in STEPS.items():
         for method in ("step", "adopt", "destroy_refusal", "importable", "adopt_imported", "forget"):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.plan.desired import desired_resources, distribution_dependencies, live_comparable
+from infra_cli.plan.desired import desired_resources, distribution_dependencies
+from infra_cli.plan.kinds.cluster import live_comparable
 from infra_cli.plan.diff import diff, drift, select_targets
 from infra_cli.plan.smoke_pending import changed_smokes
 from infra_cli.plan.live import LiveState

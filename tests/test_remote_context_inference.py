@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra_cli.plan.desired import environment_attributes, environment_content_hash
+from infra_cli.plan.kinds.environment import environment_attributes, environment_content_hash
 from infra_cli.plan.model import content_hash
 from infra_cli.stack.load import SchemaErrors, load_stack
 from infra_cli.validate.engine import validate_stack

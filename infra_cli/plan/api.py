@@ -4,16 +4,17 @@ Everything else in plan/ is plan's own business: tests/test_import_graph.py refu
 plan module.
 """
 
-from infra_cli.plan.desired import (ClusterSecrets, cluster_secrets, desired_resources, distribution_dependencies,
-                                    live_comparable, ssh_credentials_hash)
+from infra_cli.plan.desired import desired_resources, distribution_dependencies
 from infra_cli.plan.diff import provisioning_problem, settings_unreported
 from infra_cli.plan.dockerfile_builds import template_build_diagnostics
 from infra_cli.plan.engine import PlanOutcome, load_for_plan, plan_stack, planned_changes
 from infra_cli.plan.kinds import KINDS
-from infra_cli.plan.live import LiveState, read_cluster, read_environment, refresh
-from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Plan, PlanMode, Resource, ResourceChange,
-                                  canonical_json, content_hash)
-from infra_cli.plan.normalise import is_other_compute
+from infra_cli.plan.kinds.cluster import (ClusterSecrets, cluster_secrets, is_other_compute, live_comparable,
+                                          read_cluster, ssh_credentials_hash)
+from infra_cli.plan.kinds.environment import read_environment
+from infra_cli.plan.live import refresh
+from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, LiveState, Plan, PlanMode, Resource,
+                                  ResourceChange, canonical_json, content_hash)
 from infra_cli.plan.planfile import (REPLAN_HINT, as_saved, load_planned_stack, other_workspace, read_plan_file,
                                     replan_command, replan_hint, stack_changed_since)
 from infra_cli.plan.smoke_pending import changed_smokes

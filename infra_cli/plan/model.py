@@ -80,6 +80,13 @@ def content_hash(value: Any) -> str:
     return hashlib.sha256(canonical_json(revealed(value)).encode()).hexdigest()[:16]
 
 
+def secret_digest(salt: str, secrets: list[str]) -> str:
+    """A digest of secret values that may be stored (a tag, a plan file) yet tells a change: scrypt
+    (memory-hard, ~30 ms a guess) rather than a fast hash a weak secret could be guessed from offline."""
+    secret = b"\0".join(value.encode() for value in secrets)
+    return hashlib.scrypt(secret, salt=salt.encode(), n=2**14, r=8, p=1, maxmem=64 * 1024 * 1024, dklen=16).hex()
+
+
 @dataclass(frozen=True)
 class Resource:
     """One resource, desired or live, with comparable (normalised, secret-free) attributes."""
@@ -102,6 +109,24 @@ class Resource:
     def from_json(cls, data: dict) -> "Resource":
         return cls(data["address"], data["type"], data["name"], data["attributes"], data.get("tags") or {},
                    tuple(data.get("depends_on") or ()))
+
+
+@dataclass
+class LiveState:
+    """Normalised live resources by Azure name, one map per kind (plan/kinds/ Kind.live names its own). An
+    environment's attributes describe one live version (the pinned one, or the latest) plus `next_version`."""
+
+    clusters: dict[str, Resource] = field(default_factory=dict)
+    environments: dict[str, Resource] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        """What tells this live state from another (a plan records it; apply compares). The live attributes hold
+        secrets in clear (a description from a sensitive variable), and plan JSON and plan files show the
+        fingerprint, so it is scrypt (memory-hard, ~30 ms a guess), never a fast hash a short secret is found from."""
+        return secret_digest("infra-live-fingerprint", [canonical_json(revealed({
+            "clusters": {n: [r.attributes, r.tags] for n, r in sorted(self.clusters.items())},
+            "environments": {n: [r.attributes, r.tags] for n, r in sorted(self.environments.items())},
+        }))])
 
 
 # Attributes derived from secrets: compared and stored (hardened, in tags and 0600 plan files), never shown.

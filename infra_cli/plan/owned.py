@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.engine import with_sensitive
+from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import LiveState, refresh
 from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Resource, ResourceChange, masked
-from infra_cli.plan.normalise import is_other_compute
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
@@ -48,10 +48,8 @@ class StackState:
 
 def owned(live: LiveState, stack: str) -> list[Resource]:
     """The live resources that carry `stack`'s tag, sorted by address as `terraform state list` sorts."""
-    clusters = [r for r in live.clusters.values() if r.owner_stack == stack and not is_other_compute(r)]
-    environments = [r for r in live.environments.values()
-                    if r.owner_stack == stack and r.attributes.get("version") is not None]
-    return sorted(clusters + environments, key=lambda r: r.address)
+    return sorted((r for kind in KINDS.values() for r in kind.live(live).values()
+                   if r.owner_stack == stack and kind.exists(r) and not kind.held_by_other(r)), key=lambda r: r.address)
 
 
 def _sensitive_values(values: dict, shown: dict) -> dict:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from infra_cli.plan.desired import secret_digest
 from infra_cli.knowledge.update_semantics import semantics
-from infra_cli.plan.model import DELETE, NO_OP, UPDATE, Resource, ResourceChange, content_hash
+from infra_cli.plan.model import DELETE, NO_OP, UPDATE, Resource, ResourceChange, content_hash, secret_digest
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.secret import SHOWN, sealed
 from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeInputs, SmokeRecord

@@ -19,7 +19,8 @@ from infra_cli.azure.provider import AzureProvider
 from infra_cli.diagnostics import DiagnosticError
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff, drift
-from infra_cli.plan.live import read_cluster, refresh
+from infra_cli.plan.kinds.cluster import read_cluster
+from infra_cli.plan.live import refresh
 from infra_cli.plan.model import NO_OP, REPLACE
 
 # api-version -> the recorded AmlCompute GET (fixtures/machinelearningservices/<api-version>/...)

@@ -13,11 +13,11 @@ from contract_support import (OPERATION_URL, RECORDED_CLUSTER, azure_clients, bo
 from spec_schema import problems
 
 from infra_cli.azure.provider import AzureProvider
-from infra_cli.plan.desired import ClusterSecrets, desired_resources
+from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff, drift
-from infra_cli.plan.live import LiveState, compute_resource, read_cluster, refresh
+from infra_cli.plan.kinds.cluster import ClusterSecrets, compute_resource, is_other_compute, read_cluster
+from infra_cli.plan.live import LiveState, refresh
 from infra_cli.plan.model import NO_OP, REPLACE, UPDATE
-from infra_cli.plan.normalise import is_other_compute
 
 GET = ml_example("Compute/get/AmlCompute.json")
 LIST = ml_example("Compute/list.json")

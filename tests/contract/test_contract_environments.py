@@ -19,7 +19,8 @@ from spec_schema import ASSETS_SPEC, problems
 from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff
-from infra_cli.plan.live import LiveState, live_environment, refresh
+from infra_cli.plan.kinds.environment import live_environment
+from infra_cli.plan.live import LiveState, refresh
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.plan.model import CREATE, NO_OP
 

@@ -14,9 +14,10 @@ from contract_support import (OPERATION_URL, azure_clients, load_stack_text, ml_
 from spec_schema import SPEC_ROOT, problems
 
 from infra_cli.azure.provider import AzureProvider
-from infra_cli.plan.desired import ClusterSecrets, desired_resources
+from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.diff import diff
-from infra_cli.plan.live import read_cluster, refresh
+from infra_cli.plan.kinds.cluster import ClusterSecrets, read_cluster
+from infra_cli.plan.live import refresh
 from infra_cli.plan.model import REPLACE
 
 GET = ml_example("Compute/get/AmlCompute.json")

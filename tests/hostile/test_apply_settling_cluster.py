@@ -19,7 +19,7 @@ from infra_cli.apply.engine import StalePlan, apply_outcome
 from infra_cli.commands.backend import build_clients
 from infra_cli.azure.provider import AzureProvider
 from infra_cli.plan.engine import PlanOutcome, plan_stack
-from infra_cli.plan.live import read_cluster
+from infra_cli.plan.kinds.cluster import read_cluster
 from infra_cli.plan.model import NO_OP
 from infra_cli.stack.load import load_stack
 
@@ -43,7 +43,8 @@ def _plan_while_first_is_creating(tmp_path: Path):
     loaded = load_stack(path)
     provider = AzureProvider(clients)
     # an earlier apply started `first` and died: it is Creating, with the stack's own values and tags
-    from infra_cli.plan.desired import cluster_secrets, desired_resources
+    from infra_cli.plan.desired import desired_resources
+    from infra_cli.plan.kinds.cluster import cluster_secrets
 
     want = {r.address: r for r in desired_resources(loaded)}["cluster.first"]
     import threading

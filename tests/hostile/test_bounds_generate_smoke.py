@@ -26,7 +26,7 @@ from infra_cli.azure.jobs import LOG_TAIL_BYTES
 from infra_cli.azure.provider import AzureProvider
 from infra_cli.conventions import OUTPUTS_LEFT_OUT_LOG
 from infra_cli.emulator.runner import MAX_OUTPUT_FILE_BYTES
-from infra_cli.plan.live import recorded_conda, recorded_content_hash
+from infra_cli.plan.kinds.environment import recorded_conda, recorded_content_hash
 from infra_cli.smoke.run import fetch_outputs
 from infra_cli.smoke.spec import RESULT_FILE
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from infra_cli.plan import desired
+from infra_cli.plan.kinds import environment
 from infra_cli.plan.planfile import MAX_PLAN_DEPTH, content_digest, content_hmac
 from infra_cli.plan.model import FORMAT_VERSION
 from infra_cli.validate import dockerfile
@@ -187,7 +187,7 @@ def test_a_context_is_hashed_in_chunks_whatever_its_files_size(tmp_path):
         fh.truncate(64 << 20)   # 64 MiB, sparse
     tracemalloc.start()
     try:
-        digest = desired._tree_sha256(tmp_path)
+        digest = environment._tree_sha256(tmp_path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -2,7 +2,9 @@
 resource another owner holds, of an import block naming nothing, and the change an import block adopts.
 
 A kind is one module of plan/kinds/ (cluster.py, environment.py), registered in plan/kinds/__init__.py KINDS:
-the engines look a resource's kind up there instead of branching on its name.
+the engines look a resource's kind up there instead of branching on its name. A kind says what the stack asks for
+(`desired`, plan/desired.py), what Azure has (`read_live`, `normalise`, `live_resources`: plan/live.py) and how
+the two compare (`judge` and the rest of the diff).
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from typing import Any
 
 from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic
-from infra_cli.plan.live import LiveState
-from infra_cli.plan.model import Resource, ResourceChange
-from infra_cli.plan.normalise import is_other_compute
+from infra_cli.plan.model import LiveState, Resource, ResourceChange
+from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Stack
 from infra_cli.stack.source import SourceMap
 
@@ -45,6 +46,10 @@ class Kind:
     # its changes carry a VM size, which the region's sizes and quota (plan/preflight.py) and prices judge
     sized: bool = False
 
+    # its own records (lock, serial, smoke verdicts: state/) are kept as resources of this kind, and read in its
+    # batch (plan/live.py read_live), so a plan lists the workspace's resources of it once
+    keeps_state: bool = False
+
     def declared(self, stack: Stack) -> dict[str, Any]:
         """The stack's declarations of this kind, by name."""
         raise NotImplementedError
@@ -52,6 +57,38 @@ class Kind:
     def live(self, live: LiveState) -> dict[str, Resource]:
         """The live resources of this kind, by Azure name."""
         raise NotImplementedError
+
+    # ---- desired state (plan/desired.py) and live state (plan/live.py) ---------------------------------------
+
+    def desired(self, loaded: LoadedStack) -> list[Resource]:
+        """The stack's resources of this kind as the diff compares them (normalised, secret-free), each with the
+        ownership tags an apply writes, in the stack's order."""
+        raise NotImplementedError
+
+    def wanted(self, desired: list[Resource]) -> dict[str, str | None]:
+        """What a plan reads live of this kind for the stack's resources: Azure name -> the version pinned (None:
+        the latest, or a kind without versions)."""
+        return {r.name: None for r in desired if r.type == self.name}
+
+    def read_live(self, provider: Provider, wanted: dict[str, str | None]) -> Any:
+        """Azure's answer for `wanted` (and whatever else one batch of reads brings), as the provider hands it:
+        plain data, which `live_resources` takes. Called on the plan's read pool, beside the other kinds'."""
+        raise NotImplementedError
+
+    def normalise(self, values: dict[str, Any]) -> Resource:
+        """One live resource of this kind from the provider's values, in the shape `desired` gives (so a plan right
+        after an apply is empty)."""
+        raise NotImplementedError
+
+    def live_resources(self, read: Any, wanted: dict[str, str | None]) -> dict[str, Resource]:
+        """`read_live`'s answer as normalised resources by Azure name; a DiagnosticError where one the plan needs
+        could not be read as it must (never a guess)."""
+        return {name: self.normalise(read[name]) for name in wanted if read.get(name) is not None}
+
+    def held_by_other(self, current: Resource) -> bool:
+        """Whether what holds the name is something else than this kind (a workspace's computes share one
+        namespace): never infra's to adopt or change."""
+        return False
 
     def exists(self, current: Resource | None) -> bool:
         """Whether the live resource read is there to compare with (an environment: some version of it)."""
@@ -130,7 +167,7 @@ class Kind:
 def not_owned(kind: Kind, address: str, name: str, live: Resource, ctx: DiffContext) -> Diagnostic:
     owner, source, stack = live.owner_stack, ctx.source, ctx.stack
     at = (kind.section, name)
-    if is_other_compute(live):
+    if kind.held_by_other(live):
         return source.diagnostic(at, "plan.name-taken-by-other-compute",
                                  f"{kind.name} {name!r}: the workspace already has a compute of that name that is "
                                  f"not an AmlCompute cluster ({live.attributes['compute_type']}); infra manages "

@@ -2,30 +2,33 @@
 validators/update_semantics.yaml: scale settings, tags, description change in place; size, tier, subnet, public
 IP, SSH settings and location force delete + create), what makes a live one unusable (Failed, Canceled, being
 deleted, or creating for longer than a bound: replaced, with the state and Azure's error as the reason; it never
-counts as converged), prevent_destroy, what --replace does to it, and its drift."""
+counts as converged), prevent_destroy, what --replace does to it, and its drift; and both sides of the comparison:
+the stack's cluster as the plan compares it (stack/cluster_fields.py's plain fields, the composite ones here) and a
+live compute brought to the same shape (Azure's spellings, defaults and added tags ironed out)."""
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from infra_cli.azure.protocol import Provider
-from infra_cli.conventions import TAG_HASH
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.update_semantics import provisioning_rules, semantics
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.plan.declaration import literal, secret_variable
-from infra_cli.plan.desired import live_comparable
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, import_at
-from infra_cli.plan.live import LiveState, read_cluster
-from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Action, Resource, ResourceChange,
-                                  content_hash)
-from infra_cli.plan.normalise import is_other_compute, without_provisioning
-from infra_cli.stack.cluster_fields import CLUSTER_FIELDS
-from infra_cli.stack.model import Stack
+from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, Action, LiveState, Resource, ResourceChange,
+                                  content_hash, secret_digest)
+from infra_cli.plan.normalise import split_tags
+from infra_cli.stack.cluster_fields import (CLUSTER_FIELDS, DESIRED, LIVE, PROVISIONING_KEYS, TAG_CARRIED,
+                                           normalise_location, normalised, path_value)
+from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.model import Cluster as DeclaredCluster, Stack, Workspace
+from infra_cli.stack.secret import Secret, contains_secret
 from infra_cli.stack.outputs import UNKNOWN
 from infra_cli.stack.source import SourceMap
 from infra_cli.stack.variables import ENV_PREFIX
@@ -36,6 +39,211 @@ _NOT_DECLARED = {"ssh_credentials_hash", "prevent_destroy", "user_assigned_ident
 _ARM = ("/subscriptions/{s}/resourceGroups/{g}/providers/Microsoft.MachineLearningServices/workspaces/{w}"
         "/computes/{n}")
 UNREPORTED = "update_after_create: "  # the reason of a cluster whose settings Azure has not reported yet
+
+
+# ---- desired: the stack's cluster as the plan compares it ----------------------------------------------------
+# Secrets never enter the attributes: SSH credentials are represented by a salted hash, which is also written as a
+# tag so a later plan can tell whether they changed (Azure never returns them).
+
+@dataclass(frozen=True)
+class ClusterSecrets:
+    """What a create needs but a plan must never carry."""
+
+    admin_username: str | None = None
+    admin_password: str | None = None
+    ssh_key_value: str | None = None
+
+
+def subnet_id(workspace: Workspace, vnet_name: str | None, subnet: str | None) -> str | None:
+    """Short subnet names become the full ARM id Azure reports back; compared lower-case, as ARM ids are."""
+    if not subnet:
+        return None
+    if subnet.startswith("/"):
+        return subnet.lower()
+    if not vnet_name:
+        return subnet.lower()
+    return (f"/subscriptions/{workspace.subscription_id}/resourcegroups/{workspace.resource_group}"
+            f"/providers/microsoft.network/virtualnetworks/{vnet_name}/subnets/{subnet}").lower()
+
+
+def ssh_credentials_hash(stack_name: str, cluster_name: str, secrets: ClusterSecrets) -> str | None:
+    """What tells a changed SSH secret from an unchanged one, since Azure never returns the secret. It lives in a
+    tag and plan files, so it is scrypt (memory-hard, ~30 ms a guess) rather than a fast hash a weak password
+    could be guessed from offline; the salt makes it differ per stack and cluster."""
+    if not (secrets.ssh_key_value or secrets.admin_password):
+        return None
+    return secret_digest(f"infra-ssh/{stack_name}/{cluster_name}",
+                         [secrets.ssh_key_value or "", secrets.admin_password or ""])
+
+
+def cluster_secrets(cluster: DeclaredCluster) -> ClusterSecrets:
+    ssh = cluster.ssh_settings
+    if ssh is None:
+        return ClusterSecrets()
+    return ClusterSecrets(
+        ssh.admin_username,
+        ssh.admin_password.get_secret_value() if ssh.admin_password else None,
+        ssh.ssh_key_value.get_secret_value() if ssh.ssh_key_value else None,
+    )
+
+
+def cluster_attributes(stack: Stack, name: str, cluster: DeclaredCluster) -> dict:
+    """The stack's cluster as the plan compares it: plain fields through stack/cluster_fields.py, the composite
+    ones (SSH, subnet, identities, location's default, tags) here, all in the table's order."""
+    secrets = cluster_secrets(cluster)
+    net = cluster.network_settings
+    identity = cluster.identity
+    explicit = {
+        "ssh_public_access_enabled": bool(cluster.ssh_public_access_enabled) if secrets.admin_username else None,
+        "ssh_credentials_hash": ssh_credentials_hash(stack.stack, name, secrets),
+        "subnet": subnet_id(stack.workspace, net.vnet_name if net else None, net.subnet if net else None),
+        "user_assigned_identities": sorted(i.resource_id.lower() for i in (identity.user_assigned_identities or []))
+        if identity else [],
+        "location": normalise_location(cluster.location) or stack.workspace.location,
+        "tags": dict(sorted(cluster.tags.items())),
+    }
+    return {f.attribute: normalised(f, path_value(cluster, f.stack)) if f.plain(DESIRED) else explicit[f.attribute]
+            for f in CLUSTER_FIELDS if f.stack is not None}
+
+
+def live_comparable(attributes: dict) -> dict:
+    """The attributes Azure can report back (used for the drift hash): everything but tag-carried ones."""
+    return {k: v for k, v in attributes.items() if k not in TAG_CARRIED}
+
+
+def desired_clusters(stack: Stack) -> list[Resource]:
+    out = []
+    for name, cluster in stack.clusters.items():
+        attrs = cluster_attributes(stack, name, cluster)
+        address = f"cluster.{name}"
+        digest = content_hash(live_comparable(attrs))   # of a secret's clear text: a secret itself (a fast hash)
+        tags = {TAG_STACK: stack.stack, TAG_ADDRESS: address,
+                TAG_HASH: Secret(digest) if contains_secret(attrs) else digest}
+        if attrs["ssh_credentials_hash"]:
+            tags[TAG_SECRETS] = attrs["ssh_credentials_hash"]
+        if attrs["prevent_destroy"]:
+            tags[TAG_PREVENT_DESTROY] = "true"
+        out.append(Resource(address, "cluster", name, attrs, tags))
+    return out
+
+
+# ---- live: a compute as Azure answers it, in the shape of the stack's -----------------------------------------
+# Irons out what Azure fills in or spells differently: size-name case, tier spelling, idle time units, a missing
+# public-IP flag (Azure means true), subnet ids, identity ids, SSH access "NotSpecified", tags Azure adds. A
+# cluster's provisioningState is kept only when it is not Succeeded (provisioning_state, provisioning_error,
+# provisioning_since): a healthy cluster's attributes are exactly those the stack describes, and plan can see a
+# failed, canceled, deleting or long-creating one for what it is.
+
+# Where Azure's answer carries an AmlCompute's own settings (null while it is created: azure/compute_codec.py)
+UNREPORTED_PREFIX = "properties.properties."
+
+
+def _provisioning(values: dict[str, Any]) -> dict[str, Any]:
+    """provisioning_* attributes of a cluster whose provisioningState is known and not Succeeded."""
+    state = values.get("provisioning_state")
+    state = getattr(state, "value", state)  # azure-ai-ml hands an enum
+    if state is None or str(state).lower() == "succeeded":
+        return {}
+    state = str(state)
+    state = state[:1].upper() + state[1:]
+    error = values.get("provisioning_errors")
+    if isinstance(error, list):  # the REST shape: [{"error": {"code", "message"}}]
+        first = (error[0] or {}).get("error", {}) if error and isinstance(error[0], dict) else {}
+        error = ": ".join(str(x) for x in (first.get("code"), first.get("message")) if x) or None
+    since = values.get("created_on") if state.lower() in ("creating", "updating") else None
+    return {"provisioning_state": state, "provisioning_error": str(error) if error else None,
+            "provisioning_since": str(since) if since else None}
+
+
+def without_provisioning(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if k not in PROVISIONING_KEYS}
+
+
+def cluster_resource(values: dict[str, Any]) -> Resource:
+    """values: compute_values' (azure/compute_codec.py), keyed as stack/cluster_fields.py's `value_key`: plain fields
+    are normalised through the table, the composite ones (SSH, our tags, provisioning) here, in the table's order;
+    provisioning_errors is the first error's code, as azure-ai-ml keeps it, or the REST list."""
+    user_tags, ours = split_tags(values.get("tags"))
+    provisioning = _provisioning(values)
+    explicit = {
+        # without an admin user there is no SSH to open: Azure's resolved default is not a difference
+        "ssh_public_access_enabled": bool(values.get("ssh_public_access_enabled"))
+        if values.get("ssh_admin_username") else None,
+        "ssh_credentials_hash": ours.get(TAG_SECRETS),
+        "tags": user_tags,
+        "prevent_destroy": ours.get(TAG_PREVENT_DESTROY) == "true",
+        **provisioning,
+    }
+    attributes = {f.attribute: normalised(f, values.get(f.value_key)) if f.plain(LIVE) else explicit[f.attribute]
+                  for f in CLUSTER_FIELDS if f.plain(LIVE) or f.attribute in explicit}
+    if values.get("settings_reported") is False:  # still Creating, or its properties null: unknown, not defaults
+        attributes.update({f.attribute: None for f in CLUSTER_FIELDS
+                           if f.compared and any(r.startswith(UNREPORTED_PREFIX) for r in f.rest)})
+    address = ours.get(TAG_ADDRESS) or f"cluster.{values['name']}"
+    return Resource(address, "cluster", values["name"], attributes, ours)
+
+
+def other_compute_resource(name: str, compute_type: str) -> Resource:
+    """A compute of another kind than AmlCompute (AKS, a compute instance, ...) holding a cluster's name: never
+    infra's to change or adopt, so it carries no attributes to compare, only what it is."""
+    return Resource(f"cluster.{name}", "cluster", name, {"compute_type": compute_type}, {})
+
+
+def is_other_compute(resource: Resource) -> bool:
+    # a workspace's computes share one namespace, so another compute is read as this kind's live resource
+    return resource.type == "cluster" and set(resource.attributes) == {"compute_type"}
+
+
+def compute_resource(values: dict[str, Any]) -> Resource:
+    """An AmlCompute cluster, normalised; a compute of another kind holding the name (a workspace's computes
+    share one namespace: AKS, compute instances, ...) as what it is, which plan never adopts or changes."""
+    compute_type = str(values.get("compute_type") or "")
+    if compute_type.lower() != "amlcompute":
+        return other_compute_resource(values["name"], compute_type.strip("* ") or "unknown")
+    return cluster_resource(values)
+
+
+def unreadable_diagnostics(values: dict[str, Any]) -> list[Diagnostic]:
+    """One error per value of a compute whose shape the provider could not read (compute_values' `unreadable`),
+    naming the compute and the field as Azure's answer spells it."""
+    name = values.get("name")
+    named = isinstance(name, str) and bool(name)
+    what, show = (f"cluster.{name}", f"az ml compute show --name {name}") if named else \
+        ("a compute of the workspace", "az ml compute list")
+    return [Diagnostic(
+        "error", "plan.live-unreadable",
+        f"{what}: Azure answered {p['path'] or 'the compute'} as {p['value']}, which infra cannot read (it reads "
+        f"{p['expected']} there); plan stops rather than compare a misreading, which could replace the cluster",
+        hint=f"nothing was changed; see what Azure holds with `{show}`") for p in values.get("unreadable") or []]
+
+
+def live_clusters(computes: list[dict[str, Any]], clusters: set[str] | dict[str, Any]) -> dict[str, Resource]:
+    """The workspace's computes by name. A compute the stack declares (`clusters`), or one whose name could not be
+    read, that Azure answered in a shape infra cannot read stops the plan (DiagnosticError). Any other is only ever
+    left alone, or deleted by its ownership tags (which, unread, make it not infra's), whatever its other fields
+    say."""
+    live, problems = {}, []
+    for values in computes:
+        name = values.get("name")
+        if values.get("unreadable") and (name in clusters or not isinstance(name, str) or not name):
+            problems += unreadable_diagnostics(values)
+            continue
+        res = compute_resource(values)
+        live[res.name] = res
+    if problems:
+        raise DiagnosticError(problems)
+    return live
+
+
+def read_cluster(provider: Provider, name: str) -> Resource | None:
+    """One compute, normalised; a shape infra cannot read is a DiagnosticError (import, apply), never a guess."""
+    values = provider.read_compute(name)
+    if values is not None and values.get("unreadable"):
+        raise DiagnosticError(unreadable_diagnostics({**values, "name": values.get("name") or name}))
+    return None if values is None else compute_resource(values)
+
+
+# ---- the diff -------------------------------------------------------------------------------------------------
 
 
 def _protection(name: str, desired: dict | None, live: dict, source: SourceMap, what: str,
@@ -201,6 +409,22 @@ class Cluster(Kind):
 
     def live(self, live: LiveState) -> dict[str, Resource]:
         return live.clusters
+
+    def desired(self, loaded: LoadedStack) -> list[Resource]:
+        return desired_clusters(loaded.stack)
+
+    def read_live(self, provider: Provider, wanted: dict[str, str | None]) -> list[dict[str, Any]]:
+        """Every compute of the workspace: one list call, whatever the stack's size."""
+        return provider.list_computes()
+
+    def normalise(self, values: dict[str, Any]) -> Resource:
+        return compute_resource(values)
+
+    def live_resources(self, read: list[dict[str, Any]], wanted: dict[str, str | None]) -> dict[str, Resource]:
+        return live_clusters(read, wanted)
+
+    def held_by_other(self, current: Resource) -> bool:
+        return is_other_compute(current)
 
     def adoptable(self, current: Resource) -> bool:
         return not current.owner_stack and not is_other_compute(current)

@@ -6,21 +6,170 @@ version."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 from infra_cli.azure.protocol import Provider
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
+from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.knowledge.docker_templates import template_dir
+from infra_cli.knowledge.update_semantics import environment_content_fields
+from infra_cli.paths import context_files
 from infra_cli.plan.declaration import literal
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, next_version
-from infra_cli.plan.live import LiveState, recorded_conda
-from infra_cli.plan.model import CREATE, NO_OP, UPDATE, Action, Resource, ResourceChange
+from infra_cli.plan.model import CREATE, NO_OP, UPDATE, Action, LiveState, Resource, ResourceChange, content_hash
 from infra_cli.plan.normalise import split_tags
-from infra_cli.stack.model import Stack
+from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.model import Environment as DeclaredEnvironment, Stack, inline_conda_text
 from infra_cli.stack.outputs import UNKNOWN
-from infra_cli.stack.source import SourceMap
+from infra_cli.stack.secret import Secret, contains_secret
+from infra_cli.stack.source import MAX_STACK_BYTES, SourceMap, load_yaml
 
 RELEASE_REASON = ("destroy requested: Azure ML never deletes environment versions (jobs may name them); they are "
                   "archived, as `az ml environment archive` does, and lose this stack's ownership tags")
+
+
+# ---- desired: the stack's environment as the plan compares it (its content by hashes) -------------------------
+
+_CHUNK = 1 << 20   # files are hashed in chunks of this many bytes: memory stays flat for a file of any size
+
+
+def _hash_file(h, path: Path) -> None:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    _hash_file(h, path)
+    return h.hexdigest()
+
+
+def _tree_sha256(root: Path) -> str:
+    """A build context's content as it is uploaded (paths.context_files: the ignore file honoured, no link
+    followed out of it): relative paths and bytes of every file, in a stable order."""
+    h = hashlib.sha256()
+    for f in sorted(context_files(root).files, key=lambda f: Path(f.relative)):  # the order hashes always had
+        h.update(f.relative.encode() + b"\0")
+        _hash_file(h, f.source)
+    return h.hexdigest()
+
+
+def environment_attributes(loaded: LoadedStack, env: DeclaredEnvironment) -> dict:
+    base = loaded.base_dir
+    build = None
+    if env.build is not None:
+        if env.build.template:
+            build = {"template": env.build.template, "parameters": env.build.parameters,
+                     "template_sha256": _tree_sha256(template_dir(env.build.template))}
+        else:   # a remote context (https://, azureml://) is never read here: its URI is its identity
+            build = {"path": env.build.path, "dockerfile_path": env.build.dockerfile_path,
+                     "context_sha256": hashlib.sha256(env.build.path.encode()).hexdigest() if env.build.remote
+                     else _tree_sha256(base / env.build.path)}
+    attributes = {
+        "kind": env.kind,
+        "curated": env.curated,
+        "image": env.image,
+        "conda_sha256": _file_sha256(base / env.conda_path) if env.conda_path else
+        hashlib.sha256(env.inline_conda.encode()).hexdigest() if env.inline_conda else None,
+        "build": build,
+        "version": env.version,
+        "requires": list(env.requires),
+        "description": env.description,
+        "tags": dict(sorted(env.tags.items())),
+    }
+    if env.inference_config is not None:   # only where given: every other environment keeps its attributes and hash
+        attributes["inference_config"] = env.inference_config.model_dump()
+    attributes["content_hash"] = environment_content_hash(attributes)
+    if contains_secret(env.model_dump()):   # a hash of a secret's text (an image, a conda file from ${ENV}) is one
+        for key in ("conda_sha256", "content_hash"):
+            attributes[key] = Secret(attributes[key]) if attributes[key] is not None else None
+    return attributes
+
+
+# Content compared only where an environment has it, so an environment without it keeps the hash it always had.
+_CONTENT_WHERE_GIVEN = ("inference_config",)
+
+
+def environment_content_hash(attributes: dict) -> str:
+    return content_hash({**{k: attributes.get(k) for k in environment_content_fields()},
+                         **{k: attributes[k] for k in _CONTENT_WHERE_GIVEN if attributes.get(k) is not None}})
+
+
+def desired_environments(loaded: LoadedStack) -> list[Resource]:
+    out = []
+    for name, env in loaded.stack.environments.items():
+        attrs = environment_attributes(loaded, env)
+        address = f"environment.{name}"
+        tags = {TAG_STACK: loaded.stack.stack, TAG_ADDRESS: address, TAG_HASH: attrs["content_hash"]}
+        out.append(Resource(address, "environment", name, attrs, tags))
+    return out
+
+
+# ---- live: a version as Azure answers it, its content known by the hash tag infra wrote on it -----------------
+
+def environment_resource(name: str, version: str | None, tags: dict[str, str] | None,
+                         next_version: str | None) -> Resource:
+    """A live environment version. Its content is known by the hash tag the tool wrote on it."""
+    user_tags, ours = split_tags(tags)
+    attributes = {"version": version, "next_version": next_version, "content_hash": ours.get(TAG_HASH),
+                  "tags": user_tags}
+    return Resource(ours.get(TAG_ADDRESS) or f"environment.{name}", "environment", name, attributes, ours)
+
+
+def live_environment(values: dict[str, Any]) -> Resource:
+    resource = environment_resource(values["name"], values["version"], values["tags"], values["next_version"])
+    if resource.attributes["content_hash"] is None and values.get("content"):
+        # made outside infra (no hash tag): its content hashed as the stack's would be, for an import block
+        resource.attributes["content_hash"] = recorded_content_hash(values["content"])
+    return resource
+
+
+def recorded_content_hash(content: dict[str, Any]) -> str | None:
+    """The content hash (environment_attributes) of an environment version as Azure recorded it, when infra can
+    know it: an image with an inline conda file (as `plan --generate-config-out` declares it). A build context lives
+    in Azure's storage, not in the project: None (an adopted one gets a new version built from the stack's)."""
+    if not content.get("image") or content.get("build"):
+        return None
+    conda = content.get("conda_file")
+    parsed, _ = recorded_conda(conda) if conda else (None, None)
+    text = inline_conda_text(parsed) if parsed is not None else None
+    if conda and text is None:
+        return None
+    return environment_content_hash({"kind": "image", "image": content["image"], "build": None,
+                                     "conda_sha256": hashlib.sha256(text.encode()).hexdigest() if text else None})
+
+
+RECORDED_CONDA = "the conda file recorded in Azure"
+
+
+def recorded_conda(conda: Any) -> tuple[dict | None, str | None]:
+    """An environment version's conda file as Azure recorded it (YAML text), read as the stack loader reads a conda
+    file a stack names (stack/source.py load_yaml: size, nesting, values and the text its aliases expand to bounded;
+    `${` is text), so a few hundred bytes of nested YAML aliases read from Azure cannot keep plan or
+    `--generate-config-out` expanding it for minutes. Returns (the mapping, None), or (None, why it was not read)."""
+    if not isinstance(conda, str):
+        return None, "it is not YAML text"
+    if len(conda) > MAX_STACK_BYTES:
+        return None, f"it is larger than {MAX_STACK_BYTES >> 20} MiB"
+    try:
+        parsed = load_yaml(conda, RECORDED_CONDA, interpolate=False)[0]
+    except DiagnosticError as exc:
+        first = exc.diagnostics[0]
+        return None, "it is empty" if first.rule == "stack.empty" else first.message
+    if not isinstance(parsed, dict):
+        return None, "it is a list" if isinstance(parsed, list) else "it is a single value"
+    return parsed, None
+
+
+def read_environment(provider: Provider, name: str, pinned: str | None) -> Resource | None:
+    values = provider.read_environments({name: pinned})[name]
+    return None if values is None else live_environment(values)
+
+
+# ---- the diff -------------------------------------------------------------------------------------------------
 
 
 def _environment_change(desired: Resource, live: Resource | None, source: SourceMap
@@ -93,6 +242,25 @@ class Environment(Kind):
 
     def live(self, live: LiveState) -> dict[str, Resource]:
         return live.environments
+
+    # infra's lock, serial and smoke records are environment versions (state/): read in the same batch
+    keeps_state = True
+
+    def desired(self, loaded: LoadedStack) -> list[Resource]:
+        return desired_environments(loaded)
+
+    def wanted(self, desired: list[Resource]) -> dict[str, str | None]:
+        """Each declared environment infra makes, with the version it pins (a curated one is resolved instead)."""
+        return {r.name: r.attributes.get("version") for r in desired
+                if r.type == self.name and r.attributes.get("kind") != "curated"}
+
+    def read_live(self, provider: Provider, wanted: dict[str, str | None]) -> dict[str, dict[str, Any] | None]:
+        """One list of the workspace's environments, then the version of each wanted one that exists
+        (provider.read_environments)."""
+        return provider.read_environments(wanted)
+
+    def normalise(self, values: dict[str, Any]) -> Resource:
+        return live_environment(values)
 
     def exists(self, current: Resource | None) -> bool:
         return current is not None and bool(current.attributes.get("version"))
