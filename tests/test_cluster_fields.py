@@ -17,8 +17,7 @@ from infra_cli.apply.files import compute_document
 from infra_cli.conventions import TAG_PREVENT_DESTROY, TAG_SECRETS
 from infra_cli.azure.compute_codec import REST_READERS, compute_values
 from infra_cli.knowledge import update_semantics
-from infra_cli.plan.desired import cluster_attributes
-from infra_cli.plan.normalise import cluster_resource
+from infra_cli.plan.kinds.cluster import cluster_attributes, cluster_resource
 from infra_cli.stack.cluster_fields import (CLUSTER_FIELDS, DESIRED, FIELDS, LIVE, NORMALISERS, PROVISIONING_KEYS,
                                             RENDER, RENDER_KINDS, REST, SDK, rows)
 from infra_cli.stack.model import Cluster, Workspace

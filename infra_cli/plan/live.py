@@ -1,50 +1,26 @@
 """What plan knows of Azure: the live state and live facts, read through a Provider (azure/protocol.py).
 
-The provider (azure/provider.py AzureProvider) answers plain data: values as
-Azure's entities hold them. Here they become plan's types: normalised Resources (plan/normalise.py) in a
-LiveState, the size offers and quota of a region in LiveFacts, the smoke records. Reads are issued at once:
-the workspace's computes and environments are one list call each, whatever the stack's size, beside the region's
-sizes and quota; then one read of each live environment's version (its tags are in no list), started as the
-environment list's pages arrive, concurrently (azure/provider.py read_environments).
+The provider (azure/provider.py AzureProvider) answers plain data: values as Azure's entities hold them. Here they
+become plan's types: each kind's normalised Resources (plan/kinds/ Kind.read_live and Kind.live_resources) in a
+LiveState, the size offers and quota of a region in LiveFacts, the smoke records. Reads are issued at once: each
+kind's is one batch whatever the stack's size (the workspace's computes one list call; its environments one list,
+then one read of each live environment's version, whose tags are in no list, started as the list's pages arrive:
+azure/provider.py read_environments), beside the region's sizes and quota.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra_cli.azure.protocol import Provider, read_pool
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.plan.desired import environment_content_hash, secret_digest
-from infra_cli.plan.model import Resource, canonical_json
-from infra_cli.stack.environment import inline_conda_text
-from infra_cli.stack.secret import revealed
-from infra_cli.stack.source import MAX_STACK_BYTES, load_yaml
-from infra_cli.plan.normalise import cluster_resource, environment_resource, other_compute_resource
+from infra_cli.plan.kinds import KINDS
+from infra_cli.plan.model import LiveState, Resource
 from infra_cli.state.records import SmokeRecord
 from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
-
-
-@dataclass
-class LiveState:
-    """Normalised live resources by Azure name. An environment's attributes describe one live version
-    (the pinned one, or the latest) plus `next_version`."""
-
-    clusters: dict[str, Resource] = field(default_factory=dict)
-    environments: dict[str, Resource] = field(default_factory=dict)
-
-    def fingerprint(self) -> str:
-        """What tells this live state from another (a plan records it; apply compares). The live attributes hold
-        secrets in clear (a description from a sensitive variable), and plan JSON and plan files show the
-        fingerprint, so it is scrypt (memory-hard, ~30 ms a guess), never a fast hash a short secret is found from."""
-        return secret_digest("infra-live-fingerprint", [canonical_json(revealed({
-            "clusters": {n: [r.attributes, r.tags] for n, r in sorted(self.clusters.items())},
-            "environments": {n: [r.attributes, r.tags] for n, r in sorted(self.environments.items())},
-        }))])
 
 
 @dataclass(frozen=True)
@@ -116,60 +92,6 @@ def region_facts(location: str, workspace_location: str | None, offers: dict[str
 
 # ---- plain data -> plan's types ---------------------------------------------------------------------------
 
-def compute_resource(values: dict[str, Any]) -> Resource:
-    """An AmlCompute cluster, normalised; a compute of another kind holding the name (a workspace's computes
-    share one namespace: AKS, compute instances, ...) as what it is, which plan never adopts or changes."""
-    compute_type = str(values.get("compute_type") or "")
-    if compute_type.lower() != "amlcompute":
-        return other_compute_resource(values["name"], compute_type.strip("* ") or "unknown")
-    return cluster_resource(values)
-
-
-def live_environment(values: dict[str, Any]) -> Resource:
-    resource = environment_resource(values["name"], values["version"], values["tags"], values["next_version"])
-    if resource.attributes["content_hash"] is None and values.get("content"):
-        # made outside infra (no hash tag): its content hashed as the stack's would be, for an import block
-        resource.attributes["content_hash"] = recorded_content_hash(values["content"])
-    return resource
-
-
-def recorded_content_hash(content: dict[str, Any]) -> str | None:
-    """The content hash (plan/desired.py) of an environment version as Azure recorded it, when infra can know it:
-    an image with an inline conda file (as `plan --generate-config-out` declares it). A build context lives in
-    Azure's storage, not in the project: None (an adopted one gets a new version built from the stack's)."""
-    if not content.get("image") or content.get("build"):
-        return None
-    conda = content.get("conda_file")
-    parsed, _ = recorded_conda(conda) if conda else (None, None)
-    text = inline_conda_text(parsed) if parsed is not None else None
-    if conda and text is None:
-        return None
-    return environment_content_hash({"kind": "image", "image": content["image"], "build": None,
-                                     "conda_sha256": hashlib.sha256(text.encode()).hexdigest() if text else None})
-
-
-RECORDED_CONDA = "the conda file recorded in Azure"
-
-
-def recorded_conda(conda: Any) -> tuple[dict | None, str | None]:
-    """An environment version's conda file as Azure recorded it (YAML text), read as the stack loader reads a conda
-    file a stack names (stack/source.py load_yaml: size, nesting, values and the text its aliases expand to bounded;
-    `${` is text), so a few hundred bytes of nested YAML aliases read from Azure cannot keep plan or
-    `--generate-config-out` expanding it for minutes. Returns (the mapping, None), or (None, why it was not read)."""
-    if not isinstance(conda, str):
-        return None, "it is not YAML text"
-    if len(conda) > MAX_STACK_BYTES:
-        return None, f"it is larger than {MAX_STACK_BYTES >> 20} MiB"
-    try:
-        parsed = load_yaml(conda, RECORDED_CONDA, interpolate=False)[0]
-    except DiagnosticError as exc:
-        first = exc.diagnostics[0]
-        return None, "it is empty" if first.rule == "stack.empty" else first.message
-    if not isinstance(parsed, dict):
-        return None, "it is a list" if isinstance(parsed, list) else "it is a single value"
-    return parsed, None
-
-
 def live_skus(offers: dict[str, dict[str, Any]]) -> dict[str, LiveSku]:
     return {k: LiveSku(o["name"], o["family"], o["vcpus"], o["rdma_enabled"], tuple(o["restrictions"]))
             for k, o in offers.items()}
@@ -218,47 +140,6 @@ class LiveRead:
     serial: StateSerial = field(default_factory=StateSerial)   # the stack's lineage and serial (with `serial_of`)
 
 
-def _wanted_environments(desired: list[Resource]) -> dict[str, str | None]:
-    # by name: this reader sits below plan/kinds (which read its LiveState), and reads each kind its own way
-    return {r.name: r.attributes.get("version") for r in desired
-            if r.type == "environment" and r.attributes.get("kind") != "curated"}
-
-
-def unreadable_diagnostics(values: dict[str, Any]) -> list[Diagnostic]:
-    """One error per value of a compute whose shape the provider could not read (compute_values' `unreadable`),
-    naming the compute and the field as Azure's answer spells it."""
-    name = values.get("name")
-    named = isinstance(name, str) and bool(name)
-    what, show = (f"cluster.{name}", f"az ml compute show --name {name}") if named else \
-        ("a compute of the workspace", "az ml compute list")
-    return [Diagnostic(
-        "error", "plan.live-unreadable",
-        f"{what}: Azure answered {p['path'] or 'the compute'} as {p['value']}, which infra cannot read (it reads "
-        f"{p['expected']} there); plan stops rather than compare a misreading, which could replace the cluster",
-        hint=f"nothing was changed; see what Azure holds with `{show}`") for p in values.get("unreadable") or []]
-
-
-def _state(computes: list[dict[str, Any]], environments: dict[str, dict[str, Any] | None],
-           wanted: dict[str, str | None], clusters: set[str]) -> LiveState:
-    """The live state. A compute the stack declares (`clusters`), or one whose name could not be read, that Azure
-    answered in a shape infra cannot read stops the plan (DiagnosticError). Any other is only ever left alone, or
-    deleted by its ownership tags (which, unread, make it not infra's), whatever its other fields say."""
-    live, problems = LiveState(), []
-    for values in computes:
-        name = values.get("name")
-        if values.get("unreadable") and (name in clusters or not isinstance(name, str) or not name):
-            problems += unreadable_diagnostics(values)
-            continue
-        res = compute_resource(values)
-        live.clusters[res.name] = res
-    if problems:
-        raise DiagnosticError(problems)
-    for name in wanted:
-        if environments.get(name) is not None:
-            live.environments[name] = live_environment(environments[name])
-    return live
-
-
 def read_live(provider: Provider, desired: list[Resource], *, location: str | None = None,
               curated: dict[str, str] | None = None, stack: str | None = None,
               distributions: list[str] | None = None, serial_of: str | None = None,
@@ -267,19 +148,25 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
     `serial_of` that stack's lineage and serial (one list of the workspace's environments, then each one that
     exists), and with `location` the live facts (workspace, size offers, quota), with `curated` the references to
     resolve. At most `parallelism` of them run at once (`infra plan -parallelism=N`)."""
-    wanted = _wanted_environments(desired)
+    wanted = {name: kind.wanted(desired) for name, kind in KINDS.items()}
     records = {d: StateStore(provider).record_name(stack, d) for d in distributions or []} if stack else {}
     serial = {StateStore.serial_name(serial_of): None} if serial_of else {}
+    kept = {**{n: None for n in records.values()}, **serial}   # infra's records, read in their kind's batch
     with read_pool(parallelism) as pool:
-        computes_f = pool.submit(provider.list_computes)
-        envs_f = pool.submit(provider.read_environments, {**wanted, **{n: None for n in records.values()}, **serial})
+        reads = {name: pool.submit(kind.read_live, provider, {**wanted[name], **kept} if kind.keeps_state else
+                                   wanted[name]) for name, kind in KINDS.items()}
         ws_f = pool.submit(provider.read_workspace) if location else None
         skus_f = pool.submit(provider.sku_offers, location) if location else None
         quota_f = pool.submit(provider.usages, location) if location else None
         resolved_f = pool.submit(provider.resolve_environments, curated or {})
-        environments = envs_f.result()
-        clusters = {r.name for r in desired if r.type == "cluster"}   # by name: see _wanted_environments
-        out = LiveRead(_state(computes_f.result(), environments, wanted, clusters), resolved=resolved_f.result())
+        # the kind keeping infra's records answers first (as the records' read always did), then the others
+        read = {name: reads[name].result() for name in sorted(KINDS, key=lambda n: not KINDS[n].keeps_state)}
+        state, environments = LiveState(), {}
+        for name, kind in KINDS.items():   # a resource the plan needs that Azure answered unreadably stops it here
+            kind.live(state).update(kind.live_resources(read[name], wanted[name]))
+            if kind.keeps_state:
+                environments = read[name]
+        out = LiveRead(state, resolved=resolved_f.result())
         if location:
             workspace = ws_f.result() or {}
             out.facts = region_facts(location, workspace.get("location"), skus_f.result(), quota_f.result(),
@@ -293,16 +180,3 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
 def refresh(provider: Provider, desired: list[Resource]) -> LiveState:
     """Live state of every cluster in the workspace (one list call) and of each declared environment."""
     return read_live(provider, desired).state
-
-
-def read_cluster(provider: Provider, name: str) -> Resource | None:
-    """One compute, normalised; a shape infra cannot read is a DiagnosticError (import, apply), never a guess."""
-    values = provider.read_compute(name)
-    if values is not None and values.get("unreadable"):
-        raise DiagnosticError(unreadable_diagnostics({**values, "name": values.get("name") or name}))
-    return None if values is None else compute_resource(values)
-
-
-def read_environment(provider: Provider, name: str, pinned: str | None) -> Resource | None:
-    values = provider.read_environments({name: pinned})[name]
-    return None if values is None else live_environment(values)
