@@ -79,11 +79,12 @@ def test_schema_errors_and_the_rules_errors_in_one_pass(tmp_path):
 
 def test_validate_json_is_terraforms_shape_with_a_format_version(tmp_path):
     rc, doc = _validate_json("stacks/ib-a100.yaml", "stacks/mpi-per-node.yaml")
-    assert rc == 0 and doc == {"format_version": "1.0", "valid": True, "error_count": 0, "warning_count": 0,
-                               "diagnostics": []}, doc
+    assert rc == 0 and doc == {"format_version": "1.1", "valid": True, "error_count": 0, "warning_count": 0,
+                               "stack_count": 2, "variables_file_count": 0, "diagnostics": []}, doc
     path = tmp_path / "s.yaml"
     path.write_text(STACK)
     rc, doc = _validate_json(str(path), "stacks/ib-a100.yaml")
-    assert list(doc) == ["format_version", "valid", "error_count", "warning_count", "diagnostics"]
+    assert list(doc) == ["format_version", "valid", "error_count", "warning_count", "stack_count",
+                         "variables_file_count", "diagnostics"]
     assert rc == 1 and doc["valid"] is False and doc["error_count"] == 8 and doc["warning_count"] == 0
     assert all(list(d) == ["severity", "rule", "message", "file", "line", "column", "hint"] for d in doc["diagnostics"])

@@ -111,6 +111,23 @@ def test_the_hook_passes_without_secrets_and_says_a_variables_file_for_the_stack
     assert alone.returncode == 0 and "a variables file for stacks/train.yaml" in alone.stderr, alone.stderr
 
 
+def test_validates_summary_counts_variables_files_apart_from_stacks(tmp_path):
+    stacks = project(tmp_path)
+    (stacks / "staging.yaml").write_text("env: staging\nnodes: 4\n")
+    (stacks / "prod.vars.json").write_text('{"env": "prod", "nodes": "4"}')
+    files = ("stacks/train.yaml", "stacks/staging.yaml", "stacks/prod.vars.json")
+    got = infra("validate", "--json", *files, cwd=tmp_path)
+    doc = json.loads(got.stdout)
+    assert (doc["format_version"], doc["stack_count"], doc["variables_file_count"]) == ("1.1", 1, 2), doc
+    got = infra("validate", *files, cwd=tmp_path)
+    assert got.returncode == 0 and "1 stack file(s) and 2 variables file(s) valid: 0 error(s)" in got.stderr, got.stderr
+    alone = infra("validate", "stacks/staging.yaml", cwd=tmp_path)   # the hook with only a variables file changed
+    assert "\n1 variables file(s) valid: 0 error(s)" in alone.stderr and "stack file" not in alone.stderr, alone.stderr
+    (stacks / "lost.vars.yaml").write_text("colour: blue\n")   # named as one, matching no stack: still not a stack
+    lost = json.loads(infra("validate", "--json", "stacks/train.yaml", "stacks/lost.vars.yaml", cwd=tmp_path).stdout)
+    assert (lost["stack_count"], lost["variables_file_count"], lost["valid"]) == (1, 1, False), lost
+
+
 def test_a_variables_files_values_are_checked_naming_the_file_and_never_a_secret(tmp_path):
     stacks = project(tmp_path)
     (stacks / "qa.vars.yaml").write_text(f"env: qa\nnodes: four\nadmin_password: '{SECRET}'\n")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Collection, Iterable
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors, says
 from infra_cli.knowledge.names import name_rules
 from infra_cli.stack.load import LoadedStack, SchemaErrors, load_stack
 from infra_cli.stack.model import Stack
@@ -44,6 +45,13 @@ def judged_known(diagnostics: list[Diagnostic], source: SourceMap | None) -> lis
                                             (d.line, d.column) in at)]
 
 
+def refers_to(d: Diagnostic, kind: str, name: str) -> bool:
+    """Whether `d` is a reference to `kind`.`name` the stack does not declare (a distribution's cluster or
+    environment, an output's `${cluster.NAME...}`)."""
+    return (d.rule == "distribution.dangling-reference" and f"names {kind} {name!r}," in d.message or
+            d.rule == "output.unknown-address" and d.message.endswith(f"the stack has no {kind}.{name}"))
+
+
 def beside_schema_errors(exc: SchemaErrors) -> list[Diagnostic]:
     """The schema's errors and, in the same pass, what the rules find in the rest of the stack (SchemaErrors.
     partial): fixing the schema errors must not bring a second round of name and reference errors. A reference
@@ -53,9 +61,7 @@ def beside_schema_errors(exc: SchemaErrors) -> list[Diagnostic]:
     if exc.partial is None:
         return out
     def refers_to_removed(d: Diagnostic) -> bool:   # one error at its source, not one more at each reference
-        return any(d.rule == "distribution.dangling-reference" and f"names {section[:-1]} {name!r}," in d.message or
-                   d.rule == "output.unknown-address" and d.message.endswith(f"the stack has no {section[:-1]}.{name}")
-                   for section, names in exc.removed.items() for name in names)
+        return any(refers_to(d, section[:-1], name) for section, names in exc.removed.items() for name in names)
 
     out.extend(d for d in validate_stack(exc.partial) if not refers_to_removed(d))
     left_out = SimpleNamespace(**{s: dict.fromkeys(exc.removed.get(s, ())) for s in ("clusters", "environments",
@@ -106,7 +112,7 @@ def variables_file(path: Path, given: list[Path]) -> list[Diagnostic] | None:
         declared = declared_names(stack)
         if declared is not None and keys <= declared:
             found = [Diagnostic("info", "variable.file-for", f"a variables file for {stack}", str(path), 1, 1,
-                                f"use it with `infra plan {stack} --var-file {path}`")]
+                                says("use it with ", NextStep(("infra", "plan"), (str(stack), "--var-file", str(path)))))]
             # its values, judged against the stack's declarations, and where the stack takes them (an error at the
             # stack's line that names this file: named_givers, SourceMap.given_by)
             judged = validate_files([stack], Inputs((VarInput("var-file", str(path)),), unset_unknown=True), given=())
@@ -117,22 +123,40 @@ def variables_file(path: Path, given: list[Path]) -> list[Diagnostic] | None:
     return [where.diagnostic((), "variable.file", f"{path} " + ("is named as a variables file" if named else
                              "has none of a stack's keys") + ", and no stack beside it declares all of its keys "
                              f"({', '.join(sorted(keys)) or 'none'})",
-                             "if it is a variables file, declare its keys under the `variables:` of a stack in the "
-                             "same folder, or pass that stack with it (`infra validate STACK " + str(path) + "`); "
-                             "a file named NAME.vars.yaml is always read as one")]
+                             says("if it is a variables file, declare its keys under the `variables:` of a stack in "
+                                  "the same folder, or pass that stack with it (",
+                                  NextStep(("infra", "validate"), ("STACK", str(path))),
+                                  "); a file named NAME.vars.yaml is always read as one"))]
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What `infra validate` judged: the diagnostics, and how many files it read as stacks and as variables
+    files (its summary counts them apart: a variables file is no stack)."""
+    diagnostics: list[Diagnostic]
+    stacks: int
+    variables_files: int
 
 
 def validate_files(paths: Iterable[Path], inputs: Inputs | None = None,
                    given: Iterable[Path] | None = None) -> list[Diagnostic]:
     """The diagnostics of each file: a stack's, or a variables file's (variables_file). `given`: the files a
     variables file's stack is looked for among first (default: `paths`); () judges each path as a stack."""
+    return validate_each(paths, inputs, given).diagnostics
+
+
+def validate_each(paths: Iterable[Path], inputs: Inputs | None = None,
+                  given: Iterable[Path] | None = None) -> Validated:
+    """validate_files, with the count of files judged as stacks and as variables files."""
     out: list[Diagnostic] = []
     paths = list(paths)
+    variables_files = 0
     for path in paths:
         as_variables = None if given == () else variables_file(
             Path(path), [Path(p) for p in (paths if given is None else given) if p != path])
         if as_variables is not None:
             out.extend(as_variables)
+            variables_files += 1
             continue
         try:
             out.extend(validate_stack(load_stack(path, inputs=inputs)))
@@ -140,7 +164,7 @@ def validate_files(paths: Iterable[Path], inputs: Inputs | None = None,
             out.extend(beside_schema_errors(exc))
         except DiagnosticError as exc:
             out.extend(exc.diagnostics)
-    return out
+    return Validated(out, len(paths) - variables_files, variables_files)
 
 
 def load_valid_stack(path: Path, *, judged_live: Collection[str] = (),
