@@ -14,7 +14,7 @@ from infra_cli.stack.model import Cluster, Distribution
 from infra_cli.stack.variables import ENV_PREFIX
 from infra_cli.validate.rules.registry import Context, declare, rule_for_each
 from infra_cli.validate.rules.resources import pasted_name
-from infra_cli.validate.rules.size_advice import closest_first, ib_reason, ib_sizes
+from infra_cli.validate.rules.size_advice import closest_first, ib_reason, ib_sizes, judged_by_name
 
 
 def same_family(size: str, catalog: Catalog) -> list[str]:
@@ -127,7 +127,7 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
         return
     path = ("clusters", name, "size")
     sku = ctx.catalog.get(cluster.size)
-    parsed = parse_size_name(cluster.size) if sku is None else None
+    parsed = judged_by_name(ctx, cluster.size) if sku is None else None
     if sku is not None and not sku.infiniband_eligible:
         yield ctx.at(path, INFINIBAND_INELIGIBLE.id,
                      f"cluster {name!r} requires InfiniBand but {ib_reason(sku)}",

@@ -22,7 +22,7 @@ from infra_cli.validate.job_inputs import input_problem
 from infra_cli.validate.rules.carries import environment_carries
 from infra_cli.validate.rules.command import diagnostic_at_command, launched_per_node
 from infra_cli.validate.rules.registry import Context, declare, rule_for_each
-from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes_for
+from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes_for, judged_by_name
 
 
 # A command job's expression bindings: ${{inputs.NAME}} and ${{outputs.NAME}}
@@ -238,7 +238,7 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
         return
     cluster = ctx.stack.clusters.get(dist.cluster) if dist.cluster is not None else None
     path = ("distributions", name, "instance_count")
-    parsed = parse_size_name(size) if ctx.dist_sku(dist) is None else None
+    parsed = judged_by_name(ctx, size) if ctx.dist_sku(dist) is None else None
     if parsed is not None and parsed.rdma:
         yield ctx.warning(path, INFINIBAND_UNVERIFIED.id,
                      f"distribution {name!r} spans {dist.instance_count} nodes of {size}, an RDMA size "

@@ -3,11 +3,20 @@ the cluster's distributions need, closest to the cluster's size first (validator
 
 from __future__ import annotations
 
-from infra_cli.knowledge.size_name import parse_size_name
+from infra_cli.knowledge.size_name import SizeName, parse_size_name
 from infra_cli.knowledge.skus import Sku
 from infra_cli.stack.model import Cluster, Distribution
 from infra_cli.validate.rules.command import launched_per_node
 from infra_cli.validate.rules.registry import Context
+
+
+def judged_by_name(ctx: Context, size: str) -> SizeName | None:
+    """A size the catalog lacks, read by Azure's naming convention; None for a catalogued size and for a catalogued
+    one misspelt (`Standard_DN96asr_v4`): cluster.size-unknown's did-you-mean is all there is to say of a typo, and
+    judging its letters as a size ("an RDMA size by its name") would contradict it."""
+    if ctx.catalog.get(size) is not None or ctx.catalog.written_alike(size) is not None:
+        return None
+    return parse_size_name(size)
 
 
 def ib_reason(sku: Sku) -> str:
