@@ -10,6 +10,7 @@ from pathlib import Path
 
 from infra_cli.apply.kinds import STEPS
 from infra_cli.apply.kinds.base import KindSteps
+from infra_cli.azure.kinds import AZURE_KINDS, AzureKind
 from infra_cli.azure.protocol import Provider
 from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.kinds.base import Kind
@@ -79,6 +80,47 @@ def test_every_kind_is_planned_and_applied():
     for name, steps in STEPS.items():
         for method in ("step", "adopt", "destroy_refusal", "importable", "adopt_imported", "forget"):
             assert getattr(type(steps), method) is not getattr(KindSteps, method), f"{name} does not define {method}"
+
+
+# The Provider's methods named for one kind, of which azure/kinds.py's codecs are made: the engines read, list, write
+# and delete through `read(kind, ...)`, `list(kind)`, `write(kind, ...)`, `delete(kind, ...)` instead. What only one
+# kind has (an environment's batch of version reads, the tags put on one version) is no such method.
+PER_KIND = {"list_computes", "read_compute", "put_cluster", "delete_cluster", "listed_environments",
+            "create_environment_version", "archive_environment"}
+# (module, method) -> why it still calls one by its kind's name
+PER_KIND_ALLOWED = {
+    ("plan/engine.py", "read_compute"): "computes a stack names without managing them (referenced_computes, smoke's "
+                                        "check that what a distribution runs on exists) are read one by one, as "
+                                        "plain values, before any kind is involved",
+}
+
+
+def _per_kind_calls(tree: ast.AST) -> list[tuple[str, int]]:
+    return [(node.attr, node.lineno) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in PER_KIND]
+
+
+def test_every_kind_has_an_azure_codec_that_reads_lists_writes_and_deletes_it():
+    assert set(AZURE_KINDS) == set(KINDS), (set(AZURE_KINDS), set(KINDS))
+    for name, codec in AZURE_KINDS.items():
+        for method in ("list", "read", "write", "delete"):
+            assert getattr(type(codec), method) is not getattr(AzureKind, method), f"{name} does not define {method}"
+    for method in ("list", "read", "write", "delete"):
+        assert callable(getattr(Provider, method, None)), f"the Provider protocol has no {method}(kind, ...)"
+
+
+def test_the_engines_read_and_write_a_resource_by_its_kind():
+    calls = []
+    for part in ("plan", "apply", "smoke", "state"):
+        for path in sorted((ROOT / part).rglob("*.py")):
+            module = path.relative_to(ROOT).as_posix()
+            calls += [f"{module}:{line} ({attr})" for attr, line in _per_kind_calls(ast.parse(path.read_text("utf-8")))
+                      if (module, attr) not in PER_KIND_ALLOWED]
+    assert not calls, ("call the Provider by kind (read/list/write/delete with the kind's name, azure/kinds.py), or "
+                       f"list the call in PER_KIND_ALLOWED with why: {calls}")
+    present = {(module, attr) for module, _ in PER_KIND_ALLOWED
+               for attr, _ in _per_kind_calls(ast.parse((ROOT / module).read_text("utf-8")))}
+    assert set(PER_KIND_ALLOWED) <= present, set(PER_KIND_ALLOWED) - present
 
 
 def test_the_provider_interface_has_no_way_around_it_to_the_sdk_clients():

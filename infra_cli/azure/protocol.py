@@ -3,6 +3,12 @@
 azure/provider.py `AzureProvider` implements it over the SDKs (for Azure, and for the local emulator the command's
 backend points it at); plan reads through it, apply writes through it, smoke records its verdicts through it.
 Nothing here loads an SDK: the engines name the interface without paying for its implementation.
+
+A resource is read, listed, written and deleted by its kind (`read(kind, name)`, `list(kind)`,
+`write(kind, resource, ...)`, `delete(kind, name, ...)`; the kind is plan/kinds' name, "cluster", "environment"),
+which the provider looks up in its table of Azure codecs (azure/kinds.py AZURE_KINDS). The methods named for one
+kind are what only that kind has (an environment's batch of version reads, the tags put on one version) and the
+per-kind operations the codecs are made of.
 """
 
 from __future__ import annotations
@@ -102,3 +108,21 @@ class Provider(RecordVersions, JobRunner, Protocol):
 
     def create_environment_version(self, resource: Written, base_dir: Path, conda_file: str | dict | None,
                                    build_files: Callable[[Path], Path] | None) -> Any: ...
+
+    # ---- by kind (azure/kinds.py): last in the class, as `list` here names the method, not the type ----------
+    def read(self, kind: str, name: str, version: str | None = None) -> dict[str, Any] | None:
+        """One resource of `kind` as plain values (a kind with versions: `version`, else the latest); None: none."""
+        ...
+
+    def list(self, kind: str) -> Any:
+        """Every resource of `kind` in the workspace, as plain values."""
+        ...
+
+    def write(self, kind: str, resource: Written, **specifics: Any) -> Any:
+        """Create `resource`, or change it in place; what the kind's write needs besides comes as keywords (a
+        cluster: secrets, subnet, vnet_name; an environment: base_dir, conda_file, build_files)."""
+        ...
+
+    def delete(self, kind: str, name: str, **specifics: Any) -> Any:
+        """Remove it as far as Azure lets the kind be removed (an environment's versions are archived: stack=)."""
+        ...

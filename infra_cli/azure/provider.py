@@ -28,6 +28,7 @@ from infra_cli.azure.environment_codec import conda_text, version_values
 from infra_cli.azure.errors import is_forbidden, is_not_found
 from infra_cli.azure.environment_versions import API_ENVIRONMENTS, version_tags
 from infra_cli.azure.jobs import cancel_job, download_job, job_logs, job_status, submit_job
+from infra_cli.azure.kinds import AZURE_KINDS
 from infra_cli.azure.lock_store import archive_versions, latest_lock_version, register_lock_version
 from infra_cli.azure.protocol import Written, read_pool
 from infra_cli.azure.sdk_chatter import quiet_sdk
@@ -471,3 +472,17 @@ class AzureProvider:
             env = Environment(build=BuildContext(path=str(context), dockerfile_path=dockerfile),
                               **({"inference_config": inference} if inference else {}), **common)
             return str(self.clients.ml.environments.create_or_update(env).version)
+
+    # ---- by kind: the kind's codec looked up (azure/kinds.py AZURE_KINDS); last, as `list` names the method here
+
+    def read(self, kind: str, name: str, version: str | None = None) -> dict[str, Any] | None:
+        return AZURE_KINDS[kind].read(self, name, version)
+
+    def list(self, kind: str) -> Any:
+        return AZURE_KINDS[kind].list(self)
+
+    def write(self, kind: str, resource: Written, **specifics: Any) -> Any:
+        return AZURE_KINDS[kind].write(self, resource, **specifics)
+
+    def delete(self, kind: str, name: str, **specifics: Any) -> Any:
+        return AZURE_KINDS[kind].delete(self, name, **specifics)

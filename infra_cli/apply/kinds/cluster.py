@@ -28,8 +28,8 @@ class SizeMismatch(RuntimeError):
 def _put_cluster(run: Applying, change: ResourceChange, desired: Resource) -> None:
     cluster = run.loaded.stack.clusters[change.name]
     net = cluster.network_settings
-    run.provider.put_cluster(desired, cluster_secrets(cluster), net.subnet if net else None,
-                             net.vnet_name if net else None)
+    run.provider.write(desired.type, desired, secrets=cluster_secrets(cluster), subnet=net.subnet if net else None,
+                       vnet_name=net.vnet_name if net else None)
     if change.actions == REPLACE:
         live = read_cluster(run.provider, change.name)
         want = desired.attributes["size"]
@@ -64,20 +64,20 @@ class ClusterSteps(KindSteps):
     def step(self, run: Applying, change: ResourceChange, desired: Resource | None, say: Say, *, first: bool) -> None:
         if change.actions == DELETE:
             say("progress", "destroying")
-            run.provider.delete_cluster(change.name)
+            run.provider.delete(change.type, change.name)
             return
         assert desired is not None   # every change but a delete has the stack's declaration
         # a cluster whose settings Azure has not reported (still Creating, Deleting): wait for it, then judge it
         if first and not (change.before is not None and settings_unreported(change.before)):
             if change.actions == REPLACE:
                 say("progress", "destroying (replace, step 1 of 2)")
-                run.provider.delete_cluster(change.name)
+                run.provider.delete(change.type, change.name)
             say("progress", "creating (replace, step 2 of 2)" if change.actions == REPLACE else change.action.verb)
         else:
             live = _settled(run, change.name)
             if live is not None and _unusable(live, desired):
                 say("progress", f"destroying what is there ({provisioning_problem(live.attributes) or 'replace'})")
-                run.provider.delete_cluster(change.name)
+                run.provider.delete(change.type, change.name)
                 live = None
             say("progress", "creating" if live is None else "putting the cluster again")
         _put_cluster(run, change, desired)
@@ -137,8 +137,8 @@ class ClusterSteps(KindSteps):
         protected = loaded.stack.clusters[name].lifecycle.prevent_destroy or live.attributes.get("prevent_destroy")
         if protected:
             tags[TAG_PREVENT_DESTROY] = "true"
-        provider.put_cluster(Resource(address, "cluster", name, live.attributes, tags), secrets,
-                             live.attributes["subnet"], None)
+        provider.write(live.type, Resource(address, live.type, name, live.attributes, tags), secrets=secrets,
+                       subnet=live.attributes["subnet"])
         return f"Imported {name} as {address}" + (", protected by lifecycle.prevent_destroy." if protected else ".")
 
     def forget(self, loaded: Any, address: str, name: str, provider: Provider, bump_serial: Callable[[], Any],
@@ -149,8 +149,8 @@ class ClusterSteps(KindSteps):
             raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
         bump_serial()
         # the same PUT with the same values, without infra's tags (Azure never returns secrets: none are sent)
-        provider.put_cluster(Resource(address, "cluster", name, live.attributes, {}),
-                             secrets_for_put(loaded, name, live)[0], live.attributes["subnet"], None)
+        provider.write(live.type, Resource(address, live.type, name, live.attributes, {}),
+                       secrets=secrets_for_put(loaded, name, live)[0], subnet=live.attributes["subnet"])
         return f"Removed {address} from stack {stack!r}: cluster {name} is left as it is, no longer managed."
 
     def after_import(self, stack_path: Path) -> str:

@@ -40,12 +40,11 @@ class EnvironmentSteps(KindSteps):
             resource = Resource(desired.address, desired.type, desired.name, version, desired.tags)
             say("progress", f"registering version {version['version']}")
             # registering the same content again is idempotent: a retry after an error is safe
-            run.provider.create_environment_version(
-                resource, run.loaded.base_dir, env.conda_file,
-                _build_files(env, run.loaded.base_dir) if env.build else None)
+            run.provider.write(resource.type, resource, base_dir=run.loaded.base_dir, conda_file=env.conda_file,
+                               build_files=_build_files(env, run.loaded.base_dir) if env.build else None)
         elif change.actions == UPDATE:  # only destroy updates one: plan/kinds/environment.py diff_undeclared
             say("progress", "archiving its versions and dropping this stack's tags (Azure ML keeps versions)")
-            run.provider.archive_environment(change.name, run.loaded.stack.stack)
+            run.provider.delete(change.type, change.name, stack=run.loaded.stack.stack)
 
     def adopt(self, run: Applying, change: ResourceChange, desired: Resource, say: Say) -> None:
         """Its version gets the tags (the content hash only when the content matches: else the stack's content is

@@ -237,7 +237,7 @@ def live_clusters(computes: list[dict[str, Any]], clusters: set[str] | dict[str,
 
 def read_cluster(provider: Provider, name: str) -> Resource | None:
     """One compute, normalised; a shape infra cannot read is a DiagnosticError (import, apply), never a guess."""
-    values = provider.read_compute(name)
+    values = provider.read("cluster", name)
     if values is not None and values.get("unreadable"):
         raise DiagnosticError(unreadable_diagnostics({**values, "name": values.get("name") or name}))
     return None if values is None else compute_resource(values)
@@ -415,7 +415,7 @@ class Cluster(Kind):
 
     def read_live(self, provider: Provider, wanted: dict[str, str | None]) -> list[dict[str, Any]]:
         """Every compute of the workspace: one list call, whatever the stack's size."""
-        return provider.list_computes()
+        return provider.list(self.name)
 
     def normalise(self, values: dict[str, Any]) -> Resource:
         return compute_resource(values)

@@ -165,7 +165,7 @@ def recorded_conda(conda: Any) -> tuple[dict | None, str | None]:
 
 
 def read_environment(provider: Provider, name: str, pinned: str | None) -> Resource | None:
-    values = provider.read_environments({name: pinned})[name]
+    values = provider.read("environment", name, pinned)
     return None if values is None else live_environment(values)
 
 
