@@ -47,7 +47,7 @@ def duration_seconds(value: Any) -> float | None:
 
 class Unreadable(ValueError):
     """A value in Azure's answer whose shape infra cannot read: `expected` says what it reads there. Plan stops on
-    it (plan/live.py) rather than compare a misreading, which could propose to replace a healthy cluster."""
+    it (plan/kinds/cluster.py) rather than compare a misreading, which could propose to replace a healthy cluster."""
 
     def __init__(self, expected: str):
         super().__init__(expected)
@@ -218,7 +218,7 @@ def compute_values(body: Any) -> dict[str, Any]:
     """A ComputeResource as Azure answers it -> plain values with CLI v2 YAML's field names, exactly those
     azure-ai-ml's AmlCompute._load_from_rest reads (`compute_type`: what azure-ai-ml calls the kind); the fields
     and where they sit are stack/cluster_fields.py's. `unreadable`, there only when some are, lists the values whose
-    shape no reader knows ({path, value, expected}): plan stops on them (plan/live.py), never compares them."""
+    shape no reader knows ({path, value, expected}): plan stops on them (plan/kinds/cluster.py), never compares them."""
     problems: list[dict[str, str]] = []
     if not isinstance(body, dict):
         return {"name": None, "compute_type": UNSUPPORTED_COMPUTE, "unreadable": [_unreadable("", body, "an object")]}
@@ -234,7 +234,7 @@ def compute_values(body: Any) -> dict[str, Any]:
         values.update({f.value_key: _read(body, f.rest, readers[f.read] if f.plain(REST) else
                                           explicit[f.value_key], problems) for f in CLUSTER_FIELDS if f.rest})
         if not reported:
-            values["settings_reported"] = False  # plan/normalise.py: its AmlCompute settings are unknown, not defaults
+            values["settings_reported"] = False  # plan/kinds/cluster.py: its AmlCompute settings are unknown, not defaults
     return {**values, "unreadable": problems} if problems else values
 
 

@@ -3,7 +3,7 @@
 Reads go over the lean REST client (azure/arm.py: azure-core only, no azure-ai-ml import), with list calls where
 one serves, issued concurrently (bounded); they return plain data (dicts of the values azure-ai-ml's entities
 would hold, translated by azure/compute_codec.py and azure/environment_codec.py), which plan normalises
-(plan/live.py), so this module needs nothing from plan. Writes of clusters and environment versions go over the same
+(plan/kinds/, each kind its own), so this module needs nothing from plan. Writes of clusters and environment versions go over the same
 client, as the requests azure-ai-ml sends (compute_codec.compute_body; tests/contract hold them equal to its
 serialisation); only an environment with a build context (uploaded to the workspace's storage)
 goes through azure-ai-ml itself. azure-core's retry policy (clients.py) handles 429/5xx for both. The same

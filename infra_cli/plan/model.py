@@ -76,7 +76,7 @@ def canonical_json(value: Any) -> str:
 
 def content_hash(value: Any) -> str:
     """What tells a resource's content from another's: compared with the same hash of what Azure reads back (plain
-    text), so it is taken of secrets' clear values; a hash of a secret is a Secret itself (plan/desired.py)."""
+    text), so it is taken of secrets' clear values; a hash of a secret is a Secret itself (plan/kinds/)."""
     return hashlib.sha256(canonical_json(revealed(value)).encode()).hexdigest()[:16]
 
 

@@ -3,8 +3,8 @@ compared -> how `infra render` writes it. Adding a plain field is one row here (
 validators/update_semantics.yaml); see docs/ARCHITECTURE.md, "How to add... a cluster field".
 
 Who reads it (each for the rows that are plain for it; a row names the stages whose code handles it instead):
-    desired  plan/desired.py cluster_attributes    stack value -> normaliser -> plan attribute
-    live     plan/normalise.py cluster_resource    compute_values' value -> normaliser -> plan attribute
+    desired  plan/kinds/cluster.py cluster_attributes  stack value -> normaliser -> plan attribute
+    live     plan/kinds/cluster.py cluster_resource    compute_values' value -> normaliser -> plan attribute
     rest     azure/compute_codec.py compute_values ComputeResource JSON at `rest` -> reader -> value
     sdk      azure/compute_codec.py compute_body   plan attribute -> AmlCompute(`sdk`=...)
     render   apply/files.py compute_document       stack value -> amlCompute CLI v2 YAML (`render` says when)
@@ -77,12 +77,13 @@ CLUSTER_FIELDS: tuple[ClusterField, ...] = (
                  sdk="ssh_settings", normalise="text", render="if_set", explicit=(SDK,),
                  note="put_cluster builds AmlComputeSshSettings with the secrets"),
     ClusterField("ssh_credentials_hash", "ssh_settings", normalise="text", explicit=(DESIRED, LIVE, SDK),
-                 note="a salted hash of admin_password/ssh_key_value (desired.ssh_credentials_hash), kept in our "
+                 note="a salted hash of admin_password/ssh_key_value (plan/kinds/cluster.py ssh_credentials_hash), kept in our "
                       "infra.secrets-hash tag since Azure never returns secrets; put_cluster sends the secrets"),
     ClusterField("subnet", "network_settings.subnet", (_P + "subnet",), read="subnet", sdk="network_settings",
                  normalise="arm_id", render="section", explicit=(DESIRED, SDK),
-                 note="desired.subnet_id makes the ARM id of vnet_name + subnet; put_cluster sends NetworkSettings; "
-                      "Azure answers {id} or, in older api-versions, the id as a string (compute_codec.subnet_id)"),
+                 note="plan/kinds/cluster.py subnet_id makes the ARM id of vnet_name + subnet; put_cluster sends "
+                      "NetworkSettings; Azure answers {id} or, in older api-versions, the id as a string "
+                      "(compute_codec.subnet_id)"),
     ClusterField("identity_type", "identity.type", ("identity.type",), read="snake", sdk="identity",
                  normalise="identity_type", render="section", explicit=(SDK,),
                  note="put_cluster builds IdentityConfiguration with the user-assigned identities"),

@@ -8,7 +8,7 @@ A plan file keeps a keyed digest instead (`sealed` with plan/planfile.py secret_
 value comes out only through `reveal` (one value) or `revealed` (a whole structure), and only where infra builds
 what it sends to Azure (azure/arm.py: every request body; azure/provider.py: an environment azure-ai-ml registers;
 azure/jobs.py: a smoke job), where a content hash is compared with what Azure reads back (plan/model.py
-content_hash, plan/live.py fingerprint), where a rule judges a value without showing it, and where the user asks
+content_hash, LiveState.fingerprint), where a rule judges a value without showing it, and where the user asks
 for one by name (`infra output STACK NAME`). Equality is by clear value (a Secret equals the plain text Azure
 reports back), so a diff compares secrets as it compares text; `len` is the clear value's (a bound is judged).
 
