@@ -33,3 +33,38 @@ def test_a_misspelt_size_is_one_error_with_no_warnings_judging_the_misspelling(t
     stack.write_text(MISSPELT.replace("SIZE", "Standard_ND96zzr_v9"))
     assert {d.rule for d in validate_files([stack])} >= {"cluster.infiniband-unverified",
                                                          "distribution.infiniband-unverified"}
+
+
+TRAIN = """\
+variables:
+  env: {type: string, default: staging, allowed: [staging, prod]}
+  nodes: {type: number, default: 2}
+stack: train-${var.env}
+workspace: {subscription_id: 00000000-0000-0000-0000-000000000000, resource_group: rg, name: mlw, location: eastus}
+clusters:
+  a100: {size: Standard_ND96asr_v4, max_instances: "${var.nodes}"}
+"""
+
+
+def test_a_var_file_with_a_misspelt_key_is_still_its_stacks_and_the_key_gets_the_did_you_mean(tmp_path: Path):
+    # the hook passes only the file that changed: `node: 4` in stacks/prod.yaml was "variable.file: ... no stack
+    # beside it declares all of its keys (env, node)", naming neither the key at fault nor the stack, where
+    # `infra plan --var-file` says "'node' is not a variable of stacks/train.yaml" and "did you mean 'nodes'?"
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "train.yaml").write_text(TRAIN)
+    (stacks / "prod.yaml").write_text("env: prod\nnode: 4\n")
+    found = validate_files([stacks / "prod.yaml"])
+    said = {d.rule: d for d in found}
+    assert set(said) == {"variable.file-for", "variable.undeclared"}, [d.format() for d in found]
+    assert said["variable.file-for"].message == f"a variables file for {stacks / 'train.yaml'}"
+    undeclared = said["variable.undeclared"]
+    assert (undeclared.file, undeclared.line) == (str(stacks / "prod.yaml"), 2)
+    assert "'node'" in undeclared.message and "did you mean 'nodes'?" in undeclared.hint
+    # its values are still judged there
+    (stacks / "prod.yaml").write_text("env: production\nnode: 4\n")
+    rules = {d.rule for d in validate_files([stacks / "prod.yaml"])}
+    assert "variable.not-allowed" in rules and "variable.file" not in rules, rules
+    # a mapping none of whose keys a stack beside it declares is still variable.file
+    (stacks / "other.yaml").write_text("colour: blue\n")
+    assert [d.rule for d in validate_files([stacks / "other.yaml"])] == ["variable.file"]

@@ -107,18 +107,28 @@ def variables_file(path: Path, given: list[Path]) -> list[Diagnostic] | None:
     if not isinstance(data, dict) or "stack" in data or not (data or named):
         return None
     keys = {str(k) for k in data}
-    for stack in _stacks_beside(path, given):
-        declared = declared_names(stack)
+
+    def for_stack(stack: Path) -> list[Diagnostic]:
+        found = [Diagnostic("info", "variable.file-for", f"a variables file for {stack}", str(path), 1, 1,
+                            f"use it with `infra plan {stack} --var-file {path}`")]
+        # its values, judged against the stack's declarations, and where the stack takes them (an error at the
+        # stack's line that names this file: named_givers, SourceMap.given_by); a key the stack does not declare
+        # is plan's warning at the key, with its did-you-mean (variable.undeclared)
+        judged = validate_files([stack], Inputs((VarInput("var-file", str(path)),), unset_unknown=True), given=())
+        return found + [d for d in judged if d.file == str(path) and d.severity in ("error", "warning") or
+                        d.severity == "error" and f"from {path}:" in d.message]
+
+    beside = [(stack, declared_names(stack)) for stack in _stacks_beside(path, given)]
+    for stack, declared in beside:
         if declared is not None and keys <= declared:
-            found = [Diagnostic("info", "variable.file-for", f"a variables file for {stack}", str(path), 1, 1,
-                                f"use it with `infra plan {stack} --var-file {path}`")]
-            # its values, judged against the stack's declarations, and where the stack takes them (an error at the
-            # stack's line that names this file: named_givers, SourceMap.given_by)
-            judged = validate_files([stack], Inputs((VarInput("var-file", str(path)),), unset_unknown=True), given=())
-            return found + [d for d in judged if d.severity == "error" and (
-                d.file == str(path) or f"from {path}:" in d.message)]
+            return for_stack(stack)
     if not named and keys & _STACK_KEYS:   # a stack that lost its `stack:` line: judged as a stack
         return None
+    # a key misspelt (`node: 4`): the stack declaring most of its keys takes it, as the hook passes the file alone
+    overlap = [(len(keys & declared), -i, stack) for i, (stack, declared) in enumerate(beside) if declared]
+    best = max(overlap, default=None)
+    if best is not None and best[0] > 0:
+        return for_stack(best[2])
     return [where.diagnostic((), "variable.file", f"{path} " + ("is named as a variables file" if named else
                              "has none of a stack's keys") + ", and no stack beside it declares all of its keys "
                              f"({', '.join(sorted(keys)) or 'none'})",
