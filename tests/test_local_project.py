@@ -77,7 +77,7 @@ def test_the_repository_root_and_stacks_folder_see_one_cloud(tmp_path):
 def test_a_made_infra_folder_keeps_its_cloud_out_of_git(tmp_path):
     """`.infra/` (token, TLS key, state) never shows in `git status`: infra writes `.infra/.gitignore` when it
     makes the folder, and leaves a `.infra/` the user made (it may hold files they commit) as it is."""
-    from infra_cli.paths import private_state_dir
+    from infra_cli.private_state import private_state_dir
 
     repo = tmp_path / "repo"
     repo.mkdir()

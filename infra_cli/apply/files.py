@@ -12,7 +12,7 @@ Layout under the output directory:
 What render writes never harms what it reads: an output directory that is, holds or lies inside a file or
 folder the stack reads (the stack, its conda files, build contexts, code, infra's templates) is refused before
 anything is written; every file is written beneath the output directory through no symbolic link
-(paths.write_beneath: a link at a file's place is replaced, never written through, and a link on the way is
+(safe_files.write_beneath: a link at a file's place is replaced, never written through, and a link on the way is
 refused before anything is written); and a re-render removes the files of its stack's previous manifest entries
 the stack no longer has, only while each is still exactly what render wrote.
 
@@ -47,9 +47,10 @@ from infra_cli.image.api import render_dockerfile
 from infra_cli.knowledge.curated import parse_environment_reference
 from infra_cli.knowledge.docker_templates import template_dir
 from infra_cli.plan.api import template_build_diagnostics
-from infra_cli.paths import (
-    OutputFile, context_files, link_on_the_way, local_project, private_key_file, project_root, read_beneath,
-    remove_beneath, templates_dir, user_state_dir, write_beneath)
+from infra_cli.build_context import context_files
+from infra_cli.paths import local_project, project_root, templates_dir, user_state_dir
+from infra_cli.private_state import private_key_file
+from infra_cli.safe_files import OutputFile, link_on_the_way, read_beneath, remove_beneath, write_beneath
 from infra_cli.smoke.api import distribution_job_files
 from infra_cli.stack.cluster_fields import RENDER, path_value, rows
 from infra_cli.stack.load import LoadedStack
@@ -160,7 +161,7 @@ def _environment_files(loaded: LoadedStack, name: str, env: Environment) -> list
     elif env.build.remote:   # Azure ML fetches it: its URI, passed through
         doc["build"] = {"path": env.build.path, "dockerfile_path": env.build.dockerfile_path}
     elif env.build.path:
-        # the context as it is uploaded (paths.context_files): no symlink followed out of it, ignored files left
+        # the context as it is uploaded (build_context.context_files): no symlink followed out of it, ignored files left
         # out; modes no wider than the source's
         files += [OutputFile(f"environments/{name}/context/{f.relative}", source=f.source)
                   for f in context_files(loaded.base_dir / env.build.path).files]

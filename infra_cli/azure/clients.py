@@ -28,7 +28,7 @@ from infra_cli.azure.url import workspace_path
 from infra_cli.conventions import EMULATOR_CLOUD_PREFIX
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.clouds import Cloud, clouds
-from infra_cli.paths import write_private_file
+from infra_cli.private_state import write_private_file
 
 if TYPE_CHECKING:
     from azure.ai.ml import MLClient

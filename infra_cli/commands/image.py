@@ -67,7 +67,7 @@ def check(
 def _write_json(path: Optional[Path], document: dict) -> None:
     """--json-out: the JSON result as a new file (replaced atomically: a link at FILE is replaced, not followed)."""
     if path is not None:
-        from infra_cli.paths import write_private_file
+        from infra_cli.private_state import write_private_file
 
         write_private_file(path, (json.dumps(document, indent=2) + "\n").encode(), 0o644)
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from infra_cli.paths import private_state_dir
+from infra_cli.private_state import private_state_dir
 
 TOKEN_FILE = "token"
 _TOKEN_BYTES = 32

@@ -26,7 +26,8 @@ from xml.etree import ElementTree
 from infra_cli.emulator import auth
 from infra_cli.emulator.state import Store
 from infra_cli.emulator.wire import Request, Response
-from infra_cli.paths import open_beneath, private_subdir
+from infra_cli.private_state import private_subdir
+from infra_cli.safe_files import open_beneath
 
 def escape(text: str) -> str:
     """&, < and > as XML entities (xml.sax.saxutils.escape, whose import brings urllib.request to every start)."""
@@ -84,7 +85,7 @@ class BlobStore:
         return f"{blob_url(base_url, container, name or '')}?{auth.sas_query(self._token, container, name, permissions)}"
 
     def _open(self, relative: str, flags: int) -> int:
-        """A blob's file (or a block's) below the root, reached through no symbolic link (paths.open_beneath)."""
+        """A blob's file (or a block's) below the root, reached through no symbolic link (safe_files.open_beneath)."""
         try:
             return open_beneath(self.root, relative, flags, 0o600, make_dirs=bool(flags & os.O_CREAT))
         except OSError as exc:

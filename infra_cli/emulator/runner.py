@@ -38,7 +38,8 @@ from infra_cli.emulator.launch import (AZUREML_MASTER_PORT, JobSpec, Launch, fin
 from infra_cli.emulator.ml_workspace import artifact_container
 from infra_cli.emulator.reaper import forget_group, guarded
 from infra_cli.emulator.wire import utc_now_iso
-from infra_cli.paths import open_beneath, private_subdir, refuse_link, write_private_beneath, write_private_file
+from infra_cli.private_state import private_subdir, refuse_link, write_private_beneath, write_private_file
+from infra_cli.safe_files import open_beneath
 
 TERMINAL = frozenset({"Completed", "Failed", "Canceled"})
 _POLL_S = 0.5

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.paths import private_state_dir, refuse_link
+from infra_cli.private_state import private_state_dir, refuse_link
 
 STATE_FILE = "state.sqlite3"
 INIT_LOCK = "state.init.lock"

@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from infra_cli.paths import write_private_file
+from infra_cli.private_state import write_private_file
 
 CERT_FILE = "cert.pem"
 KEY_FILE = "key.pem"
@@ -102,7 +102,7 @@ def _write_self_signed(cert_path: Path, key_path: Path, expiry_path: Path) -> No
     )
     key_bytes = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                   serialization.NoEncryption())
-    # Each file replaced whole (a link in their place is replaced, not written through: paths.write_private_file)
+    # Each file replaced whole (a link in their place is replaced, not written through: private_state.write_private_file)
     write_private_file(key_path, key_bytes, 0o600)
     write_private_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     # Written last: an interrupted generation leaves no expiry, so the next start makes the pair again.

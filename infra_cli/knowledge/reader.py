@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator, TypeVar
 import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.paths import validators_dir, write_private_file
+from infra_cli.paths import validators_dir
+from infra_cli.private_state import write_private_file
 
 T = TypeVar("T")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: faster, and what the files were written for

@@ -23,7 +23,9 @@ from infra_cli.knowledge.grammars import control_characters, text_problem
 from infra_cli.knowledge.nccl_transport import transport_rules
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.conventions import EMULATED_NODE_VARIABLE
-from infra_cli.paths import OutputFile, context_files, templates_dir, write_beneath
+from infra_cli.build_context import context_files
+from infra_cli.paths import templates_dir
+from infra_cli.safe_files import OutputFile, write_beneath
 from infra_cli.smoke import transport
 from infra_cli.smoke.spec import (PREFLIGHT_SCRIPT, RESULT_FILE, CommandJobSpec, SmokeJob, safe_name, smoke_job,
                                training_job)
@@ -276,7 +278,7 @@ def distribution_job_files(loaded_stack: LoadedStack) -> list[OutputFile]:
 
 
 def render_distribution_jobs(loaded_stack: LoadedStack, out_dir: Path) -> list[Path]:
-    """Write distribution_job_files below `out_dir` (no link followed, paths.write_beneath); returns their paths."""
+    """Write distribution_job_files below `out_dir` (no link followed, safe_files.write_beneath); returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = distribution_job_files(loaded_stack)

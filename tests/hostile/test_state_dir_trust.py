@@ -158,7 +158,7 @@ def test_a_blob_write_never_follows_a_link_in_the_blob_store(tmp_path):
 
 
 def test_a_link_at_a_blobs_own_path_is_never_written_through(tmp_path):
-    """The blob's container folder is real; the blob's own file is a link (paths.open_beneath opens the final file
+    """The blob's container folder is real; the blob's own file is a link (safe_files.open_beneath opens the final file
     with O_NOFOLLOW too, not only the folders on the way)."""
     victim = _victim(tmp_path)
     state = tmp_path / "local"

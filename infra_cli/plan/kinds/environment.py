@@ -15,7 +15,7 @@ from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_STACK
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.knowledge.docker_templates import template_dir
 from infra_cli.knowledge.update_semantics import environment_content_fields
-from infra_cli.paths import context_files
+from infra_cli.build_context import context_files
 from infra_cli.plan.declaration import literal
 from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adopted, next_version
 from infra_cli.plan.model import CREATE, NO_OP, UPDATE, Action, LiveState, Resource, ResourceChange, content_hash
@@ -48,7 +48,7 @@ def _file_sha256(path: Path) -> str:
 
 
 def _tree_sha256(root: Path) -> str:
-    """A build context's content as it is uploaded (paths.context_files: the ignore file honoured, no link
+    """A build context's content as it is uploaded (build_context.context_files: the ignore file honoured, no link
     followed out of it): relative paths and bytes of every file, in a stable order."""
     h = hashlib.sha256()
     for f in sorted(context_files(root).files, key=lambda f: Path(f.relative)):  # the order hashes always had

@@ -12,7 +12,8 @@ from infra_cli.knowledge.docker_templates import (
     TEMPLATE_NAME_HINT, described_templates, parameter_problems, template_dir)
 from infra_cli.knowledge.grammars import REFERENCE_GRAMMAR, image_reference_problem
 from infra_cli.knowledge.requirements import SpecError, parse_requirement
-from infra_cli.paths import context_files, inside, project_root
+from infra_cli.build_context import context_files
+from infra_cli.paths import inside, project_root
 from infra_cli.stack.model import Distribution, Environment
 from infra_cli.validate.build_steps import build_step_problems
 from infra_cli.validate.rules.carries import project_text, build_template_provides, conda_document
