@@ -11,6 +11,7 @@ an environment's batch read of versions (`read_environments`), the tags an impor
 
 from __future__ import annotations
 
+import builtins
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -78,9 +79,11 @@ class Environments(AzureKind):
         """A new version registered (a version is never rewritten); returns its number."""
         return provider.create_environment_version(resource, base_dir, conda_file, build_files)
 
-    def delete(self, provider: AzureProvider, name: str, *, stack: str, **specifics: Any) -> list[str]:
+    def delete(self, provider: AzureProvider, name: str, *, stack: str = "", **specifics: Any) -> builtins.list[str]:
         """Azure ML never deletes an environment's versions (jobs may name them): `stack`'s are archived and lose
         its ownership tags, as `az ml environment archive` does. Returns the versions released."""
+        if not stack:   # whose versions: another stack's, or one made outside infra, are never released
+            raise ValueError(f"environment {name}: delete archives one stack's versions; name it (stack=...)")
         return provider.archive_environment(name, stack)
 
 
