@@ -20,7 +20,7 @@ from infra_cli.smoke.judge import Judgement, SmokeVerdict
      "smoke.ddp: Still Running... [20s elapsed] ranks at: all_reduce sweep (16 ranks)"),
     (JobStillWaiting("ddp", "Queued", 20.2, ""), "smoke.ddp: Still Queued... [20s elapsed]"),
     (JobTimedOut("ddp", "job-1", "Running", 900.0), "smoke.ddp: still Running after 900s, canceling job job-1"),
-    (NoResult("ddp", "the job left no result"), "smoke.ddp: the job left no result"),
+    (NoResult("ddp", "job-1", "the job left no result"), "smoke.ddp: the job left no result"),
     (RecordLost("ddp", "job-1", "(Forbidden) no"),
      "smoke.ddp: could not record the result on Azure (the next plan will show this smoke as pending): (Forbidden) no"),
     (Interrupted("ddp", "job-1"), "smoke.ddp: interrupted, job job-1 canceled"),

@@ -26,18 +26,21 @@ class JobSubmitted(JobEvent):
 
 
 @dataclass(frozen=True)
-class JobStatusChanged:
+class JobProgress:
+    """Where a distribution's job stands while it is awaited: its status, the seconds since it was submitted."""
     distribution: str
     status: str
     elapsed_s: float
 
 
 @dataclass(frozen=True)
-class JobStillWaiting:
-    """No change of status for a while: the time elapsed and, while it runs, the ranks' latest step ("" unknown)."""
-    distribution: str
-    status: str
-    elapsed_s: float
+class JobStatusChanged(JobProgress):
+    """The job's status changed."""
+
+
+@dataclass(frozen=True)
+class JobStillWaiting(JobProgress):
+    """No change of status for a while; while it runs, the ranks' latest step ("" unknown)."""
     steps: str
 
 
@@ -49,9 +52,8 @@ class JobTimedOut(JobEvent):
 
 
 @dataclass(frozen=True)
-class NoResult:
+class NoResult(JobEvent):
     """The job ended without a result file; `why` says what it left instead."""
-    distribution: str
     why: str
 
 

@@ -251,7 +251,7 @@ def _run_jobs(loaded_stack: LoadedStack, runner: JobRunner, jobs: list[SmokeJob]
             if outputs.left_out:
                 emit(OutputsLeftOut(job.name, name, tuple(outputs.left_out)))
             if outputs.why_no_result:
-                emit(NoResult(job.name, outputs.why_no_result))
+                emit(NoResult(job.name, name, outputs.why_no_result))
             verdict = judge(outputs.result, job.sku, job.name, dist, outputs.nccl_logs, job_name=name,
                             job_status=status)
             # on the local emulator the job ran with infra's own Python, not the environment's image: its fix differs
