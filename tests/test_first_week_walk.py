@@ -68,3 +68,25 @@ def test_a_var_file_with_a_misspelt_key_is_still_its_stacks_and_the_key_gets_the
     # a mapping none of whose keys a stack beside it declares is still variable.file
     (stacks / "other.yaml").write_text("colour: blue\n")
     assert [d.rule for d in validate_files([stacks / "other.yaml"])] == ["variable.file"]
+
+
+def test_a_destroy_with_nothing_to_destroy_says_so_not_that_the_stack_matches(tmp_path: Path):
+    # `infra destroy` of a workspace whose cluster had been forgotten (`state rm`) said "No changes. Your
+    # infrastructure matches the stack.": it does not, nothing of it exists. Terraform: "No objects need to be destroyed."
+    import os
+    import subprocess
+    import sys
+
+    stack = tmp_path / "train.yaml"
+    stack.write_text(TRAIN)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "INFRA_VAR_"))}
+    env["INFRA_LOCAL_DIR"] = str(tmp_path / "cloud")
+    for args in (("destroy", str(stack), "--local", "--auto-approve"), ("plan", str(stack), "--local", "--destroy")):
+        done = subprocess.run([sys.executable, "-m", "infra_cli", *args], capture_output=True, text=True, env=env,
+                              stdin=subprocess.DEVNULL, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "No changes. No objects need to be destroyed." in done.stdout, (args, done.stdout)
+        assert "matches the stack" not in done.stdout
+    done = subprocess.run([sys.executable, "-m", "infra_cli", "plan", str(stack), "--local", "--destroy", "--markdown"],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
+    assert "no changes, no objects need to be destroyed." in done.stdout, done.stdout

@@ -144,6 +144,7 @@ def render_markdown(plan: Plan, full_text: str) -> str:
     warnings = [d for d in warnings if d not in policy]
     if not rows and not plan.diagnostics and not plan.smoke_jobs:   # nothing to say but that
         return header + (": no changes, the infrastructure still matches what infra last applied." if drift else
+                         ": no changes, no objects need to be destroyed." if plan.mode is PlanMode.DESTROY else
                          ": no changes, the infrastructure matches the stack.")
     out = [header, ""]
     add, change_n, destroy = plan.counts()
