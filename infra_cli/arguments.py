@@ -3,9 +3,9 @@ command line said, handed down to the engines and to the views. The commands bui
 Command.invoke); the engines take from it what they need (the variable inputs, targets, replace, parallelism)
 as plain arguments, and the views render next steps with it (commands/hints.py).
 
-A next step is data, never text with a command inside: `NextStep(("infra", "apply"), ("plan.bin",))`. The view
-that prints it adds the run's flags (`--local`, the run's `--var`/`--var-file` where it names the same stack,
-a sensitive `--var` named without its value).
+A next step is data, never text with a command inside: `NextStep(("infra", "apply"), ("plan.bin",))`; a message
+names it inside a diagnostics.Text. The view that prints it adds the run's flags (`--local`, the run's
+`--var`/`--var-file` where it names the same stack, a sensitive `--var` named without its value).
 """
 
 from __future__ import annotations
@@ -51,3 +51,6 @@ class NextStep:
 
     command: tuple[str, ...]
     args: tuple[str, ...] = ()
+    # An az command the local Azure cannot answer (the emulator refuses the az CLI's tokens): the infra command
+    # that lists the same there, for the run's stack, named instead on a local run: ("infra", "state", "list").
+    local_instead: tuple[str, ...] = ()

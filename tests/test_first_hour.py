@@ -256,37 +256,48 @@ def test_a_stale_plans_hint_makes_it_again_with_its_own_values(tmp_path):
 
 
 def test_hints_name_commands_as_they_are_without_local():
-    from infra_cli.arguments import RunArgs
-    from infra_cli.commands.hints import for_this_run
+    from infra_cli.arguments import NextStep, RunArgs
+    from infra_cli.commands.hints import rendered
+    from infra_cli.diagnostics import says
 
-    text = "adopt it with `infra import cluster.gpu gpu s.yaml`, then `infra plan s.yaml --local`; `az login`"
-    assert for_this_run(text, RunArgs()) == text
-    assert for_this_run(text, RunArgs(local=True)) == ("adopt it with `infra import cluster.gpu gpu s.yaml --local`, "
-                                                       "then `infra plan s.yaml --local`; `az login`")
+    text = says("adopt it with ", NextStep(("infra", "import"), ("cluster.gpu", "gpu", "s.yaml")), ", then ",
+                NextStep(("infra", "plan"), ("s.yaml", "--local")), "; ", NextStep(("az", "login")))
+    assert text == "adopt it with `infra import cluster.gpu gpu s.yaml`, then `infra plan s.yaml --local`; `az login`"
+    assert rendered(text, RunArgs()) == text
+    assert rendered(text, RunArgs(local=True)) == ("adopt it with `infra import cluster.gpu gpu s.yaml --local`, "
+                                                   "then `infra plan s.yaml --local`; `az login`")
 
 
 def test_a_local_runs_hint_names_an_infra_listing_not_az():
     # `az ml compute list` cannot reach the local Azure: a local run names what lists it there, for its stack
-    from infra_cli.arguments import RunArgs
-    from infra_cli.commands.hints import for_this_run
+    from infra_cli.arguments import NextStep, RunArgs
+    from infra_cli.commands.hints import rendered
+    from infra_cli.diagnostics import LIST_COMPUTES, LIST_INSTEAD, says
 
-    text = "check the name with `az ml compute list`"
-    assert for_this_run(text, RunArgs()) == text
-    assert for_this_run(text, RunArgs(stack="my stacks/s.yaml", local=True)) == \
+    text = says("check the name with ", NextStep(LIST_COMPUTES, local_instead=LIST_INSTEAD))
+    assert rendered(text, RunArgs()) == text == "check the name with `az ml compute list`"
+    assert rendered(text, RunArgs(stack="my stacks/s.yaml", local=True)) == \
         "check the name with `infra state list 'my stacks/s.yaml' --local`"
 
 
 def test_a_local_runs_hint_names_an_infra_listing_not_az_with_arguments():
     # the hints of live.py (`az ml compute show --name X`) and engine.py (`--registry-name R`) carry arguments
     from infra_cli.arguments import RunArgs
-    from infra_cli.commands.hints import for_this_run
+    from infra_cli.commands.hints import rendered
+    from infra_cli.diagnostics import says
+    from infra_cli.plan.engine import environment_listing
+    from infra_cli.plan.kinds.cluster import unreadable_diagnostics
 
-    compute = "see what Azure holds with `az ml compute show --name gpu`"
+    compute = unreadable_diagnostics({"name": "gpu", "unreadable": [{"path": "x", "value": 1, "expected": "y"}]})[0]
+    assert compute.hint == "nothing was changed; see what Azure holds with `az ml compute show --name gpu`"
     # the stack's state lists none of a registry's environments: that listing is left as written (re-walk)
-    registry = "check the name and version with `az ml environment list --registry-name azureml`"
+    registry = says("check the name and version with ", environment_listing("azureml"))
+    assert registry == "check the name and version with `az ml environment list --registry-name azureml`"
     run = RunArgs(stack="s.yaml", local=True)
-    assert for_this_run(compute, run) == "see what Azure holds with `infra state list s.yaml --local`"
-    assert for_this_run(registry, run) == registry
+    assert rendered(compute.hint, run) == "nothing was changed; see what Azure holds with `infra state list s.yaml --local`"
+    assert rendered(registry, run) == registry
+    assert rendered(says("check the name and version with ", environment_listing(None)), run) == \
+        "check the name and version with `infra state list s.yaml --local`"
 
 
 def test_destroy_counts_only_what_it_destroyed_as_terraform_does(capsys):

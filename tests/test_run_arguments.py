@@ -16,7 +16,7 @@ from infra_cli.arguments import NextStep, RunArgs, VarInput
 from infra_cli.commands.cli import Command, var_file_option, var_option
 from infra_cli.commands.hints import step, step_words
 from infra_cli.commands.run import this_run
-from infra_cli.diagnostics import DiagnosticError
+from infra_cli.diagnostics import DiagnosticError, says
 from infra_cli.stack.load import load_stack
 from infra_cli.stack.variables import Inputs
 
@@ -140,7 +140,7 @@ def test_a_progress_line_written_from_an_engines_thread_is_rendered_for_the_run(
     @app.command(cls=Command)
     def probe(stack: Path = typer.Argument(..., metavar="STACK"), local: bool = typer.Option(False, "--local")) -> None:
         write = progress_stream(Stream())
-        worker = threading.Thread(target=write, args=("see `infra plan s.yaml`",))
+        worker = threading.Thread(target=write, args=(says("see ", NextStep(("infra", "plan"), ("s.yaml",))),))
         worker.start()
         worker.join()
 

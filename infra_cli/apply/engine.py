@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from infra_cli.arguments import NextStep
 from infra_cli.apply.executor import DEFAULT_PARALLELISM, ApplyResult, Event, execute
 from infra_cli.apply.kinds import STEPS, import_error, refuse_unsafe_destroys
 from infra_cli.azure.protocol import Provider
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, Text, says
 from infra_cli.plan.api import (KINDS, Plan, PlanMode, PlanOutcome, ResourceChange, as_saved, canonical_json,
                                 changed_smokes, distribution_dependencies, load_for_plan, load_planned_stack,
-                                other_workspace, plan_stack, planned_changes, read_plan_file, refresh, replan_command,
+                                other_workspace, plan_stack, planned_changes, read_plan_file, refresh, replan_step,
                                 replan_hint, stack_changed_since)
 from infra_cli.stack.addresses import AddressError, check_name, parsed, refused
 from infra_cli.stack.model import Workspace
@@ -50,10 +51,10 @@ def _stale(message: str, file: str, hint: str) -> StalePlan:
     return StalePlan([Diagnostic("error", "apply.stale-plan", message, file, None, None, hint)])
 
 
-def _saved_plan_hint(replan: str, file: str) -> str:
+def _saved_plan_hint(replan: NextStep, file: str) -> Text:
     """What to do with a saved plan that no longer applies: the exact `infra plan` that makes it again
-    (replan_command), then apply that file."""
-    return f"run `{replan}` again and apply the new file (`infra apply {file}`)"
+    (replan_step), then apply that file."""
+    return says("run ", replan, " again and apply the new file (", NextStep(("infra", "apply"), (file,)), ")")
 
 
 def _stale_state(planned: StateSerial, now: StateSerial, stack: str, file: str, hint: str) -> StalePlan:
@@ -77,7 +78,7 @@ class SavedOutcome(PlanOutcome):
     `targets` the file's --target addresses, which the derivation under the lock keeps to; `replan` the command
     that makes it again."""
     file: str = ""
-    replan: str = ""
+    replan: NextStep | None = None
 
 
 def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None, local: bool = False) -> SavedOutcome:
@@ -90,13 +91,14 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None, l
     if saved.local and not local:
         raise DiagnosticError([Diagnostic(
             "error", "apply.plan-cloud", "this plan was made with --local, against the local Azure: it cannot be "
-            "applied to Azure", str(path), None, None, "apply it with --local (`infra apply FILE` does, reading "
-            "the file), or make a plan against Azure: `infra plan STACK --out FILE`")])
+            "applied to Azure", str(path), None, None,
+            says("apply it with --local (", NextStep(("infra", "apply"), ("FILE",)), " does, reading the file), or make "
+                 "a plan against Azure: ", NextStep(("infra", "plan"), ("STACK", "--out", "FILE"))))])
     loaded = load_planned_stack(saved)
     elsewhere = other_workspace(saved, loaded, path)
     if elsewhere is not None:   # before anything is read: the plan is no request for this workspace at all
         raise DiagnosticError([elsewhere])
-    replan = replan_command(saved, path)
+    replan = replan_step(saved, path)
     hint = _saved_plan_hint(replan, str(path))
     if stack_changed_since(saved, loaded):
         raise _stale(f"the stack file {saved.stack_path} changed since this plan was made", str(path), hint)
@@ -242,8 +244,9 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
         raise import_error(loaded, f"{address} is not declared in the stack", f"add {section}.{name} to {file} first")
     if azure_name != name:
         raise import_error(loaded, f"the stack names this {kind} {name!r} but the Azure {kind} is {azure_name!r}",
-                            f"import it under its Azure name: declare {section}.{azure_name} (Azure ML cannot "
-                            f"rename a {kind}) and run `infra import {kind}.{azure_name} {azure_name} {file}`")
+                            says(f"import it under its Azure name: declare {section}.{azure_name} (Azure ML cannot "
+                                 f"rename a {kind}) and run ",
+                            NextStep(("infra", "import"), (f"{kind}.{azure_name}", azure_name, str(file)))))
     provider = backend(loaded.stack.workspace)
     steps = STEPS[kind]
     steps.importable(loaded, address, name, provider)   # refused before anything is written, not even the lock

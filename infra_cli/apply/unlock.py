@@ -5,10 +5,11 @@ state/lock.py) unless --force is given: clearing a live apply's lock lets a seco
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
+
+from infra_cli.arguments import NextStep
 from infra_cli.apply.engine import Backend
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.state.lock import LockChanged, LockInfo
 from infra_cli.state.store import StateStore
 from infra_cli.stack.variables import Inputs
@@ -25,7 +26,7 @@ def force_unlock_stack(stack_path: Path, lock_id: str | None, *, force: bool, ba
     info = store.read_lock(stack)
     if not info.held:
         return info
-    run = f"`infra force-unlock {info.lock_id} {shlex.quote(file)}`"
+    run = NextStep(("infra", "force-unlock"), (info.lock_id, file))
     held = (f"stack {stack!r} is locked by {info.holder} since {info.since} ({info.operation}), "
             f"lock ID {info.lock_id}")
 
@@ -34,20 +35,21 @@ def force_unlock_stack(stack_path: Path, lock_id: str | None, *, force: bool, ba
 
     if lock_id is None:
         raise refuse("lock.id-required", f"{held}: force-unlock takes the ID of the lock it clears (so that it never "
-                     "clears a lock taken since)", f"if that process is gone, run {run}")
+                     "clears a lock taken since)", says("if that process is gone, run ", run))
     if not info.is_lock_id(lock_id):
         raise refuse("lock.id-mismatch", f"{held}, not {lock_id[:80]!r}",
-                     f"give the ID the \"locked\" message shows; if that holder is gone, run {run}")
+                     says("give the ID the \"locked\" message shows; if that holder is gone, run ", run))
     if info.holder_is_alive_here() and not force:
         raise refuse("lock.holder-alive", f"{held}: its holder, pid {info.pid} on this machine, is still running, and "
                      "clearing its lock would let another apply write the stack beside it",
-                     f"wait for it to finish, or stop it (kill {info.pid}) and run {run} again; to clear the lock of a "
-                     f"live process anyway, add --force")
+                     says(f"wait for it to finish, or stop it (kill {info.pid}) and run ", run, " again; to clear the "
+                          "lock of a live process anyway, add --force"))
     try:
         store.force_unlock(stack, info)
     except LockChanged as changed:
         now = (f"now locked by {changed.now.holder} since {changed.now.since}, lock ID {changed.now.lock_id}"
                if changed.now.held else "since released")
         raise refuse("lock.changed", f"the lock of stack {stack!r} (lock ID {info.lock_id}) changed while it was "
-                     f"being cleared ({now})", f"run `infra force-unlock {shlex.quote(file)}` to see its lock now")
+                     f"being cleared ({now})",
+                     says("run ", NextStep(("infra", "force-unlock"), (file,)), " to see its lock now"))
     return info

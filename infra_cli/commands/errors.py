@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from infra_cli.arguments import NextStep, RunArgs
-from infra_cli.commands.hints import for_this_run_diagnostic, given_stack, step
+from infra_cli.commands.hints import given_stack, rendered_diagnostic, step
 from infra_cli.commands.run import RunRecord
 from infra_cli.commands.terminal import print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -43,7 +43,7 @@ def smoke_interrupted(exc: Any, stack: str) -> int:
 def fail(diagnostics: list[Diagnostic], as_json: bool = False) -> typer.Exit:
     """Print why a command cannot go on (JSON on stdout when asked), and the exit to raise."""
     if as_json:
-        print(json.dumps([for_this_run_diagnostic(d).to_json() for d in diagnostics], indent=2))
+        print(json.dumps([rendered_diagnostic(d).to_json() for d in diagnostics], indent=2))
     else:
         print_diagnostics(diagnostics)
     return typer.Exit(EXIT_ERROR)

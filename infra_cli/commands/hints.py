@@ -1,38 +1,28 @@
 """Next steps as this run must take them: a command a message names, with the run's flags (RunArgs) added.
 
-The commands' own next steps are data (infra_cli/arguments.py NextStep) rendered by `step`: `--local` on a local
-run (copied without it, it would target real Azure), and the run's --var/--var-file where the step names the same
-stack (without them a `${var.env}` workspace is another one); a sensitive --var is named, never repeated with its
-value. The engines' free-text diagnostics still name commands in backquotes: `for_this_run` adds the same flags
-to each (see docs/ARCHITECTURE.md for what is left to move to structured next steps)."""
+Next steps are data (infra_cli/arguments.py NextStep), in the commands' own messages and inside an engine's
+diagnostics.Text; `step` renders one: `--local` on a local run (copied without it, it would target real Azure), and
+the run's --var/--var-file where the step names the same stack (without them a `${var.env}` workspace is another
+one); a sensitive --var is named, never repeated with its value. `rendered` renders every step of a Text, and an
+az listing the local Azure cannot answer as the infra command that lists it there."""
 
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
 
 from infra_cli.arguments import NextStep, RunArgs
 from infra_cli.commands.run import this_run
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.diagnostics import Diagnostic, Text, words
 
-# The commands that take --local, as a message names them in backquotes: `infra import cluster.gpu gpu STACK`.
-_COMMAND_NAMED = re.compile(r"`(infra (?:plan|apply|destroy|import|force-unlock|smoke|state list|state rm|skus)\b[^`]*)`")
-# The subcommands a run's --var/--var-file are repeated on (skus reads no stack)
+# The commands that take --local (and, but for skus, the run's --var/--var-file); any other step is named as written
+_TAKES_RUN_FLAGS = {("infra", "plan"), ("infra", "apply"), ("infra", "destroy"), ("infra", "import"),
+                    ("infra", "force-unlock"), ("infra", "smoke"), ("infra", "state", "list"),
+                    ("infra", "state", "rm"), ("infra", "skus")}
+# The subcommands a run's --var/--var-file are not repeated on (skus reads no stack)
 _NO_VARIABLES = ("skus",)
-
-
-# What the engines name to list what Azure holds, which the az CLI cannot do on the local Azure (the emulator
-# refuses its tokens): on a local run, what infra lists there instead, for the stack this run was given. A key
-# matches the az command with whatever arguments follow it (`az ml compute show --name X`), except a registry's
-# listing (`--registry-name R`): the stack's state holds none of a registry's environments, and plan names that
-# listing only for a registry with more names than its hint says (Azure's azureml: its names are public); the local
-# Azure's registry has every name said in the hint (plan/engine.py NAMES_SAID), so it stays as written.
-_LOCAL_INSTEAD = {"az ml compute list": "infra state list {stack}", "az ml compute show": "infra state list {stack}",
-                  "az ml environment list": "infra state list {stack}"}
-_AZ_NAMED = re.compile("`(" + "|".join(map(re.escape, _LOCAL_INSTEAD)) + r")(?: (?![^`]*--registry-name)[^`]*)?`")
 
 
 def given_stack(run: RunArgs) -> str | None:
@@ -78,41 +68,33 @@ def _as_run(subcommand: str, args: list[str], run: RunArgs) -> tuple[str, str]:
 def step(next_step: NextStep, run: RunArgs | None = None) -> str:
     """A next step as the user must run it now, in backquotes (with the note of a sensitive --var left out)."""
     run = this_run() if run is None else run
+    if next_step.local_instead and run.local:
+        stack = given_stack(run)
+        if stack is not None:   # what lists it on the local Azure, for the stack this run was given
+            next_step = NextStep(next_step.local_instead, (stack,))
+    if next_step.command[:3] not in _TAKES_RUN_FLAGS and next_step.command[:2] not in _TAKES_RUN_FLAGS:
+        return f"`{words(next_step)}`"
     added, note = _as_run(next_step.command[-1], list(next_step.args), run)
-    return f"`{_words(next_step)}{added}`{note}"
+    return f"`{words(next_step)}{added}`{note}"
 
 
 def step_words(next_step: NextStep, run: RunArgs | None = None) -> str:
     """A next step as a plain command line, without backquotes or note (a line that is only the command)."""
     run = this_run() if run is None else run
-    return _words(next_step) + _as_run(next_step.command[-1], list(next_step.args), run)[0]
+    return words(next_step) + _as_run(next_step.command[-1], list(next_step.args), run)[0]
 
 
-def _words(next_step: NextStep) -> str:
-    return " ".join([*next_step.command, *(shlex.quote(a) for a in next_step.args)])
-
-
-def for_this_run(text: str, run: RunArgs | None = None) -> str:
-    """`text` (an engine's free text) with every command it names in backquotes as the user must run it now, as
-    `step` renders a NextStep."""
-    run = this_run() if run is None else run
-    if not run.local and not run.variables:
+def rendered(text: str, run: RunArgs | None = None) -> str:
+    """`text` as this run must read it: each step a Text names rendered by `step`; any other text as it is."""
+    if not isinstance(text, Text):
         return text
-    stack = given_stack(run) if run.local and _AZ_NAMED.search(text) else None
-    if stack is not None:
-        text = _AZ_NAMED.sub(lambda m: f"`{_LOCAL_INSTEAD[m.group(1)].format(stack=shlex.quote(stack))}`", text)
-
-    def as_run(m: re.Match) -> str:
-        command = m.group(1)
-        words = command.split()
-        added, note = _as_run(words[1], words[2:], run)
-        return f"`{command}{added}`{note}"
-
-    return _COMMAND_NAMED.sub(as_run, text)
-
-
-def for_this_run_diagnostic(d: Diagnostic, run: RunArgs | None = None) -> Diagnostic:
     run = this_run() if run is None else run
-    if not run.local and not run.variables:
+    return "".join(part if isinstance(part, str) else step(part, run) for part in text.parts)
+
+
+def rendered_diagnostic(d: Diagnostic, run: RunArgs | None = None) -> Diagnostic:
+    """A diagnostic with the steps of its message and hint rendered for this run."""
+    if not isinstance(d.message, Text) and not isinstance(d.hint, Text):
         return d
-    return replace(d, message=for_this_run(d.message, run), hint=d.hint and for_this_run(d.hint, run))
+    run = this_run() if run is None else run
+    return replace(d, message=rendered(d.message, run), hint=d.hint and rendered(d.hint, run))

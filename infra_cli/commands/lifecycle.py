@@ -17,7 +17,7 @@ import typer
 from infra_cli.arguments import NextStep
 from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, smoke_interrupted
-from infra_cli.commands.hints import for_this_run, for_this_run_diagnostic, step, step_words
+from infra_cli.commands.hints import rendered, rendered_diagnostic, step, step_words
 from infra_cli.commands.run import interrupt_leaves, run_record, stack_inputs, this_run
 from infra_cli.commands.terminal import Progress, colour_for, print_diagnostics, progress_stream
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -143,7 +143,7 @@ def _generate_despite(errors: list[Diagnostic], stack: Path, path: Path, *, loca
     written = _generate_config(loaded, build_provider(loaded.stack.workspace, local=local, anchor=stack), path,
                                quiet=quiet)
     if written and not quiet:
-        print(for_this_run(generated_config_summary(written, str(path), str(stack))) + "\n")
+        print(rendered(generated_config_summary(written, str(path), str(stack))) + "\n")
     return [d for d in errors if d.rule != "import.undeclared"] if written else errors
 
 
@@ -225,7 +225,7 @@ def plan(
     document = _plan_document(outcome)
     judged = _policy_diagnostics(document, stack, policy, namespace)
     p.diagnostics.extend(judged)
-    document["diagnostics"].extend(for_this_run_diagnostic(d).to_json() for d in judged)
+    document["diagnostics"].extend(rendered_diagnostic(d).to_json() for d in judged)
     if as_json:
         print(json.dumps(document, indent=2))
     elif markdown:
@@ -238,7 +238,7 @@ def plan(
         print(render_plan(p, colour=colour_for(sys.stdout), generated=len(generated)))
         print(plan_outputs(outcome.outputs), end="")
         if generated:
-            print("\n" + for_this_run(generated_config_summary(generated, str(generate_config_out), str(stack))))
+            print("\n" + rendered(generated_config_summary(generated, str(generate_config_out), str(stack))))
     if p.has_errors():
         raise typer.Exit(EXIT_ERROR)
     if out is not None:
@@ -258,7 +258,7 @@ def _plan_document(outcome) -> dict:
     from infra_cli.commands.views.outputs import plan_outputs_json
 
     document = outcome.plan.to_json()
-    document["diagnostics"] = [for_this_run_diagnostic(d).to_json() for d in outcome.plan.diagnostics]
+    document["diagnostics"] = [rendered_diagnostic(d).to_json() for d in outcome.plan.diagnostics]
     if outcome.outputs:
         document["output_changes"] = plan_outputs_json(outcome.outputs)
     disabled = _rules_disabled(outcome)
@@ -336,7 +336,7 @@ def import_(
     from infra_cli.commands.backend import provider_for
 
     try:
-        print(for_this_run(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack),
+        print(rendered(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack),
                                            inputs=stack_inputs())))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from typer._click.globals import get_current_context
 
-from infra_cli.arguments import RunArgs
+from infra_cli.arguments import NextStep, RunArgs
+from infra_cli.diagnostics import says
 
 
 @dataclass
@@ -53,5 +54,6 @@ def stack_inputs(*, needs: tuple[str, ...] | None = None, unset_unknown: bool = 
 
     run = this_run()
     if needs:
-        return Inputs(run.variables, unset_unknown=True, needed=needs, command=f"`infra {run.command}`")
+        return Inputs(run.variables, unset_unknown=True, needed=needs,
+                      command=says(NextStep(("infra", *run.command.split()))))
     return Inputs(run.variables, unset_unknown=unset_unknown)

@@ -14,7 +14,7 @@ import typer
 
 from infra_cli.commands.cli import Command, Group, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_OK, fail
-from infra_cli.commands.hints import for_this_run
+from infra_cli.commands.hints import rendered
 from infra_cli.commands.run import READ_ONLY_NEEDS, stack_inputs
 from infra_cli.commands.terminal import colour_for, print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -171,7 +171,7 @@ def state_rm(
     from infra_cli.commands.backend import provider_for
 
     try:
-        print(for_this_run(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack),
+        print(rendered(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack),
                                            inputs=stack_inputs())))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)

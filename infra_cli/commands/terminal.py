@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from infra_cli.commands.hints import for_this_run, for_this_run_diagnostic
+from infra_cli.commands.hints import rendered, rendered_diagnostic
 from infra_cli.commands.run import this_run
 from infra_cli.diagnostics import Diagnostic
 
@@ -26,7 +26,7 @@ def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
     stream = stream or sys.stderr
     colour = colour_for(stream)
     for d in diagnostics:
-        d = for_this_run_diagnostic(d)
+        d = rendered_diagnostic(d)
         text = d.format()
         if colour:
             text = text.replace(f"{d.severity}[", f"{_COLOURS.get(d.severity, '')}{d.severity}\033[0m[", 1)
@@ -35,12 +35,12 @@ def print_diagnostics(diagnostics: list[Diagnostic], stream=None) -> None:
 
 def progress_stream(stream):
     """A line of an engine's progress, written at once (a pipe would hold it back until the end) and with the
-    commands it names as this run needs them (for_this_run). The run is read here, in the command: an engine may
+    commands it names as this run needs them (hints.rendered). The run is read here, in the command: an engine may
     write from a thread of its own, which click's context does not follow."""
     run = this_run()
 
     def write(line: str) -> None:
-        print(for_this_run(line, run), file=stream, flush=True)
+        print(rendered(line, run), file=stream, flush=True)
 
     return write
 

@@ -15,7 +15,6 @@ import fcntl
 import json
 import logging
 import os
-import shlex
 import socket
 import stat
 import socketserver
@@ -27,7 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
-from infra_cli.diagnostics import DiagnosticError
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import DiagnosticError, says
 from infra_cli.emulator import auth, routes
 from infra_cli.emulator.auth import token_path
 from infra_cli.emulator.blobs import BlobError
@@ -41,7 +41,7 @@ from infra_cli.emulator.tls import ensure_certificate
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
 from infra_cli.emulator.world import load_world
 from infra_cli.diagnostics import Diagnostic
-from infra_cli.private_state import private_state_dir, write_private_file
+from infra_cli.paths import private_state_dir, write_private_file
 
 __all__ = ["EmulatorServer", "FaultConfig"]
 
@@ -166,14 +166,15 @@ def reset_state(state_dir: Path) -> list[tuple[Path, Path]]:
 
 def _reset_unless_served(state_dir: Path) -> list[tuple[Path, Path]]:
     serves = live_serves(state_dir)
+    reset = NextStep(("infra", "emulator", "reset"), ("--dir", str(state_dir)))
     if serves:
         named = ", ".join(f"pid {r['pid']}" + (f" at {r['url']}" if isinstance(r.get("url"), str) else "") for r in serves)
         pids = " ".join(str(r["pid"]) for r in serves)
         raise DiagnosticError([Diagnostic(
-            "error", SERVED_RULE, f"`infra emulator serve` ({named}) holds {state_dir}: moving its state aside now "
-            "would leave it writing to the old database while other commands start a new one (two clouds)",
-            None, None, None, f"stop it first (Ctrl-C where it runs, or kill {pids}), then run "
-            f"`infra emulator reset --dir {shlex.quote(str(state_dir))}` again")])
+            "error", SERVED_RULE, says(NextStep(("infra", "emulator", "serve")), f" ({named}) holds {state_dir}: "
+                                       "moving its state aside now would leave it writing to the old database while "
+                                       "other commands start a new one (two clouds)"),
+            None, None, None, says(f"stop it first (Ctrl-C where it runs, or kill {pids}), then run ", reset, " again"))])
     path = state_dir / IN_USE_LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
@@ -183,11 +184,13 @@ def _reset_unless_served(state_dir: Path) -> list[tuple[Path, Path]]:
             holders = _in_use_holders(path)
             named = "; ".join(f"pid {p}" + (f": {c}" if (c := _command_of(p)) else "") for p in holders)
             raise DiagnosticError([Diagnostic(
-                "error", IN_USE_RULE, f"another infra process{f' ({named})' if named else ''} is using the local "
-                f"cloud in {state_dir} (an `infra ... --local` running its own emulator): moving its state aside now "
-                "would leave it writing to the old database, reporting changes no later command sees", None, None,
-                None, "wait for it to finish (or stop it" + (f": kill {' '.join(map(str, holders))}" if holders else "")
-                + f"), then run `infra emulator reset --dir {shlex.quote(str(state_dir))}` again")]) from None
+                "error", IN_USE_RULE, says(f"another infra process{f' ({named})' if named else ''} is using the "
+                                           f"local cloud in {state_dir} (an ", NextStep(("infra", "..."), ("--local",)),
+                                           " running its own emulator): moving its state aside now would leave it "
+                                           "writing to the old database, reporting changes no later command sees"),
+                None, None, None,
+                says("wait for it to finish (or stop it" + (f": kill {' '.join(map(str, holders))}" if holders else ""),
+                     "), then run ", reset, " again"))]) from None
         return move_aside(state_dir)     # under the exclusive lock: an emulator starting now waits for it
     finally:
         os.close(fd)

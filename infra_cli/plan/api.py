@@ -16,7 +16,7 @@ from infra_cli.plan.live import refresh
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, LiveState, Plan, PlanMode, Resource,
                                   ResourceChange, canonical_json, content_hash)
 from infra_cli.plan.planfile import (REPLAN_HINT, as_saved, load_planned_stack, other_workspace, read_plan_file,
-                                    replan_command, replan_hint, stack_changed_since)
+                                    replan_hint, replan_step, stack_changed_since)
 from infra_cli.plan.smoke_pending import changed_smokes
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "PlanOutcome", "load_for_plan", "plan_stack", "planned_changes",
     "REPLAN_HINT", "replan_hint", "load_planned_stack", "read_plan_file", "stack_changed_since", "as_saved",
     # where and when a saved plan was made: its workspace, the command that makes it again
-    "other_workspace", "replan_command",
+    "other_workspace", "replan_step",
     # the desired state, the live reads and the judgements apply repeats as plan makes them
     "ClusterSecrets", "cluster_secrets", "desired_resources", "distribution_dependencies", "live_comparable", "ssh_credentials_hash",
     "LiveState", "read_cluster", "read_environment", "refresh", "provisioning_problem", "settings_unreported",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from infra_cli.arguments import NextStep
 from infra_cli.knowledge.skus import load_catalog
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, LIST_ENVIRONMENTS, LIST_INSTEAD, says
 from infra_cli.plan.configuration import configuration
 from infra_cli.plan.desired import desired_resources, distribution_dependencies
 from infra_cli.plan.dockerfile_builds import template_build_diagnostics
@@ -139,13 +140,12 @@ def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
         ref = parse_environment_reference(reference)
         where = f"registry {ref.registry!r}" if ref.registry else f"workspace {loaded.stack.workspace.name!r}"
         what = f"version {ref.version}" if ref.version else f"label {ref.label!r}"
-        listing = (f"az ml environment list --registry-name {ref.registry}" if ref.registry
-                   else "az ml environment list")
+        listing = environment_listing(ref.registry)
         versions = _other_versions(provider, reference) if provider is not None and ref.version else []
         if versions:   # the name is there, the version is not: say the ones there are
             message = (f"environment {name!r}: {reference} does not exist ({where} has {_versions_said(versions)} "
                        f"of {ref.name!r}; label latest is {versions[0]})")
-            hint = _pin_instead(reference, ref.version, versions[0]) or f"check the version with `{listing}`"
+            hint = _pin_instead(reference, ref.version, versions[0]) or says("check the version with ", listing)
         else:
             message = f"environment {name!r}: {reference} does not exist ({ref.name!r} with {what} is not in {where})"
             close = _did_you_mean(provider, reference, listed) if provider is not None else ""
@@ -155,10 +155,19 @@ def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
             elif ref.registry and close and 0 < len(names) <= NAMES_SAID:
                 hint = close.rstrip()
             else:
-                hint = close + f"check the name and version with `{listing}`"
+                hint = says(close, "check the name and version with ", listing)
         out.append(loaded.source.diagnostic(("environments", name, "curated"), "plan.environment-not-found",
                                             message, hint))
     return out
+
+
+def environment_listing(registry: str | None) -> NextStep:
+    """The az command that lists the environments of a registry (or of the workspace: None). The stack's state lists
+    none of a registry's environments: only the workspace's listing has an infra command instead on the local Azure
+    (whose registry has every name said in the hint: NAMES_SAID)."""
+    if registry:
+        return NextStep(LIST_ENVIRONMENTS, ("--registry-name", registry))
+    return NextStep(LIST_ENVIRONMENTS, local_instead=LIST_INSTEAD)
 
 
 def cpu_transports(loaded: LoadedStack) -> list[Diagnostic]:
@@ -175,7 +184,8 @@ def cpu_transports(loaded: LoadedStack) -> list[Diagnostic]:
             ("distributions", name, "instance_count"), "plan.transport",
             f"distribution {name!r} runs on {dist.instance_count} nodes of {sku.name} (no GPUs): its processes talk "
             f"across nodes over {sku.sockets_between_nodes}, as CPU jobs do",
-            "nothing to do; CPU MPI at HPC scale runs on an InfiniBand size (HB, HC, HX: `infra skus --infiniband`)",
+            says("nothing to do; CPU MPI at HPC scale runs on an InfiniBand size (HB, HC, HX: ",
+                 NextStep(("infra", "skus"), ("--infiniband",)), ")"),
             "info"))
     return out
 
@@ -324,8 +334,9 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
     with read_pool(len(clusters)) as pool:
         live_clusters = dict(zip(clusters, pool.map(provider.read_compute, clusters)))
     live_envs = provider.read_environments(wanted) if wanted else {}
-    hint = (f"run `infra apply {loaded.source.file}` first: a smoke job runs on the cluster and environment apply "
-            f"creates (`infra plan {loaded.source.file}` shows what it would create)")
+    hint = says("run ", NextStep(("infra", "apply"), (loaded.source.file,)), " first: a smoke job runs on the cluster "
+                "and environment apply creates (", NextStep(("infra", "plan"), (loaded.source.file,)),
+                " shows what it would create)")
     where = f"workspace {loaded.stack.workspace.name!r}"
     out = []
     for d in chosen:

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from infra_cli.azure.protocol import Provider
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.plan.declaration import SECRET_VARIABLE, one_line
 from infra_cli.plan.kinds import KINDS
 from infra_cli.stack.load import LoadedStack
@@ -56,7 +56,7 @@ def generate_config(loaded: LoadedStack, provider: Provider) -> tuple[str, list[
         if declared is None:
             problems.append(loaded.source.diagnostic(
                 ("import", i, "id"), "import.not-found", f"import of {block.to}: {where} has no {kind.imported_noun} "
-                f"{block.id!r}", f"check the name with `az ml {kind.az_noun} list`"))
+                f"{block.id!r}", says("check the name with ", kind.az_listing())))
             continue
         body, notes = declared
         sections[kind.section].append(_entry(kind.section, name, body, notes))

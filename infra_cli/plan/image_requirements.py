@@ -8,8 +8,9 @@ line says it was not checked.
 from __future__ import annotations
 
 
+from infra_cli.arguments import NextStep
 from infra_cli.azure.protocol import read_pool
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.image.api import check_image
 from infra_cli.stack.load import LoadedStack
 
@@ -46,8 +47,8 @@ def _not_checked(loaded: LoadedStack, name: str) -> Diagnostic:
         ("environments", name, "build"), "plan.image-not-checked",
         f"environment {name!r}: requires ({', '.join(env.requires)}) not checked against an image: a build: "
         f"environment has no image until Azure ML builds it (validate judged what {what} installs)",
-        "after apply, check the image Azure ML built (its name is in the environment's build log) with "
-        "`infra image check IMAGE --require SPEC`", "info")
+        says("after apply, check the image Azure ML built (its name is in the environment's build log) with ",
+             NextStep(("infra", "image", "check"), ("IMAGE", "--require", "SPEC"))), "info")
 
 
 def image_requirement_diagnostics(loaded: LoadedStack) -> list[Diagnostic]:

@@ -7,12 +7,12 @@ asset id; a smoke that will run is unknown until it has run."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.live import LiveRead, LiveState, read_live
 from infra_cli.plan.kinds import KINDS
@@ -99,8 +99,8 @@ def no_outputs(loaded: LoadedStack, stack_path: Path | str, name: str | None = N
     `No outputs found` warning (all outputs) and `Output "NAME" not found` error (one)."""
     why = (f"nothing of stack {loaded.stack.stack!r} exists in workspace {loaded.stack.workspace.name!r} "
            "(never applied, or destroyed)")
-    hint = (f"`infra apply {shlex.quote(str(stack_path))}` creates it; outputs are read from what the stack "
-            "created, live")
+    hint = says(NextStep(("infra", "apply"), (str(stack_path),)), " creates it; outputs are read from what the stack "
+                "created, live")
     if name is None:
         return Diagnostic("warning", "output.none", f"No outputs found: {why}", str(stack_path), None, None, hint)
     return Diagnostic("error", "output.not-found", f'Output "{name}" not found: {why}', str(stack_path), None, None,

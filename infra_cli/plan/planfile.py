@@ -22,13 +22,13 @@ import hashlib
 import hmac
 import json
 import secrets
-import shlex
 from dataclasses import dataclass, field, replace as with_fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
-from infra_cli.private_state import write_private_file
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, Text, says, words
+from infra_cli.paths import write_private_file
 from infra_cli.plan.cost import costs_json
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, PlanMode, Resource, ResourceChange,
@@ -48,14 +48,16 @@ PLAN_KEY_ENV = "INFRA_PLAN_KEY"
 _SEALS = ("digest", "hmac")   # the fields that seal the others
 _DIGEST, _HMAC = "sha256:", "hmac-sha256:"
 SECRET_MARK = "(sensitive value) "   # what precedes a secret's keyed digest in a plan file
-REPLAN_HINT = "run `infra plan STACK --out FILE` again and apply the new file"
+PLAN_OUT = NextStep(("infra", "plan"), ("STACK", "--out", "FILE"))   # a plan saved to a file, the stack unknown
+REPLAN_HINT = says("run ", PLAN_OUT, " again and apply the new file")
 
 
-def replan_hint(stack: str) -> str:
+def replan_hint(stack: str) -> Text:
     """What to do when a plan made by this apply no longer holds, with the stack's path filled in so the command
     can be copied as it is (the command's view adds --local on a local run). A saved plan's hint is the exact
-    command that made it (replan_command)."""
-    return f"run `infra plan {stack}` to see what would change now, then `infra apply {stack}` again"
+    command that made it (replan_step)."""
+    return says("run ", NextStep(("infra", "plan"), (stack,)), " to see what would change now, then ",
+                NextStep(("infra", "apply"), (stack,)), " again")
 
 
 @dataclass
@@ -155,7 +157,8 @@ def write_plan_file(path: Path, plan: Plan, stack_path: Path, targets: list[str]
         raise DiagnosticError([Diagnostic(
             "error", "planfile.unwritten", f"cannot write the plan file {path}: {exc.strerror or exc}; nothing was "
             f"written ({path} is as it was)", str(path), None, None,
-            "free space on its disk (or raise the file size limit, ulimit -f) and run `infra plan` again")]) from None
+            says("free space on its disk (or raise the file size limit, ulimit -f) and run ", NextStep(("infra", "plan")),
+                 " again"))]) from None
 
 
 _CANNOT_WRITE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -224,7 +227,7 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
     """Read a plan file and check its seals: its digest always, its HMAC under `key` (INFRA_PLAN_KEY; a file
     without one is refused while a key is set). A signed file read without a key is refused when `strict`
     (apply), and read with a warning otherwise (show)."""
-    def bad(message: str, hint: str = "create a fresh one with `infra plan STACK --out FILE`",
+    def bad(message: str, hint: str = says("create a fresh one with ", PLAN_OUT),
             rule: str = "planfile.invalid") -> DiagnosticError:
         return DiagnosticError([Diagnostic("error", rule, message, str(path), None, None, hint)])
 
@@ -234,15 +237,15 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
         raw = path.read_bytes()
         if raw.startswith(ZIP_MAGIC):
             raise bad("not an infra plan file: a zip archive, as Terraform writes its plans",
-                      "`terraform show` reads Terraform's plans; infra's are written by `infra plan STACK --out FILE`")
+                      says("`terraform show` reads Terraform's plans; infra's are written by ", PLAN_OUT))
         data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:   # RecursionError: nested past the parser's depth
         raise bad(f"cannot read plan file: {exc}") from None
     if _depth_over(data, MAX_PLAN_DEPTH):   # before anything walks it recursively (the seals' canonical JSON)
         raise bad(f"not an infra plan file: nested more than {MAX_PLAN_DEPTH} levels deep")
     if isinstance(data, dict) and "kind" not in data and "resource_changes" in data:
-        raise bad("not an infra plan file: this is the JSON `infra plan --json` prints, which apply cannot use",
-                  "save a plan with `infra plan STACK --out FILE`")
+        raise bad(says("not an infra plan file: this is the JSON ", NextStep(("infra", "plan"), ("--json",)),
+                       " prints, which apply cannot use"), says("save a plan with ", PLAN_OUT))
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise bad("not an infra plan file")
     if data.get("format_version") != FORMAT_VERSION:
@@ -340,38 +343,45 @@ def _check_seals(data: dict, key: bytes | None, strict: bool, bad, file: str) ->
     """Refuse a file whose digest or HMAC does not match its content; the warnings of a file read unchecked."""
     digest, seal = data.get("digest"), data.get("hmac")
     if not isinstance(digest, str) or not digest.startswith(_DIGEST):
-        raise bad("the plan file carries no digest of its content: it was not written by this version of "
-                  "`infra plan`, or its digest was removed", REPLAN_HINT, "planfile.changed")
+        raise bad(says("the plan file carries no digest of its content: it was not written by this version of ",
+                       NextStep(("infra", "plan")), ", or its digest was removed"), REPLAN_HINT, "planfile.changed")
     if not hmac.compare_digest(digest.encode(), content_digest(data).encode()):
         raise bad("the plan file was changed after infra plan wrote it: its content no longer matches its sha256 "
                   "digest", REPLAN_HINT + " (a plan file is applied only as plan wrote it)", "planfile.changed")
     if key is not None:
         if seal is None:
-            raise bad(f"{PLAN_KEY_ENV} is set, but the plan file carries no HMAC: `infra plan` wrote it without "
-                      f"{PLAN_KEY_ENV} set (or its HMAC was removed)",
-                      f"run `infra plan STACK --out FILE` with the same {PLAN_KEY_ENV} set", "planfile.unsigned")
+            raise bad(says(f"{PLAN_KEY_ENV} is set, but the plan file carries no HMAC: ", NextStep(("infra", "plan")),
+                           f" wrote it without {PLAN_KEY_ENV} set (or its HMAC was removed)"),
+                      says("run ", PLAN_OUT, f" with the same {PLAN_KEY_ENV} set"), "planfile.unsigned")
         if not isinstance(seal, str) or not hmac.compare_digest(seal.encode(), content_hmac(data, key).encode()):
-            raise bad(f"the plan file's HMAC does not match {PLAN_KEY_ENV}: it was changed after `infra plan` wrote "
-                      "it, or signed with another key", f"{REPLAN_HINT}, with this {PLAN_KEY_ENV} set", "planfile.changed")
+            raise bad(says(f"the plan file's HMAC does not match {PLAN_KEY_ENV}: it was changed after ",
+                           NextStep(("infra", "plan")), " wrote it, or signed with another key"),
+                      REPLAN_HINT + f", with this {PLAN_KEY_ENV} set", "planfile.changed")
         return []
     if seal is not None:
         message = f"the plan file is signed (HMAC-SHA256), but {PLAN_KEY_ENV} is not set, so its signature "
         if strict:
-            raise bad(message + "cannot be checked", f"set {PLAN_KEY_ENV} to the key `infra plan` signed it with",
+            raise bad(message + "cannot be checked",
+                      says(f"set {PLAN_KEY_ENV} to the key ", NextStep(("infra", "plan")), " signed it with"),
                       "planfile.unsigned")
         return [Diagnostic("warning", "planfile.unverified", message + "was not checked", file, None, None,
                            f"set {PLAN_KEY_ENV} to check it; apply refuses it without")]
     return []
 
 
-def replan_command(saved: SavedPlan, path: Path | str) -> str:
+def replan_step(saved: SavedPlan, path: Path | str) -> NextStep:
     """The `infra plan` that makes this plan again, now: its stack, mode, targets, the variable values it was made
     with (without them a `${var.env}` workspace is another one) and file (a view adds --local where the run is
     local)."""
-    mode = {PlanMode.DESTROY: " --destroy", PlanMode.REFRESH_ONLY: " --refresh-only"}.get(saved.plan.mode, "")
-    targets = "".join(f" --target {t}" for t in saved.targets) + "".join(f" --replace {a}" for a in saved.replace)
-    values = "".join(f" {shlex.quote(word)}" for word in command_words(saved.variables))
-    return f"infra plan {saved.stack_path}{mode}{targets}{values} --out {path}"
+    mode = {PlanMode.DESTROY: ("--destroy",), PlanMode.REFRESH_ONLY: ("--refresh-only",)}.get(saved.plan.mode, ())
+    targets = [w for t in saved.targets for w in ("--target", t)] + [w for a in saved.replace for w in ("--replace", a)]
+    return NextStep(("infra", "plan"), (str(saved.stack_path), *mode, *targets, *command_words(saved.variables),
+                                        "--out", str(path)))
+
+
+def replan_command(saved: SavedPlan, path: Path | str) -> str:
+    """replan_step's command line, as written."""
+    return words(replan_step(saved, path))
 
 
 def other_workspace(saved: SavedPlan, loaded: LoadedStack, path: Path | str) -> Diagnostic | None:
@@ -383,8 +393,8 @@ def other_workspace(saved: SavedPlan, loaded: LoadedStack, path: Path | str) -> 
     return Diagnostic("error", "planfile.other-workspace", f"Saved plan is for another workspace: it was made for "
                       f"{describe_workspace(saved.plan.workspace)}, but the stack {saved.stack_path} now names "
                       f"{describe_workspace(now)}", str(path), None, None,
-                      f"apply it where it was made (the stack naming {describe_workspace(saved.plan.workspace)}), or "
-                      f"make a plan for this workspace with `{replan_command(saved, path)}` and apply that file")
+                      says(f"apply it where it was made (the stack naming {describe_workspace(saved.plan.workspace)}), "
+                           "or make a plan for this workspace with ", replan_step(saved, path), " and apply that file"))
 
 
 def current_against_stack(saved: SavedPlan, path: Path) -> Diagnostic | None:
@@ -410,18 +420,19 @@ def current_against_stack(saved: SavedPlan, path: Path) -> Diagnostic | None:
     if elsewhere is not None:
         return elsewhere
     if changed:
-        return Diagnostic("error", "planfile.stale", f"the plan is stale: the stack file {saved.stack_path} changed "
-                          "since it was made, so `infra apply` would refuse it", str(path), None, None,
-                          f"make a fresh plan with `{replan_command(saved, path)}`")
+        return Diagnostic("error", "planfile.stale", says(f"the plan is stale: the stack file {saved.stack_path} "
+                                                          "changed since it was made, so ", NextStep(("infra", "apply")), " would refuse it"), str(path),
+                          None, None, says("make a fresh plan with ", replan_step(saved, path)))
     return None
 
 
 def binding_note(saved: SavedPlan, path: Path) -> Diagnostic:
     """What `infra show` says of a plan it could not refuse offline: where and when it was made, and that its
     state's serial is checked by apply (under the lock), not here."""
-    return Diagnostic("info", "show.plan-bound", f"this plan was made for {describe_workspace(saved.plan.workspace)} "
-                      f"against the stack's state at {saved.plan.state.describe()}; `infra apply` refuses it as stale "
-                      "if the state has moved on since (checked under the stack's lock at apply, not offline)",
+    return Diagnostic("info", "show.plan-bound", says(f"this plan was made for {describe_workspace(saved.plan.workspace)} "
+                      f"against the stack's state at {saved.plan.state.describe()}; ", NextStep(("infra", "apply")),
+                           " refuses it as stale if the state has moved on since (checked under the stack's lock at "
+                           "apply, not offline)"),
                       str(path))
 
 

@@ -13,8 +13,9 @@ import datetime
 from collections import defaultdict
 from typing import Any
 
+from infra_cli.arguments import NextStep
 from infra_cli.knowledge.skus import Catalog, Sku
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import LiveFacts, LiveQuota, LiveSku
 from infra_cli.plan.diff import settings_unreported
@@ -90,7 +91,8 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
             error(at + ("size",), "preflight.size-unavailable",
                   f"{change.address}: unknown size {size}: not offered in {location}, and not in the SKU catalog "
                   "(validators/skus.yaml)", (f"did you mean {alike!r}? " if alike else "check its spelling: ") +
-                  "`infra skus` lists the sizes, `infra skus --location REGION` a region's")
+                  says(NextStep(("infra", "skus")), " lists the sizes, ",
+                       NextStep(("infra", "skus"), ("--location", "REGION")), " a region's"))
             continue
         if sku is None:
             error(at + ("size",), "preflight.size-unavailable", f"{change.address}: size {size} is not offered in {location}",
@@ -202,7 +204,8 @@ def retired_sizes(changes: list[ResourceChange], catalog: Catalog, source: Sourc
             f"{change.address}: {sku.name} is retired by Azure"
             + (": the plan would create a cluster of it, which Azure refuses" if new else
                "; the cluster exists and keeps running until Azure deallocates its nodes"),
-            "choose a current size (`infra skus`)" + ("" if new else "; changing the size replaces the cluster"),
+            says("choose a current size (", NextStep(("infra", "skus")), ")")
+            + ("" if new else "; changing the size replaces the cluster"),
             "error" if new else "warning"))
     return out
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.knowledge.skus import Catalog
 from infra_cli.plan.cost import UNKNOWN, money, node_cost
 from infra_cli.plan.live import LiveFacts
@@ -97,7 +98,7 @@ def serverless_preflight(loaded: LoadedStack, facts: LiveFacts, catalog: Catalog
             # validate's cluster.size-retired, which plan judges live for clusters: a serverless job has no node yet
             out.append(loaded.source.diagnostic(
                 at, "cluster.size-retired", f"{known.name} is retired by Azure: serverless compute creates no node "
-                "of it", "choose a current size for resources.instance_type (`infra skus`)"))
+                "of it", says("choose a current size for resources.instance_type (", NextStep(("infra", "skus")), ")")))
             continue
         live = facts.skus.get(size.lower())
         if "skus" not in facts.unread:

@@ -12,10 +12,11 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra_cli.arguments import NextStep
 from infra_cli.knowledge.frameworks import frameworks, smoke_script_imports
 from infra_cli.knowledge.job_schema import job_schema
 from infra_cli.knowledge.skus import Catalog, Sku
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.conventions import TAG_ADDRESS, TAG_STACK
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Distribution
@@ -190,7 +191,7 @@ def _common(loaded: LoadedStack, name: str, catalog: Catalog) -> tuple[Distribut
         raise DiagnosticError([loaded.source.diagnostic(
             ("distributions", name), "smoke.unresolved",
             f"distribution {name!r} names a cluster or environment the stack does not define",
-            "run `infra validate` and fix the references first")])
+            says("run ", NextStep(("infra", "validate")), " and fix the references first"))])
     size = stack.size_of(dist)   # a cluster's size, a serverless instance_type; None for a compute read live
     return dist, catalog.get(size) if size is not None else None
 

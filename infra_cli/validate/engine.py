@@ -7,7 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Collection, Iterable
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, has_errors, says
 from infra_cli.knowledge.names import name_rules
 from infra_cli.stack.load import LoadedStack, SchemaErrors, load_stack
 from infra_cli.stack.model import Stack
@@ -110,7 +111,7 @@ def variables_file(path: Path, given: list[Path]) -> list[Diagnostic] | None:
 
     def for_stack(stack: Path) -> list[Diagnostic]:
         found = [Diagnostic("info", "variable.file-for", f"a variables file for {stack}", str(path), 1, 1,
-                            f"use it with `infra plan {stack} --var-file {path}`")]
+                            says("use it with ", NextStep(("infra", "plan"), (str(stack), "--var-file", str(path)))))]
         # its values, judged against the stack's declarations, and where the stack takes them (an error at the
         # stack's line that names this file: named_givers, SourceMap.given_by); a key the stack does not declare
         # is plan's warning at the key, with its did-you-mean (variable.undeclared)
@@ -132,9 +133,10 @@ def variables_file(path: Path, given: list[Path]) -> list[Diagnostic] | None:
     return [where.diagnostic((), "variable.file", f"{path} " + ("is named as a variables file" if named else
                              "has none of a stack's keys") + ", and no stack beside it declares all of its keys "
                              f"({', '.join(sorted(keys)) or 'none'})",
-                             "if it is a variables file, declare its keys under the `variables:` of a stack in the "
-                             "same folder, or pass that stack with it (`infra validate STACK " + str(path) + "`); "
-                             "a file named NAME.vars.yaml is always read as one")]
+                             says("if it is a variables file, declare its keys under the `variables:` of a stack in "
+                                  "the same folder, or pass that stack with it (",
+                                  NextStep(("infra", "validate"), ("STACK", str(path))),
+                                  "); a file named NAME.vars.yaml is always read as one"))]
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from infra_cli.arguments import NextStep
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_SECRETS
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.plan.api import (ClusterSecrets, LiveState, Plan, Resource, ResourceChange, cluster_secrets,
                                 ssh_credentials_hash)
 from infra_cli.stack.load import LoadedStack
@@ -75,8 +76,9 @@ def already_managed(loaded: Any, address: str, what: str) -> DiagnosticError:
     # stack last applied with the live values, hiding from the next plan a drift it should show.
     file = loaded.path
     return import_error(loaded, f"{address} is already managed by stack {loaded.stack.stack!r}: {what} carries "
-                        "its ownership tags", f"nothing to import: `infra plan {file}` shows how it differs from "
-                        f"the stack. To adopt it again, run `infra state rm {address} {file}` first",
+                        "its ownership tags", says("nothing to import: ", NextStep(("infra", "plan"), (str(file),)),
+                                                     " shows how it differs from the stack. To adopt it again, run ",
+                                                     NextStep(("infra", "state", "rm"), (address, str(file))), " first"),
                         "import.already-managed")
 
 

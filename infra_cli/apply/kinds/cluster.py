@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from infra_cli.arguments import NextStep
 from infra_cli.apply.kinds.base import Applying, KindSteps, Say, import_error, secrets_for_put, unowned
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_STACK
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, LIST_COMPUTES, LIST_INSTEAD, says
 from infra_cli.knowledge.update_semantics import semantics
 from infra_cli.plan.api import (DELETE, NO_OP, REPLACE, LiveState, Plan, Resource, ResourceChange, cluster_secrets,
                                 content_hash, is_other_compute, live_comparable, provisioning_problem, read_cluster,
@@ -104,7 +105,7 @@ class ClusterSteps(KindSteps):
             return Diagnostic(
                 "error", "apply.not-owned", f"{change.address}: the plan would {verb} cluster {change.name!r}, which "
                 f"carries {owner} ownership tag ({TAG_STACK}), not stack {plan.stack!r}'s: infra destroys only what "
-                "its stack owns", file, None, None, "leave it alone, or adopt it first with `infra import`")
+                "its stack owns", file, None, None, says("leave it alone, or adopt it first with ", NextStep(("infra", "import"))))
         if in_stack or current.attributes.get("prevent_destroy"):
             where = "the stack sets" if in_stack else "it was applied with"
             return Diagnostic(
@@ -118,7 +119,7 @@ class ClusterSteps(KindSteps):
         live = read_cluster(provider, name)
         if live is None:
             raise import_error(loaded, f"there is no cluster {name!r} in workspace {loaded.stack.workspace.name!r}",
-                               "check the name with `az ml compute list`")
+                               says("check the name with ", NextStep(LIST_COMPUTES, local_instead=LIST_INSTEAD)))
         if is_other_compute(live):
             raise import_error(loaded, f"{name!r} is a {live.attributes['compute_type']} compute, not an AmlCompute "
                                "cluster",
@@ -146,7 +147,8 @@ class ClusterSteps(KindSteps):
         stack, file = loaded.stack.stack, str(loaded.path)
         live = read_cluster(provider, name)
         if live is None or live.owner_stack != stack or is_other_compute(live):
-            raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
+            raise error(f"stack {stack!r} owns no {address}", says(NextStep(("infra", "state", "list"), (file,)),
+                                                                   " lists what it owns"))
         bump_serial()
         # the same PUT with the same values, without infra's tags (Azure never returns secrets: none are sent)
         provider.write(live.type, Resource(address, live.type, name, live.attributes, {}),
@@ -154,7 +156,7 @@ class ClusterSteps(KindSteps):
         return f"Removed {address} from stack {stack!r}: cluster {name} is left as it is, no longer managed."
 
     def after_import(self, stack_path: Path) -> str:
-        return f" Run `infra plan {stack_path}` to see how it differs from the stack."
+        return says(" Run ", NextStep(("infra", "plan"), (str(stack_path),)), " to see how it differs from the stack.")
 
 
 CLUSTER_STEPS = ClusterSteps()

@@ -7,19 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from infra_cli.arguments import NextStep
 from infra_cli.apply.kinds.base import Applying, KindSteps, Say, import_error, unowned
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_HASH
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, LIST_ENVIRONMENTS, LIST_INSTEAD, says
 from infra_cli.image.api import render_dockerfile
-from infra_cli.build_context import stage_context
+from infra_cli.paths import stage_context
 from infra_cli.plan.api import (CREATE, NO_OP, UPDATE, LiveState, Plan, Resource, ResourceChange, desired_resources,
                                 read_environment)
 
 
 def _build_files(env, base_dir) -> Callable:
     """A build context for `build:`: the rendered template, or a copy of what the user's directory uploads
-    (build_context.context_files: its .amlignore honoured, no symlink followed out of it), so the SDK's own walk,
+    (paths.context_files: its .amlignore honoured, no symlink followed out of it), so the SDK's own walk,
     which follows every link, never sees more."""
     def write(tmp: Path) -> Path:
         if env.build.template:
@@ -72,7 +73,7 @@ class EnvironmentSteps(KindSteps):
         live = read_environment(provider, name, None)
         if live is None or live.attributes.get("version") is None:
             raise import_error(loaded, f"there is no environment {name!r} in workspace {loaded.stack.workspace.name!r}",
-                               "check the name with `az ml environment list`")
+                               says("check the name with ", NextStep(LIST_ENVIRONMENTS, local_instead=LIST_INSTEAD)))
         return unowned(loaded, address, live, f"environment {name!r} (version {live.attributes['version']})")
 
     def adopt_imported(self, loaded: Any, address: str, name: str, provider: Provider, live: Any) -> str:
@@ -92,7 +93,8 @@ class EnvironmentSteps(KindSteps):
         stack, file = loaded.stack.stack, str(loaded.path)
         env = read_environment(provider, name, None)
         if env is None or env.owner_stack != stack:
-            raise error(f"stack {stack!r} owns no {address}", f"`infra state list {file}` lists what it owns")
+            raise error(f"stack {stack!r} owns no {address}", says(NextStep(("infra", "state", "list"), (file,)),
+                                                                   " lists what it owns"))
         bump_serial()
         versions = provider.forget_environment(name, stack)
         return (f"Removed {address} from stack {stack!r}: environment {name} (version {', '.join(versions)}) is left "

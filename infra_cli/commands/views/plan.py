@@ -7,9 +7,10 @@ Colour only when the stream is a terminal.
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import says
 from infra_cli.plan.cost import change_lines, cluster_costs, costs_json, summary_line
 from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.model import NO_OP, SENSITIVE_MARK, Action, Plan, PlanMode, ResourceChange, masked
@@ -181,9 +182,8 @@ def render_plan(plan: Plan, *, colour: bool = False, generated: int = 0) -> str:
         if generated and not errors:
             out.append(paint(f"Plan: {generated} to import (their declarations generated), 0 to add, 0 to change, "
                              "0 to destroy.", "1"))
-        elif not errors and not plan.smoke_jobs:   # a destroy with nothing to destroy: nothing "matches" (Terraform's)
-            out.append("No changes. No objects need to be destroyed." if plan.mode is PlanMode.DESTROY else
-                       "No changes. Your infrastructure matches the stack.")
+        elif not errors and not plan.smoke_jobs:
+            out.append("No changes. Your infrastructure matches the stack.")
         elif not errors:
             out.append("No changes to resources, but smoke jobs are pending: apply runs them.")
     else:
@@ -223,10 +223,11 @@ def generated_config_summary(addresses: list[str], path: str, stack: str) -> str
     """What `infra plan --generate-config-out FILE` did and what to do next (Terraform: "generated configuration
     and written it to FILE. Please review the configuration...")."""
     n = len(addresses)
-    return (f"infra generated the declarations of {n} resource{'s' if n != 1 else ''} to import "
+    return says(f"infra generated the declarations of {n} resource{'s' if n != 1 else ''} to import "
             f"({', '.join(addresses)}), read from Azure, and wrote them to {path}.\n"
             f"Review {path} (set the variables it names for secrets Azure never returns), paste its blocks into "
-            f"{stack}, then run `infra plan {shlex.quote(stack)}` again: it shows the imports, and apply makes them.")
+            f"{stack}, then run ", NextStep(("infra", "plan"), (stack,)),
+            " again: it shows the imports, and apply makes them.")
 
 
 def render_smoke_jobs(plan: Plan, paint: _Painter) -> list[str]:

@@ -22,7 +22,7 @@ def _verdict_lines(verdict: SmokeVerdict) -> list[str]:
     if verdict.incomplete:
         return [incomplete_line(verdict)] + ([logs_line(verdict)] if verdict.logs_dir else [])
     lines = [verdict.summary()]
-    lines += [f"  {j.outcome:<7} {j.name}: {j.detail}" for j in verdict.judgements]
+    lines += [f"  {j.outcome:<7} {j.name}: " + j.detail for j in verdict.judgements]   # + keeps a detail's steps
     for finding in verdict.findings:
         lines += finding.render()
     if verdict.logs_dir:

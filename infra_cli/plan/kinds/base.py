@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from infra_cli.arguments import NextStep
 from infra_cli.azure.protocol import Provider
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.diagnostics import Diagnostic, LIST_INSTEAD, says
 from infra_cli.plan.model import LiveState, Resource, ResourceChange
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.model import Stack
@@ -41,6 +42,11 @@ class Kind:
     name: str = ""          # the address's first part and Resource.type: "cluster"
     section: str = ""       # the stack file's section: "clusters"
     az_noun: str = ""       # the az ml command group that lists it: "compute"
+
+    def az_listing(self) -> NextStep:
+        """The az command that lists this kind's resources in the workspace (on the local Azure, the stack's state
+        lists them instead)."""
+        return NextStep(("az", "ml", self.az_noun, "list"), local_instead=LIST_INSTEAD)
     imported_noun: str = ""  # what an import block of it names in Azure: "AmlCompute cluster"
     graph_shape: str = "box"  # its node's shape in `infra graph` (Graphviz)
     # its changes carry a VM size, which the region's sizes and quota (plan/preflight.py) and prices judge
@@ -177,8 +183,8 @@ def not_owned(kind: Kind, address: str, name: str, live: Resource, ctx: DiffCont
         return source.diagnostic(at, "plan.owned-by-other-stack",
                                  f"{kind.name} {name!r} exists in Azure but belongs to stack {owner!r}, not {stack!r}",
                                  f"rename {address} in this stack, or remove it from stack {owner!r} first", key=True)
-    hint = (f"adopt it with an import block (`import: [{{to: {address}, id: {name}}}]`) or "
-            f"`infra import {address} {name} {source.file}`, or rename {address}")
+    hint = says(f"adopt it with an import block (`import: [{{to: {address}, id: {name}}}]`) or ",
+                NextStep(("infra", "import"), (address, name, source.file)), f", or rename {address}")
     return source.diagnostic(at, "plan.unmanaged-resource",
                              f"{kind.name} {name!r} already exists in Azure without this stack's ownership tag; "
                              "the plan will not touch it", hint, key=True)
@@ -188,8 +194,8 @@ def import_missing(kind: Kind, res: Resource, ctx: DiffContext) -> Diagnostic:
     """Terraform's "Cannot import non-existent remote object"."""
     return ctx.source.diagnostic(import_at(ctx.imports, res.address), "import.not-found",
                                  f"import of {res.address}: there is no {res.type} {ctx.imports[res.address]!r} in "
-                                 f"the workspace to import", f"check the name (`az ml {kind.az_noun} list`), or "
-                                 "remove the import block to let infra create it")
+                                 f"the workspace to import", says("check the name (", kind.az_listing(), "), or "
+                                                                 "remove the import block to let infra create it"))
 
 
 def import_at(imports: dict[str, str], address: str) -> tuple:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from infra_cli.arguments import NextStep
 from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_ADDRESS, TAG_HASH, TAG_PREVENT_DESTROY, TAG_SECRETS, TAG_STACK
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, LIST_COMPUTES, LIST_INSTEAD, SHOW_COMPUTE, says
 from infra_cli.knowledge.update_semantics import provisioning_rules, semantics
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.plan.declaration import literal, secret_variable
@@ -208,13 +209,13 @@ def unreadable_diagnostics(values: dict[str, Any]) -> list[Diagnostic]:
     naming the compute and the field as Azure's answer spells it."""
     name = values.get("name")
     named = isinstance(name, str) and bool(name)
-    what, show = (f"cluster.{name}", f"az ml compute show --name {name}") if named else \
-        ("a compute of the workspace", "az ml compute list")
+    what, show = (f"cluster.{name}", NextStep(SHOW_COMPUTE, ("--name", name), LIST_INSTEAD)) if named else \
+        ("a compute of the workspace", NextStep(LIST_COMPUTES, (), LIST_INSTEAD))
     return [Diagnostic(
         "error", "plan.live-unreadable",
         f"{what}: Azure answered {p['path'] or 'the compute'} as {p['value']}, which infra cannot read (it reads "
         f"{p['expected']} there); plan stops rather than compare a misreading, which could replace the cluster",
-        hint=f"nothing was changed; see what Azure holds with `{show}`") for p in values.get("unreadable") or []]
+        hint=says("nothing was changed; see what Azure holds with ", show)) for p in values.get("unreadable") or []]
 
 
 def live_clusters(computes: list[dict[str, Any]], clusters: set[str] | dict[str, Any]) -> dict[str, Resource]:
@@ -278,9 +279,10 @@ def _import_replaces(change: ResourceChange, imports: dict[str, str], source: So
         f"import of {change.address}: the stack declares it with another {', '.join(fields)} than the cluster "
         f"{imports[change.address]!r} has ({live}), which Azure cannot change in place: the apply would destroy "
         "the cluster it imports and create another",
-        f"declare clusters.{change.name} as it is live (`infra plan {source.file} --generate-config-out FILE` writes "
-        "it), apply the import, then change it in a later plan (or, to recreate it on purpose, import it first and "
-        f"plan with `--replace {change.address}`)")
+        says(f"declare clusters.{change.name} as it is live (",
+             NextStep(("infra", "plan"), (source.file, "--generate-config-out", "FILE")), " writes it), apply the "
+             "import, then change it in a later plan (or, to recreate it on purpose, import it first and plan with "
+             f"`--replace {change.address}`)"))
 
 
 def _timestamp(value: object) -> float | None:

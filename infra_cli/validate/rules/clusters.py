@@ -7,7 +7,8 @@ import datetime
 import difflib
 from typing import Iterator
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.knowledge.size_name import parse_size_name
 from infra_cli.knowledge.skus import Catalog, Sku
 from infra_cli.stack.model import Cluster, Distribution
@@ -35,7 +36,7 @@ def _successors(retired: Sku, ctx: Context, cluster: Cluster) -> str:
     family = [s for s in map(ctx.catalog.get, same_family(retired.name, ctx.catalog)) if s and keeps(s)]
     pool = family or [s for s in ctx.catalog if keeps(s) and s.gpus > 0 and s.accelerator == retired.accelerator]
     picks = closest_first(ctx, retired, pool, cluster)[:3]
-    return f", e.g. {', '.join(s.name for s in picks)}" if picks else " (`infra skus`)"
+    return f", e.g. {', '.join(s.name for s in picks)}" if picks else says(" (", NextStep(("infra", "skus")), ")")
 
 
 def _retirement(sku: Sku) -> str:
@@ -83,7 +84,7 @@ def _size_unknown(ctx: Context, path: tuple, size: str, subject: str) -> Iterato
     if alike is not None:   # `ND96asr_v4`, `Standard_ND96asrv4`, `Standard_DN96asr_v4`: a catalogued size misspelt
         yield ctx.at(path, SIZE_UNKNOWN.id, f"{subject} is not an Azure VM size: did you mean {alike!r}?",
                      f"write {alike!r} (Azure's spelling: the `Standard_` prefix, `_` before the version); "
-                     "`infra skus` lists the catalogued sizes")
+                     + says(NextStep(("infra", "skus")), " lists the catalogued sizes"))
         return
     parsed = parse_size_name(size)
     family = {n.lower(): n for n in same_family(size, ctx.catalog)}  # Azure reads names in any case
@@ -93,7 +94,7 @@ def _size_unknown(ctx: Context, path: tuple, size: str, subject: str) -> Iterato
         yield ctx.at(path, SIZE_UNKNOWN.id,
                      f"{subject} is not an Azure VM size name (Standard_<family><vCPUs><features>"
                      "[_<accelerator>][_v<version>])",
-                     mean + "see `infra skus` or https://learn.microsoft.com/azure/virtual-machines/sizes/overview")
+                     says(mean, "see ", NextStep(("infra", "skus")), " or https://learn.microsoft.com/azure/virtual-machines/sizes/overview"))
     elif parsed.gpu_or_hpc:
         rdma = "an RDMA size (`r`), SR-IOV unconfirmed" if parsed.rdma else "no RDMA (no `r` in its name)"
         yield ctx.warning(path, SIZE_UNKNOWN.id,
@@ -113,12 +114,12 @@ def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnost
         # deallocates them. Offline nothing says it exists: `infra plan` downgrades this for a live cluster.
         yield ctx.at(path, SIZE_RETIRED.id,
                      f"{sku.name} was retired by Azure{_retirement(sku)}: a new cluster of this size cannot be created",
-                     f"choose a current size{_successors(sku, ctx, cluster)} "
-                     "(`infra plan` reports a cluster that already exists as a warning)")
+                     says("choose a current size", _successors(sku, ctx, cluster), " (", NextStep(("infra", "plan")),
+                          " reports a cluster that already exists as a warning)"))
     elif sku.retiring_as_of(ctx.today):
         yield ctx.warning(path, SIZE_RETIRING.id,
                      f"Azure retires {sku.name}{_retirement(sku)}; the cluster stops working then",
-                     "plan the move to a current size (`infra skus`)")
+                     says("plan the move to a current size (", NextStep(("infra", "skus")), ")"))
 
 
 @rule_for_each("clusters", INFINIBAND_INELIGIBLE, INFINIBAND_UNVERIFIED)
@@ -142,7 +143,8 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
         yield ctx.warning(path, INFINIBAND_UNVERIFIED.id,
                      f"cluster {name!r} requires InfiniBand; {cluster.size} is an RDMA size by its name, but "
                      "whether NCCL and MPI can use it (SR-IOV) is unconfirmed: NC24r-class sizes cannot",
-                     "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
+                     says("add the size to validators/skus.yaml with its sriov fact, or prove it with ",
+                          NextStep(("infra", "smoke"))))
 
 
 @rule_for_each("clusters", SSH_SETTINGS)
@@ -199,8 +201,9 @@ def cluster_node_public_ip(ctx: Context, name: str, cluster: Cluster) -> Iterato
         # cluster with `--set enable_node_public_ip=False`); without one it refuses. Offline the workspace is not
         # known: a warning here, and `infra plan` reads the workspace's isolation mode (an error where it has none).
         yield ctx.warning(("clusters", name, "enable_node_public_ip"), PUBLIC_IP_WITHOUT_SUBNET.id,
-                     f"cluster {name!r} turns node public IPs off without a subnet: Azure ML creates it only in a "
-                     "workspace with a managed virtual network (`infra plan` reads the workspace's)",
+                     says(f"cluster {name!r} turns node public IPs off without a subnet: Azure ML creates it only in "
+                          "a workspace with a managed virtual network (", NextStep(("infra", "plan")),
+                          " reads the workspace's)"),
                      "in a workspace without a managed network add network_settings: {subnet: ...} (see "
                      "https://learn.microsoft.com/azure/machine-learning/how-to-secure-training-vnet); with one, "
                      "nothing to do (https://learn.microsoft.com/azure/machine-learning/how-to-managed-network-compute)")
@@ -251,4 +254,4 @@ def serverless_size(ctx: Context, name: str, dist: Distribution) -> Iterator[Dia
     elif sku.retired_as_of(ctx.today):
         yield ctx.at(path, SIZE_RETIRED.id,
                      f"{sku.name} was retired by Azure{_retirement(sku)}: serverless compute creates no node of it",
-                     "choose a current size for resources.instance_type (`infra skus`)")
+                     says("choose a current size for resources.instance_type (", NextStep(("infra", "skus")), ")"))

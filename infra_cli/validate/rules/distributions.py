@@ -9,7 +9,8 @@ import posixpath
 import re
 from typing import Iterator
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.knowledge.curated import curated_info, image_info
 from infra_cli.knowledge.frameworks import FrameworkInfo, frameworks, types_needing_mpi
 from infra_cli.knowledge.job_schema import job_schema
@@ -244,7 +245,8 @@ def distribution_infiniband(ctx: Context, name: str, dist: Distribution) -> Iter
                      f"distribution {name!r} spans {dist.instance_count} nodes of {size}, an RDMA size "
                      "by its name (`r`) that the catalog does not know: whether NCCL and MPI can use its "
                      "InfiniBand (SR-IOV) is unconfirmed",
-                     "add the size to validators/skus.yaml with its sriov fact, or prove it with `infra smoke`")
+                     says("add the size to validators/skus.yaml with its sriov fact, or prove it with ",
+                          NextStep(("infra", "smoke"))))
         return
     found = _multinode_transport(ctx, size, cluster is not None and cluster.infiniband == "required")
     if found is None:
@@ -352,18 +354,18 @@ def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkI
         yield ctx.at(("distributions", name, "environment"), MPI_MISSING.id,
                      f"{why}, but environment {dist.environment!r} is not known to carry an MPI "
                      f"({carries.evidence})",
-                     (f"build FROM an AzureML Open MPI base image (mcr.microsoft.com/azureml/openmpi4.1.0-...) in "
-                      f"{posixpath.normpath(env.build.path + '/' + env.build.dockerfile_path)}, or install an MPI "
-                      f"there and declare `requires: [openmpi>=4.1]` on environments.{dist.environment} (checked "
-                      "by `infra image check`)") if env.build and env.build.path else
-                     f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with "
-                     "`infra image check`), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
-                     "base image, or build it from infra's template: `build: {template: openmpi-rdma}`")
+                     says("build FROM an AzureML Open MPI base image (mcr.microsoft.com/azureml/openmpi4.1.0-...) in "
+                          f"{posixpath.normpath(env.build.path + '/' + env.build.dockerfile_path)}, or install an MPI "
+                          f"there and declare `requires: [openmpi>=4.1]` on environments.{dist.environment} (checked "
+                          "by ", NextStep(("infra", "image", "check")), ")") if env.build and env.build.path else
+                     says(f"add `requires: [openmpi>=4.1]` to environments.{dist.environment} (and check it with ",
+                          NextStep(("infra", "image", "check")), "), use a curated GPU environment or an mcr.microsoft.com/azureml/openmpi* "
+                          "base image, or build it from infra's template: `build: {template: openmpi-rdma}`"))
     else:
         yield ctx.warning(("distributions", name, "environment"), MPI_UNVERIFIED.id,
                      f"{why}; whether environment {dist.environment!r} carries an MPI is unknown: "
                      f"{carries.evidence}",
-                     "declare `requires: [openmpi]` on the environment so `infra image check` can prove it")
+                     says("declare `requires: [openmpi]` on the environment so ", NextStep(("infra", "image", "check")), " can prove it"))
 
 
 @rule_for_each("distributions", PACKAGES_MISSING, PACKAGES_UNVERIFIED, framework=True)
@@ -379,8 +381,10 @@ def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: Frame
         return
     what = f"{fw.name} under type {dist.type} imports {', '.join(wanted)} on every rank"
     listed = ", ".join(missing)
-    hint = (f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by "
-            f"`infra image check`){', or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)' if fw.name == 'deepspeed' else ''}")
+    deepspeed = (", or build it from templates/docker/openmpi-rdma with pip_packages: [deepspeed] (it adds mpi4py)"
+                 if fw.name == "deepspeed" else "")
+    hint: str = says(f"add `requires: [{', '.join(wanted)}]` to environments.{dist.environment} (checked by ",
+                     NextStep(("infra", "image", "check")), ")" + deepspeed)
     if carries.package_files:   # the files were read: the package goes there (requires would only silence it)
         hint = (f"add {listed} to {' or '.join(carries.package_files)} (the environment installs what it lists); "
                 "`requires:` would only declare it, not install it")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.knowledge.names import name_rules, tag_limits
 from infra_cli.stack.addresses import RULE as ADDRESS_RULE, AddressError, check_name, example_name
 from infra_cli.stack.outputs import check_outputs
@@ -90,8 +91,9 @@ def import_blocks(ctx: Context) -> Iterator[Diagnostic]:
         if declared is None:
             yield ctx.at(("import", i, "to"), IMPORT_UNDECLARED,
                          f"import of {block.to}: the stack declares no {section}.{name}",
-                         f"declare it, or let `infra plan {ctx.loaded.path.name} --generate-config-out FILE` write "
-                         "its declaration from Azure and merge FILE into the stack")
+                         says("declare it, or let ", NextStep(("infra", "plan"), (ctx.loaded.path.name,
+                                                                               "--generate-config-out", "FILE")),
+                              " write its declaration from Azure and merge FILE into the stack"))
 
 
 @rule(TAGS_COUNT, TAGS_NAME, TAGS_RESERVED, TAGS_VALUE)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterator
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.stack.source import short_repr
 from infra_cli.validate.rules.registry import Context, catalogue, declare
 
-RULES_UNKNOWN = declare("rules.unknown", "error", "a stack's `rules:` names a rule `infra rules` does not list")
+RULES_UNKNOWN = declare("rules.unknown", "error", says("a stack's `rules:` names a rule ", NextStep(("infra", "rules")),
+                                                      " does not list"))
 RULES_NOT_SWITCHABLE = declare("rules.not-switchable", "error",
                                "a stack's `rules:` switches off a rule that reports only errors")
 
@@ -32,7 +34,8 @@ def switch_problems(ctx: Context) -> Iterator[Diagnostic]:
         if info is None:
             close = difflib.get_close_matches(rule_id, list(known), n=1, cutoff=0.6)
             yield ctx.at(("rules", rule_id), RULES_UNKNOWN.id, f"rules: {short_repr(rule_id)} is not a rule infra has",
-                         (f"did you mean {close[0]!r}? " if close else "") + "`infra rules` lists every rule",
+                         says(f"did you mean {close[0]!r}? " if close else "", NextStep(("infra", "rules")),
+                              " lists every rule"),
                          key=True)
         elif not switch.enabled and not info.switchable:
             yield ctx.at(("rules", rule_id), RULES_NOT_SWITCHABLE.id,
