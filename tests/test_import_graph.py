@@ -24,7 +24,8 @@ FLOORS = {
     "plan": 3, "apply": 3, "smoke": 3, "image": 3,
     "state": 2, "azure": 2, "emulator": 2,
     "stack": 1, "validate": 1, "knowledge": 1,
-    "arguments": 0, "diagnostics": 0, "paths": 0, "conventions": 0, "__init__": 0,
+    "arguments": 0, "diagnostics": 0, "paths": 0, "build_context": 0, "private_state": 0, "safe_files": 0,
+    "conventions": 0, "__init__": 0,
 }
 # The imports allowed between two packages of one floor (importer, imported), each with why; any other is an
 # arrow sideways the layout does not have (stack importing validate, smoke importing plan, azure/ the emulator).
@@ -32,6 +33,10 @@ SIDEWAYS = {
     ("__main__", "commands"): "the entry point runs the root command",
     ("paths", "diagnostics"): "a path problem is said as a diagnostic",
     ("diagnostics", "arguments"): "a diagnostic's text names its next steps as commands (NextStep)",
+    ("build_context", "paths"): "a build context's files stay inside it (paths.inside)",
+    ("private_state", "paths"): "a `.infra/` infra makes is the local project's marker (paths.LOCAL_STATE_MARKERS)",
+    ("private_state", "safe_files"): "local state is written through no link (safe_files.open_beneath)",
+    ("private_state", "diagnostics"): "an untrusted state directory is said as a diagnostic",
     ("stack", "knowledge"): "the stack model reads sizes, frameworks and launchers",
     ("validate", "stack"): "validate judges a loaded stack",
     ("validate", "knowledge"): "validate's thresholds and facts are knowledge",

@@ -41,7 +41,7 @@ from infra_cli.emulator.tls import ensure_certificate
 from infra_cli.emulator.wire import ArmError, Request, Response, json_response
 from infra_cli.emulator.world import load_world
 from infra_cli.diagnostics import Diagnostic
-from infra_cli.paths import private_state_dir, write_private_file
+from infra_cli.private_state import private_state_dir, write_private_file
 
 __all__ = ["EmulatorServer", "FaultConfig"]
 

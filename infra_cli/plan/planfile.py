@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 from infra_cli.arguments import NextStep
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, Text, says, words
-from infra_cli.paths import write_private_file
+from infra_cli.private_state import write_private_file
 from infra_cli.plan.cost import costs_json
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.model import (FORMAT_VERSION, WORKSPACE_IDENTITY, Plan, PlanMode, Resource, ResourceChange,

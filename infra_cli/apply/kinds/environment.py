@@ -13,14 +13,14 @@ from infra_cli.azure.protocol import Provider
 from infra_cli.conventions import TAG_HASH
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, LIST_ENVIRONMENTS, LIST_INSTEAD, says
 from infra_cli.image.api import render_dockerfile
-from infra_cli.paths import stage_context
+from infra_cli.build_context import stage_context
 from infra_cli.plan.api import (CREATE, NO_OP, UPDATE, LiveState, Plan, Resource, ResourceChange, desired_resources,
                                 read_environment)
 
 
 def _build_files(env, base_dir) -> Callable:
     """A build context for `build:`: the rendered template, or a copy of what the user's directory uploads
-    (paths.context_files: its .amlignore honoured, no symlink followed out of it), so the SDK's own walk,
+    (build_context.context_files: its .amlignore honoured, no symlink followed out of it), so the SDK's own walk,
     which follows every link, never sees more."""
     def write(tmp: Path) -> Path:
         if env.build.template:

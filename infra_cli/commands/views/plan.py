@@ -182,8 +182,9 @@ def render_plan(plan: Plan, *, colour: bool = False, generated: int = 0) -> str:
         if generated and not errors:
             out.append(paint(f"Plan: {generated} to import (their declarations generated), 0 to add, 0 to change, "
                              "0 to destroy.", "1"))
-        elif not errors and not plan.smoke_jobs:
-            out.append("No changes. Your infrastructure matches the stack.")
+        elif not errors and not plan.smoke_jobs:   # a destroy with nothing to destroy: nothing "matches" (Terraform's)
+            out.append("No changes. No objects need to be destroyed." if plan.mode is PlanMode.DESTROY else
+                       "No changes. Your infrastructure matches the stack.")
         elif not errors:
             out.append("No changes to resources, but smoke jobs are pending: apply runs them.")
     else:
