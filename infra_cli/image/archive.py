@@ -286,7 +286,7 @@ class DockerArchiveStore:
     def manifest(self, digest: str) -> tuple[bytes, str]:
         raise ImageReadError("a docker save archive holds no manifest index", None, where=self.description)
 
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
+    def open_blob(self, desc: Descriptor) -> _Slice:
         member = self._member(self._digests[desc.digest])
         return _Slice(self.path, member.offset_data, member.size, self.description)
 

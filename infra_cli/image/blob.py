@@ -10,7 +10,7 @@ import hashlib
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import Iterator, Protocol
 
 from infra_cli.image.strict_json import json_type, malformed, optional_object, optional_string
 from infra_cli.image.errors import ImageReadError, Stopped
@@ -74,9 +74,18 @@ def overrun(what: str, digest: str, size: int) -> ImageReadError:
                           "the registry or archive serves other content than the manifest names; push the image again")
 
 
-def read_capped(stream: BinaryIO, limit: int, what: str) -> bytes:
+class BlobStream(Protocol):
+    """What a store's open_blob returns: a file, a slice of an archive, a registry response."""
+
+    def read(self, n: int = ..., /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def read_capped(stream: BlobStream, limit: int, what: str) -> bytes:
     """A small stream (a config) read whole, refused past `limit` bytes."""
-    parts, have = [], 0
+    parts: list[bytes] = []
+    have = 0
     while True:
         data = stream.read(min(RAW_CHUNK, limit + 1 - have))
         if not data:
@@ -91,7 +100,7 @@ def read_capped(stream: BinaryIO, limit: int, what: str) -> bytes:
 class VerifyingReader:
     """Reads a raw blob stream in chunks, hashing and counting as it goes."""
 
-    def __init__(self, stream: BinaryIO, digest: str, size: int, what: str,
+    def __init__(self, stream: BlobStream, digest: str, size: int, what: str,
                  stop: threading.Event | None = None):
         self._want = check_digest_syntax(digest)
         self._stream, self.digest, self.size, self.what = stream, digest, size, what
@@ -205,7 +214,7 @@ class PrefetchedBlob:
             pass
 
 
-def _gzip_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
+def _gzip_chunks(first: bytes, reader: VerifyingReader | PrefetchedBlob) -> Iterator[bytes]:
     from isal.igzip_lib import DECOMP_GZIP, IgzipDecompressor
 
     pending = first
@@ -230,7 +239,7 @@ def _gzip_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
             return
 
 
-def _zstd_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
+def _zstd_chunks(first: bytes, reader: VerifyingReader | PrefetchedBlob) -> Iterator[bytes]:
     import zstandard
 
     class _Prefixed:  # the sniffed bytes, then the rest of the stream
@@ -243,7 +252,9 @@ def _zstd_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
                 return head
             return reader.read(n)
 
-    stream = zstandard.ZstdDecompressor().stream_reader(_Prefixed(), read_size=RAW_CHUNK, read_across_frames=True)
+    # zstandard reads any object with read(size); its stubs ask for IO[bytes]
+    stream = zstandard.ZstdDecompressor().stream_reader(_Prefixed(), read_size=RAW_CHUNK,  # type: ignore[arg-type]
+                                                        read_across_frames=True)
     while True:
         out = stream.read(OUT_CHUNK)
         if not out:
@@ -251,7 +262,7 @@ def _zstd_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
         yield out
 
 
-def _plain_chunks(first: bytes, reader: VerifyingReader) -> Iterator[bytes]:
+def _plain_chunks(first: bytes, reader: VerifyingReader | PrefetchedBlob) -> Iterator[bytes]:
     if first:
         yield first
     while True:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from infra_cli.image.layers import Candidate, LayerIndex, Matcher
 from infra_cli.image.merged_filesystem import MergedView, State
@@ -99,7 +99,8 @@ def _candidates(view: MergedView, regex: "re.Pattern[str]") -> Iterable[tuple[La
 
 
 def _judge_files(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
-    found, unknown = [], False
+    found: list[dict[str, Any]] = []
+    unknown = False
     for layer, cand in _candidates(view, rule.regex):
         if view.visible(layer, cand.path) is not State.FOUND:
             continue
@@ -111,7 +112,7 @@ def _judge_files(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
             if hit.state is not State.FOUND or hit.kind == "dir":
                 continue
             via = chain
-        item = {"rule": rule.label, "path": cand.path, "layer": layer.number, "kind": cand.kind}
+        item: dict[str, Any] = {"rule": rule.label, "path": cand.path, "layer": layer.number, "kind": cand.kind}
         if via:
             item["via"] = via
         if rule.on_library_path:
@@ -128,7 +129,8 @@ def _judge_on_path(view: MergedView, rule: Rule, env: ImageEnv) -> RuleFinding:
         for directory in env.path:
             hit, chain = view.resolve(f"{directory.rstrip('/')}/{name}")
             if hit.state is State.FOUND and hit.kind != "dir":
-                item = {"rule": rule.label, "path": chain[0], "layer": hit.layer.number if hit.layer else None, "kind": hit.kind}
+                item: dict[str, Any] = {"rule": rule.label, "path": chain[0],
+                                        "layer": hit.layer.number if hit.layer else None, "kind": hit.kind}
                 if len(chain) > 1:
                     item["via"] = chain
                 return RuleFinding(rule.label, State.FOUND, [item])
@@ -148,6 +150,7 @@ def _version_from(view: MergedView, source: VersionSource) -> tuple[str, str] | 
         if source.extractor is not None:
             text = cand.captures.get(source.extractor.id)
         else:
+            assert source.path_pattern is not None   # knowledge/image_evidence.py: exactly one of the two is set
             for subject in (cand.path, cand.link or ""):
                 m = source.path_pattern.search(subject)
                 if m:

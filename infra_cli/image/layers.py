@@ -224,8 +224,9 @@ class Extended:
     `pending` is False for most entries, which then take name and link from their own header (no header
     field can exceed PATH_MAX)."""
 
-    def __init__(self):
-        self.long_name = self.long_link = None
+    def __init__(self) -> None:
+        self.long_name: str | None = None
+        self.long_link: str | None = None
         self.pax: dict[str, str] = {}
         self.pending = False
 
@@ -458,9 +459,9 @@ def _walk(chunks: Iterator[bytes], index: LayerIndex, matcher: Matcher, what: st
                 candidates[path] = cand
                 continue
             if kind == "hardlink":
-                target = candidates.get(hardlinks[path])
-                if target is not None:   # a hard link shares its target's content
-                    cand.captures = dict(target.captures)
+                linked = candidates.get(hardlinks[path])
+                if linked is not None:   # a hard link shares its target's content
+                    cand.captures = dict(linked.captures)
             candidates[path] = cand
         elif path in candidates:
             del candidates[path]         # replaced by an entry no rule names (e.g. a directory)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
-from infra_cli.image.blob import Descriptor, check_digest_syntax, read_capped, verify_bytes
+from infra_cli.image.blob import BlobStream, Descriptor, check_digest_syntax, read_capped, verify_bytes
 from infra_cli.image.strict_json import (list_of_strings, load_object, malformed, optional_list, optional_object,
                                       optional_string)
 from infra_cli.image.errors import ImageReadError
@@ -35,7 +35,7 @@ class ImageStore(Protocol):
     def manifest(self, digest: str) -> tuple[bytes, str]:
         """A manifest named by an index: (bytes, media type if known)."""
 
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
+    def open_blob(self, desc: Descriptor) -> BlobStream:
         """The raw blob stream; the caller verifies it against desc.digest."""
 
     def close(self) -> None: ...

@@ -85,6 +85,7 @@ class MergedView:
             if hit.state is not State.FOUND:
                 return hit, chain
             if hit.kind == "symlink":
+                assert hit.layer is not None     # entry() names the layer of every FOUND hit
                 hops += 1
                 if hops > MAX_LINK_HOPS:
                     return Hit(State.ABSENT, path=nxt), chain

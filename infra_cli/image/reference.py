@@ -131,10 +131,10 @@ def refuse_local_path(text: str) -> None:
     if text_problem(text) or text.startswith(("docker-archive:", "oci:")) or _names_a_registry(text):
         return
     hub = "" if text.startswith(("/", ".", "~")) else f"; for the Docker Hub image of that name write docker.io/{text}"
-    candidates = [(text, None)]
-    path, colon, tag = text.rpartition(":")
-    if colon and path and "/" not in tag:
-        candidates.append((path, tag))
+    candidates: list[tuple[str, str | None]] = [(text, None)]
+    head, colon, last = text.rpartition(":")
+    if colon and head and "/" not in last:
+        candidates.append((head, last))
     for path, tag in candidates:
         kind = _local_kind(path)
         if kind == "layout":

@@ -69,7 +69,8 @@ class _Answer:
         if over is not None and declared and declared.isdigit() and int(declared) > limit:
             self.close()
             raise over()
-        parts, have = [], 0
+        parts: list[bytes] = []
+        have = 0
         while have <= limit:
             data = self.read(min(RAW_CHUNK, limit + 1 - have))
             if not data:
@@ -107,12 +108,12 @@ class _Connection(http.client.HTTPConnection):
 class _TLSConnection(http.client.HTTPSConnection):
     def __init__(self, host: str, timeout: float, context: ssl.SSLContext, track: Callable[[socket.socket], None]):
         super().__init__(host, timeout=timeout, context=context)
-        self._track = track
+        self._tls_context, self._track = context, track
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)
         # tracked before the handshake, which a hostile server could trickle too
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
+        self.sock = self._tls_context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
         self._track(self.sock)
         self.sock.do_handshake()
 
@@ -326,6 +327,7 @@ class RegistryStore:
                                  "a token service is followed over https only (plain http only for a loopback "
                                  "registry and token service, or with --insecure); check the registry's address",
                                  where=self.description)
+        assert parts.hostname     # a realm without a host was refused above
         return auth.may_receive_login(parts.hostname, parts.netloc, self.ref.hostname)
 
     def _withheld_hint(self) -> str:

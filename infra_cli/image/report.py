@@ -68,10 +68,10 @@ def format_result(result: CheckResult) -> str:
     width = max((len(r.requirement) for r in result.requirements), default=0)
     for r in result.requirements:
         lines.append(f"  {'PASS' if r.met else 'FAIL'}  {r.requirement:<{width}}  {r.reason}")
-        shown = set()
+        rules_shown = set()
         for item in r.evidence:        # the best piece of evidence per rule; --json has them all
-            if item.get("rule") not in shown:
-                shown.add(item.get("rule"))
+            if item.get("rule") not in rules_shown:
+                rules_shown.add(item.get("rule"))
                 lines.append(f"          {item.get('rule')}: {_evidence_line(item)}")
         if not r.met and r.fix:
             lines.extend(format_fix(r.fix))
