@@ -173,6 +173,43 @@ def test_pre_commit_try_repo_validates_stacks_with_the_installed_hook(hook_repo,
     assert "Standard_NC24ads_A100_v4" in failed.stdout and "stacks/gpu.yaml" in failed.stdout, failed.stdout
 
 
+TWO_WORKSPACES = """\
+variables:
+  env: {type: string, default: staging, allowed: [staging, prod]}
+  nodes: {type: number, default: 2}
+  admin_password: {type: string, sensitive: true}
+stack: train-${var.env}
+workspace:
+  subscription_id: 00000000-0000-0000-0000-000000000000
+  resource_group: rg-${var.env}
+  name: mlw-${var.env}
+  location: eastus
+clusters:
+  a100:
+    size: Standard_ND96asr_v4
+    max_instances: "${var.nodes}"
+    ssh_settings: {admin_username: azureuser, admin_password: "${var.admin_password}"}
+"""
+
+
+def test_pre_commit_hook_passes_a_two_workspace_stack_and_its_var_files_without_the_secret(hook_repo, tmp_path):
+    # issue 43 walk: the README's staging/prod stack with a sensitive admin password, its var files beside it in
+    # stacks/ (the hook's files: pattern passes their .yaml), no secret on the developer's machine: the hook passes,
+    # says what each var file is, and fails a var file's bad value at that file
+    repo, _, env = hook_repo
+    files = {"train.yaml": TWO_WORKSPACES, "staging.yaml": "env: staging\n", "prod.vars.yaml": 'env: prod\nnodes: "4"\n'}
+    user = _user_repo(tmp_path, files)
+    done = _pre_commit(env, user, "try-repo", str(repo), "infra-validate", "--all-files", "--verbose")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "stacks/staging.yaml:1:1: info[variable.file-for]: a variables file for stacks/train.yaml" in done.stdout
+    assert "stacks/prod.vars.yaml:1:1: info[variable.file-for]" in done.stdout, done.stdout
+    assert "warning[variable.unknown]: variable 'admin_password'" in done.stdout and "stack:" not in done.stdout
+    bad = _user_repo(tmp_path / "bad", {**files, "prod.vars.yaml": "env: production\n"})
+    failed = _pre_commit(env, bad, "try-repo", str(repo), "infra-validate", "--all-files")
+    assert failed.returncode == 1 and "stacks/prod.vars.yaml:1:6: error[variable.not-allowed]" in failed.stdout, \
+        failed.stdout
+
+
 def test_pre_commit_image_check_hook_pinned_at_a_commit(hook_repo, images, tmp_path):
     repo, commit, env = hook_repo
 
