@@ -18,7 +18,7 @@ only when every field was valid, as pydantic's before/after model validators.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Self, cast
 
 from infra_cli.stack.field_errors import FAIL, Problem, ValidationError, fail
 from infra_cli.stack.secret import Secret as SensitiveValue, secret_leaves
@@ -27,9 +27,9 @@ from infra_cli.stack.value_kinds import DictOf, Kind, ListOf, Nested, Nullable, 
 _REQUIRED = object()
 
 
-class Field:
+class FieldSpec:
     """One field of a model: its kind, default (or `factory`), YAML key when not its name (`alias`), numeric
-    bounds, description, and its own before/after validators."""
+    bounds, description, and its own before/after validators. Declared with `Field(...)`."""
 
     def __init__(self, kind: Any, default: Any = _REQUIRED, *, factory: Callable[[], Any] | None = None,
                  alias: str | None = None, description: str | None = None, ge: float | None = None,
@@ -90,9 +90,19 @@ def _bounded(kind: Kind, bounds: dict) -> Kind:
     return kind.but(**bounds)
 
 
+def Field(kind: Any, default: Any = _REQUIRED, *, factory: Callable[[], Any] | None = None, alias: str | None = None,
+          description: str | None = None, ge: float | None = None, le: float | None = None, gt: float | None = None,
+          before: Callable[[Any], Any] | None = None, after: Callable[[Any], Any] | None = None) -> Any:
+    """Declare a field of a model (a FieldSpec). Typed Any, as pydantic's Field is: on an instance the attribute
+    holds the field's value, and a type checker reads it so (`cluster.min_instances > 1`), not as the spec."""
+    return FieldSpec(kind, default, factory=factory, alias=alias, description=description, ge=ge, le=le, gt=gt,
+                     before=before, after=after)
+
+
 class _ModelType(type):
-    def __or__(cls, other: None) -> Kind:
-        return Nullable(Nested(cls)) if other is None else NotImplemented
+    # `Model | None` declares an optional nested model (a Kind), where type's own `|` would make a typing union
+    def __or__(cls, other: None) -> Kind:  # type: ignore[override]
+        return Nullable(Nested(cast("type[Model]", cls))) if other is None else NotImplemented
 
 
 class Model(metaclass=_ModelType):
@@ -101,11 +111,13 @@ class Model(metaclass=_ModelType):
 
     # _given and _secret_fields stay out of the field values in __dict__
     __slots__ = ("__dict__", "_given", "_secret_fields")
-    model_fields: dict[str, Field] = {}
+    _given: frozenset[str]
+    model_fields: ClassVar[dict[str, FieldSpec]] = {}
+    _by_key: ClassVar[dict[str, FieldSpec]] = {}
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        own = {name: f for name, f in vars(cls).items() if isinstance(f, Field)}
+        own = {name: f for name, f in vars(cls).items() if isinstance(f, FieldSpec)}
         for name, f in own.items():
             f.name = name
             delattr(cls, name)  # instances keep the values; the class keeps the declarations in model_fields
@@ -118,11 +130,17 @@ class Model(metaclass=_ModelType):
         object.__setattr__(self, "_given", built._given)
 
     # hooks: pydantic's mode="before" and mode="after" model validators
-    _prepare: Callable[[Any], Any] | None = None
-    _check: Callable[["Model"], None] | None = None
+    @classmethod
+    def _prepare(cls, data: Any) -> Any:
+        """The input mapping as the fields read it (a model that reads another shape too overrides this)."""
+        return data
+
+    def _check(self) -> None:
+        """Raise ValueError where the fields, each valid, do not fit together (a model with such a rule overrides
+        this)."""
 
     @classmethod
-    def model_validate(cls, data: Any) -> "Model":
+    def model_validate(cls, data: Any) -> Self:
         problems: list[Problem] = []
         out = cls._read(data, (), problems)
         if out is FAIL:
@@ -131,11 +149,10 @@ class Model(metaclass=_ModelType):
 
     @classmethod
     def _read(cls, data: Any, loc: tuple, problems: list[Problem]) -> Any:
-        if cls._prepare is not None:
-            try:
-                data = cls._prepare(data)
-            except ValueError as exc:
-                return fail(problems, loc, "value_error", data, exc)
+        try:
+            data = cls._prepare(data)
+        except ValueError as exc:
+            return fail(problems, loc, "value_error", data, exc)
         if isinstance(data, cls):
             return data
         if not isinstance(data, dict):
@@ -158,11 +175,10 @@ class Model(metaclass=_ModelType):
         out = object.__new__(cls)
         object.__setattr__(out, "__dict__", values)
         object.__setattr__(out, "_given", frozenset(given))
-        if cls._check is not None:
-            try:
-                out._check()
-            except ValueError as exc:
-                return fail(problems, loc, "value_error", data, exc)
+        try:
+            out._check()
+        except ValueError as exc:
+            return fail(problems, loc, "value_error", data, exc)
         return out
 
     @property
@@ -174,7 +190,7 @@ class Model(metaclass=_ModelType):
         """Plain data; mode "json" writes secrets redacted. A field the loader found a sensitive value in but keeps
         as plain text (mark_sensitive: a command, a reference, a name) is dumped as Secrets (stack/secret.py), so a
         writer of the dump shows it redacted as it shows every secret; reading the field itself gives the text."""
-        marked = getattr(self, "_secret_fields", frozenset())
+        marked: frozenset[str] = getattr(self, "_secret_fields", frozenset())
         return {name: _dumped(secret_leaves(value) if name in marked else value, mode, exclude_none)
                 for name, value in self.__dict__.items() if not (exclude_none and value is None)}
 
@@ -182,7 +198,7 @@ class Model(metaclass=_ModelType):
         """Field `name` holds a sensitive value as plain text (the loader's sensitive paths): its dumps redact it."""
         object.__setattr__(self, "_secret_fields", getattr(self, "_secret_fields", frozenset()) | {name})
 
-    def model_copy(self, *, update: dict[str, Any] | None = None) -> "Model":
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> Self:
         """A shallow copy with `update`'s fields replaced, not validated."""
         out = object.__new__(type(self))
         object.__setattr__(out, "__dict__", {**self.__dict__, **(update or {})})

@@ -42,9 +42,10 @@ def _cleaned_int_text(original: str) -> str | None:
         text, sign = text[1:], "-"
         if text[:1] in ("-", "+"):
             return None
-    text = _without_leading_zeros(text)
-    if text is None:
+    significant = _without_leading_zeros(text)
+    if significant is None:
         return None
+    text = significant
     whole, dot, fraction = text.partition(".")
     if dot and fraction and not fraction.strip("0"):
         text = whole

@@ -29,6 +29,7 @@ class SchemaErrors(DiagnosticError):
                  removed: dict[str, set[str]] | None = None, source: SourceMap | None = None):
         super().__init__(diagnostics)
         self.partial, self.removed, self.source = partial, removed or {}, source
+        self.partial_stack: Stack | None = None   # what parse_stack could read; load_stack makes it `partial`
 
 
 _ENTRY_SECTIONS = ("clusters", "environments", "distributions")
@@ -40,7 +41,7 @@ def _without_refused(data: dict, errors: list, removed: dict[str, set[str]]) -> 
     for err in errors:
         loc = tuple(err.loc)
         if err.type == "extra_forbidden":
-            node = data
+            node: Any = data
             for part in loc[:-1]:   # the entry may be left out already
                 node = node.get(part) if isinstance(node, dict) else (
                     node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else None)
@@ -61,9 +62,10 @@ def _partial_stack(data: dict, errors: list) -> tuple[Stack | None, dict[str, se
     out; a few rounds, as leaving out a value can make its entry incomplete."""
     removed: dict[str, set[str]] = {}
     for _ in range(4):
-        data = _without_refused(data, errors, removed)
-        if data is None:
+        kept = _without_refused(data, errors, removed)
+        if kept is None:
             return None, removed
+        data = kept
         try:
             return Stack.model_validate(data), removed
         except ValidationError as exc:
@@ -204,7 +206,7 @@ def parse_stack(text: str, file: str, environ: Mapping[str, str] | None = None,
         error = SchemaErrors(_model_diagnostics(exc, source), removed=removed, source=source)
         if partial is not None:
             mark_sensitive_fields(partial, source.interpolated)
-        error.partial = partial and (partial, source)   # load_stack makes it a LoadedStack
+        error.partial_stack = partial   # load_stack makes it a LoadedStack
         raise error from None
     mark_sensitive_fields(stack, source.interpolated)
     return stack, source
@@ -229,7 +231,7 @@ def mark_sensitive_fields(stack: Stack, paths: set) -> None:
                 node = node[step]
             else:
                 break
-        if owner is not None and not contains_secret(node):
+        if owner is not None and name is not None and not contains_secret(node):
             owner.mark_sensitive(name)
 
 
@@ -240,7 +242,7 @@ def load_stack(path: str | Path, environ: Mapping[str, str] | None = None,
     try:
         stack, source = parse_stack(text, str(path), environ, inputs)
     except SchemaErrors as exc:
-        if exc.partial:
-            exc.partial = LoadedStack(exc.partial[0], p.resolve(), exc.partial[1])
+        if exc.partial_stack is not None and exc.source is not None:
+            exc.partial = LoadedStack(exc.partial_stack, p.resolve(), exc.source)
         raise
     return LoadedStack(stack, p.resolve(), source)

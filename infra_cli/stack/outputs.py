@@ -131,4 +131,5 @@ def shown(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if value is None:
         return "null"
-    return as_text(value) if as_text(value) is not None else json.dumps(value)
+    text = as_text(value)
+    return text if text is not None else json.dumps(value)

@@ -34,6 +34,7 @@ class Secret:
     """A sensitive value (text; a number where a dump marks one). Never shown: see the module's doc."""
 
     __slots__ = ("_clear",)
+    _clear: Any
 
     def __init__(self, clear: Any):
         if isinstance(clear, Secret):
@@ -178,7 +179,7 @@ def _redacting_default(self: json.JSONEncoder, value: Any) -> Any:
 
 
 if getattr(json.JSONEncoder.default, "__name__", "") != "_redacting_default":
-    json.JSONEncoder.default = _redacting_default
+    setattr(json.JSONEncoder, "default", _redacting_default)   # on purpose, process-wide (above)
 # and every YAML writer (yaml.safe_dump, yaml.dump): the redacted form
 for _dumper in (yaml.SafeDumper, yaml.Dumper, *([yaml.CSafeDumper, yaml.CDumper] if hasattr(yaml, "CSafeDumper") else [])):
     _dumper.add_representer(Secret, lambda dumper, value: dumper.represent_str(SHOWN))

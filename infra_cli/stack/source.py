@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, Severity
 from infra_cli.stack import secret as secret_text, variables
 # MAX_DEPTH: plan/planfile.py names it here, beside the loader's other bounds
 from infra_cli.stack.bounded_yaml import MAX_DEPTH, MAX_STACK_BYTES, compose, read_stack_text  # noqa: F401
@@ -62,7 +62,7 @@ class SourceMap:
     unknown: dict = field(default_factory=dict)  # path -> the unset variables its value is built from (unknown)
     given: dict = field(default_factory=dict)  # path -> (variable, where its value came from) for a whole ${var.X}
 
-    def unknown_positions(self) -> set[tuple[int, int]]:
+    def unknown_positions(self) -> set[tuple[int | None, int | None]]:
         """Where the stack holds an unknown value: a rule's error there judges the placeholder, not the stack."""
         return {self.position(p) for p in self.unknown}
 
@@ -92,7 +92,7 @@ class SourceMap:
                 if len(p) == n + 1 and tuple(p[:n]) == tuple(mapping) and isinstance(p[n], str)}
 
     def diagnostic(self, path: Path, rule: str, message: str, hint: str | None = None,
-                   severity: str = "error", *, key: bool = False) -> Diagnostic:
+                   severity: Severity = "error", *, key: bool = False) -> Diagnostic:
         """A diagnostic at `path`, with every secret of the stack that its text quotes (a registry named by a
         sensitive variable inside a reference, say) as "(sensitive value)"."""
         line, column = self.position(path, key=key)
@@ -298,7 +298,7 @@ class _Builder:
                                "only that form); $$ escapes a dollar sign" if binding else
                                "write ${NAME} with letters, digits and underscores; $$ escapes a dollar sign")
                 return m.group(0)
-            if name not in self.environ:
+            if self.environ is None or name not in self.environ:   # None: interpolation is off, never here
                 self._error_at(at, "stack.interpolation", f"environment variable {name} is not set",
                                f"export {name}=... before running, or write $${{{name}}} for a literal")
                 return m.group(0)

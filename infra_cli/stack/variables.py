@@ -355,7 +355,8 @@ class _Resolver:
                                      " ([a, b] in YAML or JSON)" if kind == "list" else
                                      " ({k: v} in YAML or JSON)" if kind == "map" else ""))
             return
-        if self.allowed[name] is not None and value not in self.allowed[name]:
+        allowed = self.allowed[name]
+        if allowed is not None and value not in allowed:
             fail("variable.not-allowed", f"variable {name!r}: {shown} is not one of its allowed values",
                  f"use one of: {self._listing(name)}")
             return
