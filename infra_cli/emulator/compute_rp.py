@@ -5,6 +5,7 @@ from the emulator's world (world.yaml)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from infra_cli.knowledge.skus import Sku
 from infra_cli.emulator.service import EmulatedService
@@ -98,7 +99,7 @@ def operation_status(service: EmulatedService, req: Request, subscription: str, 
     op = service.store.operation(op_id)
     if op is None or not op.scope.startswith(subscription.lower() + "/"):
         raise ArmError(404, "ResourceNotFound", f"The operation '{op_id}' was not found.")
-    body = {"id": req.path, "name": op_id, "status": op.status}
+    body: dict[str, Any] = {"id": req.path, "name": op_id, "status": op.status}
     if op.error:
         body["error"] = op.error
     return json_response(200, body, service.poll_after(op))

@@ -10,7 +10,7 @@ import os
 import random
 import threading
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 Fault = Literal["throttle", "error"]
 
@@ -52,7 +52,7 @@ def fault_config_from_environment(environ: Mapping[str, str] | None = None) -> F
     """The FaultConfig the INFRA_EMULATOR_* variables describe (defaults for those unset); ValueError names
     the variable whose value is not a number or out of range."""
     environ = os.environ if environ is None else environ
-    values: dict[str, float | int] = {}
+    values: dict[str, Any] = {}      # FaultConfig's fields by name: floats, and the seed an int
     for variable, name in ENVIRONMENT.items():
         text = environ.get(variable, "").strip()
         if not text:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from typing import Any
 
 from infra_cli.emulator.service import EmulatedService, Scope
 from infra_cli.emulator.wire import (ArmError, Request, Response, json_response, not_found, public, system_data,
@@ -34,7 +35,7 @@ def _inner(body: dict) -> dict:
 
 
 def _field(inner: dict, path: tuple[str, ...], default):
-    value = inner
+    value: Any = inner
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None
     if isinstance(value, str) and path == ("vmSize",):
@@ -268,7 +269,8 @@ def _check_quota(service: EmulatedService, scope: Scope, name: str, inner: dict,
         return
     needed = int((inner.get("scaleSettings") or {}).get("maxNodeCount", 0)) * sku.vcpus
     priority = "LowPriority" if str(inner.get("vmPriority") or "").lower() == "lowpriority" else "Dedicated"
-    pools = [(f"Total Cluster {priority} Regional vCPUs", None, service.world.total_limit(location, priority))]
+    pools: list[tuple[str, str | None, int]] = [
+        (f"Total Cluster {priority} Regional vCPUs", None, service.world.total_limit(location, priority))]
     if priority == "Dedicated":
         pools.append((ml_family_quota_name(sku.family, priority), sku.family,
                       service.world.family_limit(location, sku.family)))

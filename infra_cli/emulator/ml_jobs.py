@@ -65,6 +65,7 @@ def put_job(service: EmulatedService, req: Request, scope: Scope, name: str) -> 
                 # The process that runs it: another emulator over the same state must leave the job alone.
                 "_private": {"submittedAt": time.time(), "runner": runner_identity()}}
         service.store.put(TYPE, scope.key, name, body)
+    assert service.runner is not None       # the server sets it before it answers a request
     service.runner.submit(scope, name)
     return json_response(201, public(body))
 
@@ -131,10 +132,12 @@ def _check_serverless(props: dict) -> None:
 def cancel_job(service: EmulatedService, req: Request, scope: Scope, name: str) -> Response:
     body = _job(service, scope, name)
     if body["properties"].get("status") not in TERMINAL:
+        assert service.runner is not None   # the server sets it before it answers a request
         service.runner.cancel(scope, name)
         with service.store.lock:
             current = service.store.get(TYPE, scope.key, name)
-            if current["properties"].get("status") not in TERMINAL:
+            # None: deleted since _job read it, and a deleted job has nothing left to mark
+            if current is not None and current["properties"].get("status") not in TERMINAL:
                 current["properties"]["status"] = "CancelRequested"
                 service.store.put(TYPE, scope.key, name, current)
     # The cancel is accepted at once; the job reaches Canceled when its processes are gone.

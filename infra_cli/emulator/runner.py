@@ -184,6 +184,8 @@ class JobRunner:
         try:
             self._set_status(scope, name, "Starting")
             body = self._service.store.get("job", scope.key, name)
+            if body is None:        # deleted before it started: nothing left to run or to mark
+                return
             spec = JobSpec.from_body(body["name"], body)
             workspace = self._service.workspace(scope)
             container = artifact_container(workspace)

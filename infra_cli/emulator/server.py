@@ -311,18 +311,19 @@ class EmulatorServer:
     def running(self) -> bool:
         return self._httpd is not None
 
-    def ensure_workspace(self, subscription_id: str, resource_group: str, name: str, location: str) -> dict:
-        """Create the workspace if absent (local mode: a stack's workspace exists); return its body."""
+    def _running_backend(self) -> EmulatedService:
         if self.backend is None:
             raise RuntimeError("the emulator is not running: call start() first")
-        return ensure_workspace(self.backend, Scope(subscription_id, resource_group, name), location)
+        return self.backend
+
+    def ensure_workspace(self, subscription_id: str, resource_group: str, name: str, location: str) -> dict:
+        """Create the workspace if absent (local mode: a stack's workspace exists); return its body."""
+        return ensure_workspace(self._running_backend(), Scope(subscription_id, resource_group, name), location)
 
     @property
     def token(self) -> str:
         """The bearer token every request must carry (also in DIR/token, mode 0600)."""
-        if self.backend is None:
-            raise RuntimeError("the emulator is not running: call start() first")
-        return self.backend.token
+        return self._running_backend().token
 
     @property
     def token_path(self) -> Path:
@@ -340,8 +341,9 @@ class EmulatorServer:
             req = replace(req, body=body)
             if route.management:
                 self._management_checks(req, route)
-            self.backend.settle()
-            response = route.handler(self.backend, req, **args)
+            backend = self._running_backend()
+            backend.settle()
+            response = route.handler(backend, req, **args)
         except ArmError as exc:
             response = exc.response()
         except BlobError as exc:
@@ -359,7 +361,7 @@ class EmulatorServer:
     def _authorised_route(self, req: Request) -> tuple[routes.Route, dict]:
         """The route for req if it proves it holds the token (or a SAS covering it); 401 otherwise, before
         anything else is said about the path (an unknown path is a 404 only to the token's holder)."""
-        token = self.backend.token
+        token = self._running_backend().token
         try:
             route, args = routes.match(req.method, req.path)
         except ArmError:
@@ -383,7 +385,7 @@ class EmulatorServer:
                            "The api-version query parameter (?api-version=) is required for all requests.")
         if self.faults.latency_s:
             time.sleep(self.faults.latency_s)
-        fault = self.backend.faults.request_fault()
+        fault = self._running_backend().faults.request_fault()
         if fault == "throttle":
             raise ArmError(429, "TooManyRequests", "The request was throttled (injected by the emulator).",
                            headers={"Retry-After": str(self.faults.retry_after_s)})
@@ -409,7 +411,7 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 2 * MAX_CONNECTIONS
     emulator: EmulatorServer
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._connections_lock = threading.Lock()
         # every connection a thread serves -> whether it waits for the client (a handshake, the next request);
@@ -420,7 +422,8 @@ class _Server(ThreadingHTTPServer):
         """HTTPServer's, without its socket.getfqdn: a reverse lookup of 127.0.0.1 (and the idna codec's import) on
         every start, for a name only CGI scripts read."""
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        host, self.server_port = self.server_address[:2]
+        self.server_name = str(host)        # an AF_INET address: the host is a str already
 
     def process_request(self, request, client_address) -> None:
         with self._connections_lock:

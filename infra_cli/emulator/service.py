@@ -13,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from infra_cli.emulator.auth import ensure_token
@@ -21,6 +22,9 @@ from infra_cli.emulator.faults import FaultInjector
 from infra_cli.emulator.state import Operation, Store
 from infra_cli.emulator.wire import ArmError, Request
 from infra_cli.emulator.world import World
+
+if TYPE_CHECKING:       # runner.py imports this module
+    from infra_cli.emulator.runner import JobRunner
 
 ML_PROVIDER = "Microsoft.MachineLearningServices"
 _DEFAULT_PAGE_SIZE = 50
@@ -62,7 +66,7 @@ class EmulatedService:
         # client adds back (as the SDKs' generated paging does); tests set it to hold a client to that
         self.next_link_api_version = True
         self.base_url = ""      # "https://127.0.0.1:PORT/", set once the server is bound
-        self.runner = None      # the JobRunner, set by the server (jobs run in this process)
+        self.runner: JobRunner | None = None   # set by the server (jobs run in this process)
 
     def close(self) -> None:
         self.store.close()

@@ -225,7 +225,8 @@ class Store:
         return _operation(row) if row else None
 
     def operations(self, status: str | None = None, due_before: float | None = None) -> list[Operation]:
-        sql, args = "SELECT id, type, scope, name, action, due, fails, status, error, payload FROM operations", []
+        sql = "SELECT id, type, scope, name, action, due, fails, status, error, payload FROM operations"
+        args: list[str | float] = []
         conds = []
         if status is not None:
             conds.append("status=?")
