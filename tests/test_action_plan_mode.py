@@ -183,3 +183,32 @@ def test_unknown_command_and_hostile_inputs(installed, project, emulator):
     plan_step = [s for s in job.steps if s.name == "action: Plan the stack"][-1]
     assert status == "failure" and "injected" not in plan_step.outputs, plan_step.outputs
     assert "plan-file names one file" in plan_step.log
+
+
+def test_a_sensitive_variable_reaches_the_plan_from_the_jobs_environment_and_never_its_outputs(installed, project,
+                                                                                            emulator):
+    # issue 43 walk: the README's admin password in the Action's plan mode. The Action has no input for a secret:
+    # it comes from the job's environment (INFRA_VAR_NAME, set from the repository's secrets); the plan runs, and
+    # the summary, the comment, the step's log and the saved plan never hold it. Without it the step fails saying
+    # where to set it.
+    secret = "Act10n-Secret-Value!"
+    (project / "infra" / "stack.yaml").write_text(
+        "variables:\n  admin_password: {type: string, sensitive: true}\n" + STACK +
+        "  dbg:\n    size: Standard_NC4as_T4_v3\n    max_instances: 1\n    ssh_public_access_enabled: true\n"
+        "    ssh_settings:\n      admin_username: azureuser\n      admin_password: ${var.admin_password}\n")
+    job, uses = workflow("pull-request.yml")
+    runner = runner_for(installed, project, emulator, **{"github.event.pull_request.number": "19"})
+    runner.path = f"{shim_gh(project)}:{runner.path}"
+    runner.job_env["INFRA_VAR_admin_password"] = secret
+    done = runner.run_job(job, action_uses=uses, overrides={"local": "true"})
+    assert done.status == "success", done.log
+    assert done.step("infra plan").outputs["exitcode"] == "2" and "<code>cluster.dbg</code>" in done.summary
+    kept = [done.summary, done.log, (project / "infra-plan.md").read_text(), (project.parent / "gh-calls.body").read_text()]
+    assert not [text for text in kept if secret in text]
+    assert secret.encode() not in (project / "infra.plan").read_bytes()
+    del runner.job_env["INFRA_VAR_admin_password"]
+    (project / "infra.plan").unlink()
+    failed = runner.run_job(job, action_uses=uses, overrides={"local": "true"})
+    assert failed.status == "failure" and failed.step("infra plan").outputs["exitcode"] == "1"
+    assert "error[variable.missing]: variable 'admin_password'" in failed.summary
+    assert "INFRA_VAR_admin_password" in failed.summary and "env:" in failed.summary, failed.summary
