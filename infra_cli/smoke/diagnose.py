@@ -115,9 +115,9 @@ def diagnose(logs: Mapping[str, str], signatures: tuple[Signature, ...] | None =
         # The first rank's log, else the launcher's (mpirun, in system_logs/), else any log that says something.
         order = sorted(logs, key=lambda n: (not ("process_0" in n or n.endswith("std_log.txt")),
                                             not n.startswith("system_logs/"), n))
-        name = next((n for n in order if logs[n].strip()), None)
-        if name is not None:
-            tail = [_shown(line) for line in logs[name].splitlines() if line.strip()][-_TAIL_LINES:]
-            findings.append(Finding(f"no known error in the logs; the last lines of {name}", None, tuple(tail),
-                                    (name,)))
+        first = next((n for n in order if logs[n].strip()), None)
+        if first is not None:
+            tail = [_shown(line) for line in logs[first].splitlines() if line.strip()][-_TAIL_LINES:]
+            findings.append(Finding(f"no known error in the logs; the last lines of {first}", None, tuple(tail),
+                                    (first,)))
     return findings

@@ -23,12 +23,15 @@ from infra_cli.smoke.spec import SMOKED_FRAMEWORKS, processes_per_node
 from infra_cli.smoke.transport import UNKNOWN, classify_transport
 from infra_cli.stack.model import Distribution
 
+Outcome = Literal["pass", "fail", "skipped"]
+
+
 @dataclass(frozen=True)
 class Judgement:
     """One check of a smoke job (ranks, DDP, busbw, transport, ...): passed, failed or skipped, and why."""
 
     name: str
-    outcome: Literal["pass", "fail", "skipped"]
+    outcome: Outcome
     detail: str
 
     def to_json(self) -> dict:
@@ -78,7 +81,7 @@ class SmokeVerdict:
 
 
 def _script_checks(result: dict[str, Any]) -> list[Judgement]:
-    outcome = {True: "pass", False: "fail", None: "skipped"}
+    outcome: dict[bool | None, Outcome] = {True: "pass", False: "fail", None: "skipped"}
     out = [Judgement(f"check.{c['name']}", outcome[c["ok"]], c.get("detail", "")) for c in result.get("checks", [])]
     if not out:
         out.append(Judgement("check.ran", "fail", "the result lists no checks: the smoke script did not get far"))
@@ -236,8 +239,8 @@ def judge(result: dict[str, Any] | None, sku: Sku | None, distribution_name: str
     ended = [] if job_status is None else [Judgement(
         "job", "pass" if job_status == "Completed" else "fail", f"job {job_name or ''} ended {job_status}".replace("  ", " "))]
     if result is None:
-        missing = Judgement("result", "fail", "the job wrote no smoke result (its logs say why: `logs:` below)")
-        return SmokeVerdict(distribution_name, False, (*ended, missing), UNKNOWN, job_name=job_name)
+        no_result = Judgement("result", "fail", "the job wrote no smoke result (its logs say why: `logs:` below)")
+        return SmokeVerdict(distribution_name, False, (*ended, no_result), UNKNOWN, job_name=job_name)
     if result.get("kind") == "preflight":
         return _stopped_by_preflight(result, distribution_name, job_name, job_status)
     lines = [line for text in nccl_logs for line in text.splitlines()]
