@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from azure.core import PipelineClient
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.core.pipeline.policies import BearerTokenCredentialPolicy, HeadersPolicy, UserAgentPolicy
-from azure.core.rest import HttpRequest
+from azure.core.rest import HttpRequest, HttpResponse
 
 from infra_cli.knowledge.clouds import clouds
 from infra_cli.stack.secret import revealed
@@ -56,9 +56,10 @@ class ArmClient:
         self.base_url = base_url.rstrip("/") + "/"
         self.scope = scope
         self.polling_s, self.lro_deadline_s = polling_s, lro_deadline_s
-        self._client = PipelineClient(self.base_url, transport=_transport(self.base_url, connection_verify), policies=[
-            HeadersPolicy({"Accept": "application/json"}), UserAgentPolicy("infra-cli"), retry_policy,
-            BearerTokenCredentialPolicy(credential, scope)])
+        self._client: PipelineClient[HttpRequest, HttpResponse] = PipelineClient(
+            self.base_url, transport=_transport(self.base_url, connection_verify), policies=[
+                HeadersPolicy({"Accept": "application/json"}), UserAgentPolicy("infra-cli"), retry_policy,
+                BearerTokenCredentialPolicy(credential, scope)])
 
     def url(self, path_or_url: str) -> str:
         return path_or_url if "://" in path_or_url else self.base_url + path_or_url.lstrip("/")
@@ -131,10 +132,12 @@ class ArmClient:
         location = None if operation else response.headers.get("Location")
         if not operation and not (location and response.status_code == 202):
             return False
+        poll_url = operation or location
+        assert poll_url is not None     # one of the two, as just checked
         deadline = time.monotonic() + self.lro_deadline_s
         while True:
             self._pause(response, deadline)
-            response = self._request("GET", self.url(operation or location), {})
+            response = self._request("GET", self.url(poll_url), {})
             if location:   # Location polling: 202 while it runs, anything else when done
                 if response.status_code != 202:
                     return True

@@ -109,7 +109,7 @@ class AzureClients:
             if self._compute is None:
                 from azure.mgmt.compute import ComputeManagementClient
 
-                kwargs = {**self._sdk_kwargs(), **{k: self._sdk_options[k] for k in ("connection_verify", "base_url")
+                kwargs: dict[str, Any] = {**self._sdk_kwargs(), **{k: self._sdk_options[k] for k in ("connection_verify", "base_url")
                                                     if k in self._sdk_options},
                           # the scope infra's other clients ask (azure-mgmt-core's own differs in US Government)
                           "credential_scopes": [self.arm.scope]}
@@ -194,15 +194,17 @@ class EmulatorTarget:
         """The stack's workspace on a served emulator: read it, create it only if absent (no write otherwise)."""
         from azure.core import PipelineClient
         from azure.core.exceptions import HttpResponseError
-        from azure.core.rest import HttpRequest
+        from azure.core.rest import HttpRequest, HttpResponse
 
         from infra_cli.azure.loopback import LoopbackTransport  # a served emulator is loopback: no requests import
 
         path = workspace_path(workspace.subscription_id, workspace.resource_group, workspace.name)
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         params = {"api-version": _ML_API_VERSION}
-        with PipelineClient(self.url, policies=[retry_policy(retry_total, "local")],
-                            transport=LoopbackTransport(connection_verify=str(self.cert_path))) as client:
+        pipeline: PipelineClient[HttpRequest, HttpResponse] = PipelineClient(
+            self.url, policies=[retry_policy(retry_total, "local")],
+            transport=LoopbackTransport(connection_verify=str(self.cert_path)))
+        with pipeline as client:
             found = client.send_request(HttpRequest("GET", self.url + path, params=params, headers=headers))
             if found.status_code == 404:
                 found = client.send_request(HttpRequest("PUT", self.url + path, params=params, headers=headers,

@@ -39,6 +39,7 @@ class LoopbackResponse(HttpResponse):
         self._request, self._body = request, body
         self._status, self._reason = raw.status, raw.reason
         self._headers = CaseInsensitiveDict(raw.getheaders())
+        self._encoding: str | None = None     # one the caller set (azure-core's HttpResponse.encoding setter)
 
     request = property(lambda self: self._request)
     status_code = property(lambda self: self._status)
@@ -52,9 +53,15 @@ class LoopbackResponse(HttpResponse):
 
     @property
     def encoding(self) -> str:
+        if self._encoding is not None:
+            return self._encoding
         _, _, params = (self.content_type or "").partition(";")
         charset = params.strip().partition("charset=")[2].strip('"')
         return charset or "utf-8"
+
+    @encoding.setter
+    def encoding(self, value: str | None) -> None:
+        self._encoding = value
 
     def text(self, encoding: str | None = None) -> str:
         return self._body.decode(encoding or self.encoding, errors="replace")
@@ -93,11 +100,11 @@ class _Connection(http.client.HTTPSConnection):
     def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext,
                  session: ssl.SSLSession | None):
         super().__init__(host, port, timeout=timeout, context=context)
-        self._session = session
+        self._tls_context, self._session = context, session
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)   # TCP only: the TLS wrap is this one's, with the session
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host, session=self._session)
+        self.sock = self._tls_context.wrap_socket(self.sock, server_hostname=self.host, session=self._session)
 
 
 class LoopbackTransport(HttpTransport):
@@ -153,7 +160,7 @@ class LoopbackTransport(HttpTransport):
         with self._lock:
             self._open.append(conn)
             self.opened += 1
-            self.resumed += conn.sock.session_reused
+            self.resumed += bool(conn.sock.session_reused)   # None only before a handshake
         return conn, False
 
     def _done(self, key: tuple[str, int], conn: _Connection, keep: bool,
