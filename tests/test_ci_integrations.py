@@ -194,20 +194,33 @@ clusters:
 
 def test_pre_commit_hook_passes_a_two_workspace_stack_and_its_var_files_without_the_secret(hook_repo, tmp_path):
     # issue 43 walk: the README's staging/prod stack with a sensitive admin password, its var files beside it in
-    # stacks/ (the hook's files: pattern passes their .yaml), no secret on the developer's machine: the hook passes,
+    # stacks/ (the hook's files: pattern passes them), no secret on the developer's machine: the hook passes,
     # says what each var file is, and fails a var file's bad value at that file
     repo, _, env = hook_repo
-    files = {"train.yaml": TWO_WORKSPACES, "staging.yaml": "env: staging\n", "prod.vars.yaml": 'env: prod\nnodes: "4"\n'}
+    files = {"train.yaml": TWO_WORKSPACES, "staging.yaml": "env: staging\n", "prod.vars.yaml": 'env: prod\nnodes: "4"\n',
+             "ci.vars.json": '{"nodes": "1"}'}
     user = _user_repo(tmp_path, files)
     done = _pre_commit(env, user, "try-repo", str(repo), "infra-validate", "--all-files", "--verbose")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "stacks/staging.yaml:1:1: info[variable.file-for]: a variables file for stacks/train.yaml" in done.stdout
     assert "stacks/prod.vars.yaml:1:1: info[variable.file-for]" in done.stdout, done.stdout
+    assert "stacks/ci.vars.json:1:1: info[variable.file-for]" in done.stdout, done.stdout
     assert "warning[variable.unknown]: variable 'admin_password'" in done.stdout and "stack:" not in done.stdout
     bad = _user_repo(tmp_path / "bad", {**files, "prod.vars.yaml": "env: production\n"})
     failed = _pre_commit(env, bad, "try-repo", str(repo), "infra-validate", "--all-files")
     assert failed.returncode == 1 and "stacks/prod.vars.yaml:1:6: error[variable.not-allowed]" in failed.stdout, \
         failed.stdout
+
+
+def test_the_validate_hook_passes_stacks_and_every_var_file_the_readme_names():
+    # the README reads NAME.vars.yaml, .vars.yml and .vars.json as var files; the hook's pattern passed only
+    # YAML, so a team's prod.vars.json was never checked before it was committed (pre-commit: re.search)
+    [hook] = [h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text()) if h["id"] == "infra-validate"]
+    files = re.compile(hook["files"])
+    passed = ["stacks/train.yaml", "infra/stacks/gpu.yml", "stacks/prod.vars.yaml", "stacks/prod.vars.yml",
+              "stacks/prod.vars.json"]
+    assert [f for f in passed if not files.search(f)] == []
+    assert [f for f in ("stacks/data.json", "notes.txt", "other/train.yaml") if files.search(f)] == []
 
 
 def test_pre_commit_image_check_hook_pinned_at_a_commit(hook_repo, images, tmp_path):
