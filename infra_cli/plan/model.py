@@ -38,11 +38,26 @@ class Action(Enum):
         """The form of `terraform show -json`: ["create"], ["delete", "create"], ..."""
         return list(self.value[0])
 
-    symbol = property(lambda self: self.value[1])
-    colour = property(lambda self: self.value[2])
-    legend = property(lambda self: self.value[3])
-    verb = property(lambda self: self.value[4])
-    past = property(lambda self: self.value[5])
+    # methods, not property(lambda ...) assignments: in an Enum's body those read to mypy as more members
+    @property
+    def symbol(self) -> str:
+        return self.value[1]
+
+    @property
+    def colour(self) -> str:
+        return self.value[2]
+
+    @property
+    def legend(self) -> str:
+        return self.value[3]
+
+    @property
+    def verb(self) -> str:
+        return self.value[4]
+
+    @property
+    def past(self) -> str:
+        return self.value[5]
 
     @classmethod
     def of(cls, actions: list[str] | tuple[str, ...]) -> "Action":
