@@ -45,38 +45,6 @@ def _retirement(sku: Sku) -> str:
     return when + (f" ({sku.retirement_source})" if sku.retirement_source else "")
 
 
-# The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
-SIZE_UNKNOWN = declare(
-    "cluster.size-unknown", "error",
-    "a cluster's size is not an Azure VM size name (a warning: a GPU or HPC size the catalog lacks)",
-    also="warning")
-SIZE_RETIRED = declare("cluster.size-retired", "error",
-                       "a cluster's size is retired by Azure: no new cluster of it can be created (a warning in plan "
-                       "for one that exists)", also="warning")
-SIZE_RETIRING = declare("cluster.size-retiring", "warning", "a cluster's size has a retirement date announced by Azure")
-INFINIBAND_INELIGIBLE = declare(
-    "cluster.infiniband-ineligible", "error",
-    "a cluster with `infiniband: required` has a size without InfiniBand that NCCL and MPI can use")
-INFINIBAND_UNVERIFIED = declare(
-    "cluster.infiniband-unverified", "warning",
-    "a cluster requires InfiniBand on an RDMA size the catalog does not know (SR-IOV unconfirmed)")
-SSH_SETTINGS = declare("cluster.ssh-settings", "warning",
-                       "a cluster opens the nodes' SSH port without an admin user and key")
-SSH_PASSWORD_INLINE = declare("cluster.ssh-password-inline", "warning",
-                              "a cluster's SSH admin password is written in the stack file, not a sensitive variable")
-LOCATION = declare("cluster.location", "warning", "a cluster is in another region than its workspace")
-PUBLIC_IP_WITHOUT_SUBNET = declare(
-    "cluster.public-ip-without-subnet", "warning",
-    "a cluster turns node public IPs off without a subnet (an error in plan where the workspace has no managed network)",
-    also="error")
-SUBNET_WITHOUT_VNET = declare("cluster.subnet-without-vnet", "error",
-                              "a cluster names a subnet without its virtual network")
-NAME_MISMATCH = declare("cluster.name-mismatch", "error",
-                        "a pasted compute YAML's `name:` differs from its key under clusters:")
-LOW_PRIORITY_UNSUPPORTED = declare("cluster.low-priority-unsupported", "error",
-                                   "a cluster asks for `tier: low_priority` on a size Azure ML runs only as dedicated")
-
-
 def _size_unknown(ctx: Context, path: tuple, size: str, subject: str) -> Iterator[Diagnostic]:
     """A size the catalog does not have: an error for a name that is no Azure VM size, a warning for a GPU or HPC
     size (the catalog sets out to cover those families: a gap worth saying); `subject` names it ("size 'X'")."""
@@ -103,6 +71,16 @@ def _size_unknown(ctx: Context, path: tuple, size: str, subject: str) -> Iterato
                           "InfiniBand can be checked")
 
 
+SIZE_UNKNOWN = declare(
+    "cluster.size-unknown", "error",
+    "a cluster's size is not an Azure VM size name (a warning: a GPU or HPC size the catalog lacks)",
+    also="warning")
+SIZE_RETIRED = declare("cluster.size-retired", "error",
+                       "a cluster's size is retired by Azure: no new cluster of it can be created (a warning in plan "
+                       "for one that exists)", also="warning")
+SIZE_RETIRING = declare("cluster.size-retiring", "warning", "a cluster's size has a retirement date announced by Azure")
+
+
 @rule_for_each("clusters", SIZE_UNKNOWN, SIZE_RETIRED, SIZE_RETIRING)
 def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     path = ("clusters", name, "size")
@@ -120,6 +98,14 @@ def cluster_size(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnost
         yield ctx.warning(path, SIZE_RETIRING.id,
                      f"Azure retires {sku.name}{_retirement(sku)}; the cluster stops working then",
                      says("plan the move to a current size (", NextStep(("infra", "skus")), ")"))
+
+
+INFINIBAND_INELIGIBLE = declare(
+    "cluster.infiniband-ineligible", "error",
+    "a cluster with `infiniband: required` has a size without InfiniBand that NCCL and MPI can use")
+INFINIBAND_UNVERIFIED = declare(
+    "cluster.infiniband-unverified", "warning",
+    "a cluster requires InfiniBand on an RDMA size the catalog does not know (SR-IOV unconfirmed)")
 
 
 @rule_for_each("clusters", INFINIBAND_INELIGIBLE, INFINIBAND_UNVERIFIED)
@@ -147,6 +133,10 @@ def cluster_infiniband(ctx: Context, name: str, cluster: Cluster) -> Iterator[Di
                           NextStep(("infra", "smoke"))))
 
 
+SSH_SETTINGS = declare("cluster.ssh-settings", "warning",
+                       "a cluster opens the nodes' SSH port without an admin user and key")
+
+
 @rule_for_each("clusters", SSH_SETTINGS)
 def cluster_ssh(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     ssh = cluster.ssh_settings
@@ -158,6 +148,10 @@ def cluster_ssh(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnosti
                      "and nobody can log in",
                      "add ssh_settings: {admin_username: ..., ssh_key_value: ${SSH_PUBLIC_KEY}}, or remove "
                      "ssh_public_access_enabled")
+
+
+SSH_PASSWORD_INLINE = declare("cluster.ssh-password-inline", "warning",
+                              "a cluster's SSH admin password is written in the stack file, not a sensitive variable")
 
 
 @rule_for_each("clusters", SSH_PASSWORD_INLINE)
@@ -184,6 +178,9 @@ def cluster_ssh_secret_inline(ctx: Context, name: str, cluster: Cluster) -> Iter
                       "var file kept out of git; or use ssh_key_value (an SSH public key) instead of a password")
 
 
+LOCATION = declare("cluster.location", "warning", "a cluster is in another region than its workspace")
+
+
 @rule_for_each("clusters", LOCATION)
 def cluster_location(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     ws = ctx.stack.workspace.location
@@ -191,6 +188,12 @@ def cluster_location(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diag
         yield ctx.warning(("clusters", name, "location"), LOCATION.id,
                      f"cluster {name!r} is in {cluster.location} but the workspace is in {ws}",
                      "remove `location` (clusters default to the workspace's region) unless cross-region compute is intended")
+
+
+PUBLIC_IP_WITHOUT_SUBNET = declare(
+    "cluster.public-ip-without-subnet", "warning",
+    "a cluster turns node public IPs off without a subnet (an error in plan where the workspace has no managed network)",
+    also="error")
 
 
 @rule_for_each("clusters", PUBLIC_IP_WITHOUT_SUBNET)
@@ -209,6 +212,10 @@ def cluster_node_public_ip(ctx: Context, name: str, cluster: Cluster) -> Iterato
                      "nothing to do (https://learn.microsoft.com/azure/machine-learning/how-to-managed-network-compute)")
 
 
+SUBNET_WITHOUT_VNET = declare("cluster.subnet-without-vnet", "error",
+                              "a cluster names a subnet without its virtual network")
+
+
 @rule_for_each("clusters", SUBNET_WITHOUT_VNET)
 def cluster_subnet_needs_vnet(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     net = cluster.network_settings
@@ -222,9 +229,17 @@ def cluster_subnet_needs_vnet(ctx: Context, name: str, cluster: Cluster) -> Iter
                      "reference-yaml-compute-aml")
 
 
+NAME_MISMATCH = declare("cluster.name-mismatch", "error",
+                        "a pasted compute YAML's `name:` differs from its key under clusters:")
+
+
 @rule_for_each("clusters", NAME_MISMATCH)
 def cluster_compute_name(ctx: Context, name: str, cluster: Cluster) -> Iterator[Diagnostic]:
     yield from pasted_name(ctx, "clusters", name, cluster.name, "compute", NAME_MISMATCH.id)
+
+
+LOW_PRIORITY_UNSUPPORTED = declare("cluster.low-priority-unsupported", "error",
+                                   "a cluster asks for `tier: low_priority` on a size Azure ML runs only as dedicated")
 
 
 @rule_for_each("clusters", LOW_PRIORITY_UNSUPPORTED)

@@ -31,51 +31,8 @@ from infra_cli.validate.rules.size_advice import ib_reason, ib_sizes_for, judged
 _JOB_BINDING = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z0-9_.-]*?)\s*\}\}")
 
 
-# The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
 JOB_BINDING = declare("distribution.job-binding", "error",
                       "the command names ${{inputs.X}} or ${{outputs.X}} the distribution does not declare")
-BINDING_SINGLE_BRACES = declare(
-    "distribution.binding-single-braces", "error",
-    "the command writes ${inputs.X} (one pair of braces): Azure ML passes it literally and bash stops on it")
-BINDING_IN_VARIABLES = declare(
-    "distribution.binding-in-variables", "error",
-    "an environment variable's value is ${{inputs.X}}: Azure ML binds only the command, the variable keeps the text")
-BINDING_UNUSED = declare("distribution.binding-unused", "warning",
-                         "a declared input or output the command never names")
-JOB_INPUT = declare("distribution.job-input", "error", "a job input is not written as a command job passes it")
-JOB_KEY = declare("distribution.job-key", "error", "a job service carries a key azure-ai-ml does not read")
-IDENTITY_TYPE = declare("distribution.identity-type", "error", "a job's identity type is not one Azure ML reads")
-DANGLING_REFERENCE = declare("distribution.dangling-reference", "error",
-                             "a distribution names a cluster or environment the stack does not declare")
-INFINIBAND_UNVERIFIED = declare(
-    "distribution.infiniband-unverified", "warning",
-    "a multi-node distribution runs on an RDMA size the catalog does not know (SR-IOV unconfirmed)")
-MULTINODE_WITHOUT_INFINIBAND = declare(
-    "distribution.multinode-without-infiniband", "warning",
-    "a multi-node GPU job runs on a size without usable InfiniBand (an error where it is required or unusable)",
-    also="error")
-NO_GPUS = declare("distribution.no-gpus", "warning", "a distribution trains on a size without GPUs")
-GPUS_EXCEEDED = declare("distribution.gpus-exceeded", "error", "more processes per node than the size has GPUs")
-GPUS_UNDERUSED = declare("distribution.gpus-underused", "warning", "fewer processes per node than the size has GPUs")
-INSTANCE_COUNT = declare("distribution.instance-count", "error",
-                         "instance_count exceeds the cluster's max_instances: the job would queue forever")
-MPI_MISSING = declare("distribution.mpi-missing", "error",
-                      "an MPI-launched distribution's environment is known to carry no MPI")
-MPI_UNVERIFIED = declare("distribution.mpi-unverified", "warning",
-                         "whether an MPI-launched distribution's environment carries an MPI is unknown")
-PACKAGES_MISSING = declare("distribution.packages-missing", "error",
-                           "the environment is known to lack a package the framework imports on every rank")
-PACKAGES_UNVERIFIED = declare("distribution.packages-unverified", "warning",
-                              "whether the environment carries a package the framework imports is unknown")
-FRAMEWORK_TYPE = declare("distribution.framework-type", "error",
-                         "the framework does not run under the distribution type")
-FRAMEWORK_LAUNCHER = declare("distribution.framework-launcher", "error",
-                             "the framework is not launched the way the distribution launches it")
-UNTYPED_NODES = declare("distribution.untyped-nodes", "warning",
-                        "a job without a distribution type spans several nodes: each runs the command alone")
-RAY_SETTINGS = declare("distribution.ray-settings", "error",
-                       "a ray distribution's settings contradict themselves or the size (one port for Ray and its "
-                       "dashboard, `ray start --num-gpus` beyond the size's GPUs)")
 
 
 @rule_for_each("distributions", JOB_BINDING)
@@ -100,6 +57,16 @@ def distribution_job_bindings(ctx: Context, name: str, dist: Distribution) -> It
 # ${inputs.NAME} / ${outputs.NAME} with one pair of braces (not preceded by a second `{`): what a Python f-string
 # leaves of ${{inputs.NAME}}, or a stack's `$${inputs.NAME}`. Azure ML binds only the two-brace form.
 _SINGLE_BRACE = re.compile(r"(?<!\{)\$\{(?!\{)\s*(inputs|outputs)\.([A-Za-z0-9_.-]+?)\s*\}(?!\})")
+
+
+BINDING_SINGLE_BRACES = declare(
+    "distribution.binding-single-braces", "error",
+    "the command writes ${inputs.X} (one pair of braces): Azure ML passes it literally and bash stops on it")
+BINDING_IN_VARIABLES = declare(
+    "distribution.binding-in-variables", "error",
+    "an environment variable's value is ${{inputs.X}}: Azure ML binds only the command, the variable keeps the text")
+BINDING_UNUSED = declare("distribution.binding-unused", "warning",
+                         "a declared input or output the command never names")
 
 
 @rule_for_each("distributions", BINDING_SINGLE_BRACES, BINDING_IN_VARIABLES, BINDING_UNUSED)
@@ -141,6 +108,9 @@ def distribution_bindings_unbound(ctx: Context, name: str, dist: Distribution) -
                                   f"or remove it from `{kind}:`")
 
 
+JOB_INPUT = declare("distribution.job-input", "error", "a job input is not written as a command job passes it")
+
+
 @rule_for_each("distributions", JOB_INPUT)
 def distribution_job_inputs(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     """Each input is written as a job passes it (validate/job_inputs.py): azure-ai-ml's load_job refuses the job
@@ -151,6 +121,9 @@ def distribution_job_inputs(ctx: Context, name: str, dist: Distribution) -> Iter
             where = ("distributions", name, "inputs", key) + ((problem.key,) if problem.key else ())
             yield ctx.at(where, JOB_INPUT.id,
                          f"input {key!r} of distribution {name!r} {problem.message}", problem.hint)
+
+
+JOB_KEY = declare("distribution.job-key", "error", "a job service carries a key azure-ai-ml does not read")
 
 
 @rule_for_each("distributions", JOB_KEY)
@@ -181,6 +154,9 @@ def distribution_job_services(ctx: Context, name: str, dist: Distribution) -> It
 JOB_IDENTITY_TYPES = ("user_identity", "managed", "managed_identity", "aml_token")
 
 
+IDENTITY_TYPE = declare("distribution.identity-type", "error", "a job's identity type is not one Azure ML reads")
+
+
 @rule_for_each("distributions", IDENTITY_TYPE)
 def distribution_identity(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     if dist.identity is None:
@@ -192,6 +168,10 @@ def distribution_identity(ctx: Context, name: str, dist: Distribution) -> Iterat
         yield ctx.at(where, IDENTITY_TYPE.id,
                      f"distribution {name!r} has identity type {short_repr(kind)}, which Azure ML does not read "
                      "(it refuses the job)", "write identity: {type: user_identity} (or managed, managed_identity, aml_token)")
+
+
+DANGLING_REFERENCE = declare("distribution.dangling-reference", "error",
+                             "a distribution names a cluster or environment the stack does not declare")
 
 
 @rule_for_each("distributions", DANGLING_REFERENCE)
@@ -230,6 +210,15 @@ def _multinode_transport(ctx: Context, size: str, required: bool) -> tuple[str, 
         return None  # size-unknown says the name is wrong; infiniband-unverified judges an `r` size; a CPU size
     return (f"{size} has no `r` (RDMA) in its name, so no InfiniBand", "required" if required else None,
             "TCP sockets on Ethernet (its bandwidth not in the catalog)")
+
+
+INFINIBAND_UNVERIFIED = declare(
+    "distribution.infiniband-unverified", "warning",
+    "a multi-node distribution runs on an RDMA size the catalog does not know (SR-IOV unconfirmed)")
+MULTINODE_WITHOUT_INFINIBAND = declare(
+    "distribution.multinode-without-infiniband", "warning",
+    "a multi-node GPU job runs on a size without usable InfiniBand (an error where it is required or unusable)",
+    also="error")
 
 
 @rule_for_each("distributions", INFINIBAND_UNVERIFIED, MULTINODE_WITHOUT_INFINIBAND)
@@ -294,6 +283,11 @@ def _cpu_environment(ctx: Context, dist: Distribution) -> bool:
     return not environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path)).provides & gpu
 
 
+NO_GPUS = declare("distribution.no-gpus", "warning", "a distribution trains on a size without GPUs")
+GPUS_EXCEEDED = declare("distribution.gpus-exceeded", "error", "more processes per node than the size has GPUs")
+GPUS_UNDERUSED = declare("distribution.gpus-underused", "warning", "fewer processes per node than the size has GPUs")
+
+
 @rule_for_each("distributions", NO_GPUS, GPUS_EXCEEDED, GPUS_UNDERUSED)
 def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     sku = ctx.dist_sku(dist)
@@ -327,6 +321,10 @@ def distribution_gpus(ctx: Context, name: str, dist: Distribution) -> Iterator[D
                      f"set process_count_per_instance: {sku.gpus} to use every GPU you pay for")
 
 
+INSTANCE_COUNT = declare("distribution.instance-count", "error",
+                         "instance_count exceeds the cluster's max_instances: the job would queue forever")
+
+
 @rule_for_each("distributions", INSTANCE_COUNT)
 def distribution_instances(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     cluster = ctx.stack.clusters.get(dist.cluster)
@@ -335,6 +333,12 @@ def distribution_instances(ctx: Context, name: str, dist: Distribution) -> Itera
                      f"instance_count {dist.instance_count} exceeds max_instances {cluster.max_instances} "
                      f"of cluster {dist.cluster!r}: the job would queue forever",
                      f"raise clusters.{dist.cluster}.max_instances to {dist.instance_count} or lower instance_count")
+
+
+MPI_MISSING = declare("distribution.mpi-missing", "error",
+                      "an MPI-launched distribution's environment is known to carry no MPI")
+MPI_UNVERIFIED = declare("distribution.mpi-unverified", "warning",
+                         "whether an MPI-launched distribution's environment carries an MPI is unknown")
 
 
 @rule_for_each("distributions", MPI_MISSING, MPI_UNVERIFIED, framework=True)
@@ -368,6 +372,12 @@ def distribution_mpi(ctx: Context, name: str, dist: Distribution, fw: FrameworkI
                      says("declare `requires: [openmpi]` on the environment so ", NextStep(("infra", "image", "check")), " can prove it"))
 
 
+PACKAGES_MISSING = declare("distribution.packages-missing", "error",
+                           "the environment is known to lack a package the framework imports on every rank")
+PACKAGES_UNVERIFIED = declare("distribution.packages-unverified", "warning",
+                              "whether the environment carries a package the framework imports is unknown")
+
+
 @rule_for_each("distributions", PACKAGES_MISSING, PACKAGES_UNVERIFIED, framework=True)
 def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
@@ -398,6 +408,12 @@ def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: Frame
                      f"({carries.evidence})", hint)
 
 
+FRAMEWORK_TYPE = declare("distribution.framework-type", "error",
+                         "the framework does not run under the distribution type")
+FRAMEWORK_LAUNCHER = declare("distribution.framework-launcher", "error",
+                             "the framework is not launched the way the distribution launches it")
+
+
 @rule_for_each("distributions", FRAMEWORK_TYPE, FRAMEWORK_LAUNCHER, framework=True)
 def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     if fw is None:
@@ -417,6 +433,10 @@ def distribution_framework(ctx: Context, name: str, dist: Distribution, fw: Fram
                      "process_count_per_instance set to the GPUs per node")
 
 
+UNTYPED_NODES = declare("distribution.untyped-nodes", "warning",
+                        "a job without a distribution type spans several nodes: each runs the command alone")
+
+
 @rule_for_each("distributions", UNTYPED_NODES)
 def distribution_untyped(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     """A command job without a distribution runs its command once on each of its nodes, and Azure ML sets none of
@@ -432,6 +452,11 @@ def distribution_untyped(ctx: Context, name: str, dist: Distribution) -> Iterato
 
 # `ray start --num-gpus N` (or --num-gpus=N) in the head or worker node's additional arguments
 _RAY_NUM_GPUS = re.compile(r"(?:^|\s)--num-gpus(?:=|\s+)(\S+)")
+
+
+RAY_SETTINGS = declare("distribution.ray-settings", "error",
+                       "a ray distribution's settings contradict themselves or the size (one port for Ray and its "
+                       "dashboard, `ray start --num-gpus` beyond the size's GPUs)")
 
 
 @rule_for_each("distributions", RAY_SETTINGS)

@@ -21,38 +21,17 @@ from infra_cli.validate.rules.registry import Context, declare, rule_for_each
 from infra_cli.validate.rules.resources import pasted_name
 
 
-# The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
 NAME_MISMATCH = declare("environment.name-mismatch", "error",
                         "a pasted environment YAML's `name:` differs from its key under environments:")
-REQUIRES_SPEC = declare("environment.requires-spec", "error",
-                        "an entry of an environment's `requires:` is not a requirement spec")
-OUTSIDE_PROJECT = declare("paths.outside-project", "error",
-                          "a file or folder the stack names resolves outside the stack's project")
-FILE_MISSING = declare("environment.file-missing", "error",
-                       "an environment's conda file, build context or Dockerfile does not exist")
-CONDA_FILE = declare("environment.conda-file", "error",
-                     "an environment's conda file is not YAML infra and Azure ML can read")
-OUTSIDE_CONTEXT = declare("paths.outside-context", "error", "a build's dockerfile_path lies outside its build context")
-CONTEXT_LARGE = declare("paths.context-large", "warning",
-                        "a build context or code directory is larger than an Azure ML snapshot (300 MB or 2,000 files)")
-CONTEXT_SKIPPED = declare("paths.context-skipped", "warning",
-                          "a build context or code directory holds entries that are not uploaded (symlinks)")
-TEMPLATE_NAME = declare("environment.template-name", "error",
-                        "build.template is a path, not the name of a folder of templates/docker/")
-TEMPLATE_UNKNOWN = declare("environment.template-unknown", "error",
-                           "build.template names no Dockerfile template infra has")
-TEMPLATE_PARAMETERS = declare("environment.template-parameters", "error",
-                              "a build template's parameter is unknown or breaks the grammar its template.yaml names")
-BUILD_STEP = declare(
-    "environment.build-step", "error",
-    "a build context's Dockerfile RUN step needs what neither its base image nor an earlier step provides")
-IMAGE_REFERENCE = declare("environment.image-reference", "error",
-                          "an environment's `image:` is not an OCI image reference")
 
 
 @rule_for_each("environments", NAME_MISMATCH)
 def environment_name(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     yield from pasted_name(ctx, "environments", name, env.name, "environment", NAME_MISMATCH.id)
+
+
+REQUIRES_SPEC = declare("environment.requires-spec", "error",
+                        "an entry of an environment's `requires:` is not a requirement spec")
 
 
 @rule_for_each("environments", REQUIRES_SPEC)
@@ -122,6 +101,23 @@ def _context_diagnostics(ctx: Context, path: tuple, context: Path, dockerfile_pa
     yield from _skipped_entries(ctx, path, "build context", context)
 
 
+OUTSIDE_PROJECT = declare("paths.outside-project", "error",
+                          "a file or folder the stack names resolves outside the stack's project")
+FILE_MISSING = declare("environment.file-missing", "error",
+                       "an environment's conda file, build context or Dockerfile does not exist")
+CONDA_FILE = declare("environment.conda-file", "error",
+                     "an environment's conda file is not YAML infra and Azure ML can read")
+OUTSIDE_CONTEXT = declare("paths.outside-context", "error", "a build's dockerfile_path lies outside its build context")
+CONTEXT_LARGE = declare("paths.context-large", "warning",
+                        "a build context or code directory is larger than an Azure ML snapshot (300 MB or 2,000 files)")
+CONTEXT_SKIPPED = declare("paths.context-skipped", "warning",
+                          "a build context or code directory holds entries that are not uploaded (symlinks)")
+TEMPLATE_NAME = declare("environment.template-name", "error",
+                        "build.template is a path, not the name of a folder of templates/docker/")
+TEMPLATE_UNKNOWN = declare("environment.template-unknown", "error",
+                           "build.template names no Dockerfile template infra has")
+
+
 @rule_for_each("environments", OUTSIDE_PROJECT, FILE_MISSING, CONDA_FILE, OUTSIDE_CONTEXT, CONTEXT_LARGE, CONTEXT_SKIPPED, TEMPLATE_NAME, TEMPLATE_UNKNOWN)
 def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     base = ctx.loaded.base_dir
@@ -188,6 +184,10 @@ def code_paths(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnost
             yield from _skipped_entries(ctx, where, "code directory", ctx.loaded.base_dir / dist.code)
 
 
+TEMPLATE_PARAMETERS = declare("environment.template-parameters", "error",
+                              "a build template's parameter is unknown or breaks the grammar its template.yaml names")
+
+
 @rule_for_each("environments", TEMPLATE_PARAMETERS)
 def environment_template_parameters(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     if not (env.build and env.build.template) or build_template_provides(env.build.template) is None:
@@ -204,6 +204,11 @@ def environment_template_parameters(ctx: Context, name: str, env: Environment) -
                      p.message, p.hint)
 
 
+BUILD_STEP = declare(
+    "environment.build-step", "error",
+    "a build context's Dockerfile RUN step needs what neither its base image nor an earlier step provides")
+
+
 @rule_for_each("environments", BUILD_STEP)
 def environment_build_steps(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     """A build context's Dockerfile whose RUN step needs what neither its base image nor an earlier step provides
@@ -217,6 +222,10 @@ def environment_build_steps(ctx: Context, name: str, env: Environment) -> Iterat
     text = project_text(dockerfile, project_root(ctx.loaded.path)) if inside(dockerfile, context) else None
     for p in build_step_problems(text) if text else ():
         yield Diagnostic("error", BUILD_STEP.id, p.message, str(dockerfile), p.line, 1, p.hint)
+
+
+IMAGE_REFERENCE = declare("environment.image-reference", "error",
+                          "an environment's `image:` is not an OCI image reference")
 
 
 @rule_for_each("environments", IMAGE_REFERENCE)

@@ -47,37 +47,7 @@ def _per_node_processes(step: Launch, dist: Distribution, gpus: int) -> tuple[in
     return None, ""
 
 
-# The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
 COMMAND_SYNTAX = declare("distribution.command-syntax", "error", "a distribution's command is not valid shell")
-HEAD_NODE_LAUNCHER = declare(
-    "distribution.head-node-launcher", "error",
-    "the command starts a head-node launcher (mpirun, a hostfile) inside a job Azure ML already launches")
-PER_NODE_LAUNCHER = declare("distribution.per-node-launcher", "error",
-                            "a per-node launcher is started several times per node (process_count_per_instance > 1)")
-LAUNCHER_MISMATCH = declare("distribution.launcher-mismatch", "error",
-                            "the declared launcher disagrees with the per-node launcher the command starts")
-LAUNCHER_NODES = declare("distribution.launcher-nodes", "error",
-                         "the launcher's node count differs from instance_count")
-LAUNCHER_RENDEZVOUS = declare("distribution.launcher-rendezvous", "error",
-                              "a multi-node per-node launch lacks, or breaks, the rendezvous every node must join")
-NODE_RANK_VARIABLE = declare("distribution.node-rank-variable", "error",
-                             "the node rank passed is a variable that is 0 on every node")
-LIGHTNING_TRAINER = declare("distribution.lightning-trainer", "error",
-                            "Lightning's num_nodes or devices disagree with the job's nodes or processes")
-TENSORFLOW_COUNTS = declare(
-    "distribution.tensorflow-counts", "error",
-    "TensorFlow's worker and parameter server counts do not fit the job (a warning: more servers than workers)",
-    also="warning")
-TENSORFLOW_IDLE_NODES = declare("distribution.tensorflow-idle-nodes", "warning",
-                                "a TensorFlow job has nodes that run no task")
-TRANSFORMERS_LOCAL_RANK = declare("distribution.transformers-local-rank", "error",
-                                  "transformers under per-process launch without --local_rank in the command")
-INFINIBAND_DISABLED = declare("distribution.infiniband-disabled", "warning",
-                              "a multi-node job disables NCCL's InfiniBand on a size that has it")
-LAUNCHER_VARIABLE = declare(
-    "distribution.launcher-variable", "error",
-    "a distribution sets a variable Azure ML's launcher sets itself (a warning for the rendezvous ones)",
-    also="warning")
 
 
 @rule_for_each("distributions", COMMAND_SYNTAX)
@@ -87,6 +57,11 @@ def distribution_command_syntax(ctx: Context, name: str, dist: Distribution) -> 
         yield diagnostic_at_command(ctx, name, COMMAND_SYNTAX.id,
                           f"the command of distribution {name!r} is not valid shell ({error})",
                           "close the quote or escape the character; Azure ML runs the command with bash")
+
+
+HEAD_NODE_LAUNCHER = declare(
+    "distribution.head-node-launcher", "error",
+    "the command starts a head-node launcher (mpirun, a hostfile) inside a job Azure ML already launches")
 
 
 @rule(HEAD_NODE_LAUNCHER)
@@ -118,6 +93,10 @@ def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
             f"`command: python {script} ...`; set instance_count and process_count_per_instance (one per GPU) instead")
 
 
+PER_NODE_LAUNCHER = declare("distribution.per-node-launcher", "error",
+                            "a per-node launcher is started several times per node (process_count_per_instance > 1)")
+
+
 @rule_for_each("distributions", PER_NODE_LAUNCHER)
 def distribution_launcher(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     if dist.launcher != "per-node" or dist.processes_per_instance <= 1 or dist.type == "tensorflow":
@@ -143,6 +122,10 @@ def distribution_launcher(ctx: Context, name: str, dist: Distribution) -> Iterat
     else:
         yield ctx.at(("distributions", name, "process_count_per_instance"), PER_NODE_LAUNCHER.id,
                      message, hint)
+
+
+LAUNCHER_MISMATCH = declare("distribution.launcher-mismatch", "error",
+                            "the declared launcher disagrees with the per-node launcher the command starts")
 
 
 @rule(LAUNCHER_MISMATCH)
@@ -195,6 +178,10 @@ def _nodes_range(value: str) -> tuple[int, int] | None:
     return count(low), count(high) if sep else count(low)
 
 
+LAUNCHER_NODES = declare("distribution.launcher-nodes", "error",
+                         "the launcher's node count differs from instance_count")
+
+
 @rule(LAUNCHER_NODES)
 def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist, step in launches_of(ctx, "per-node"):
@@ -216,6 +203,10 @@ def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
                               + ("the rendezvous waits for nodes that never come" if waits else
                                  "the surplus nodes cannot join the job"),
                               f"pass {flag} {nodes} (or change instance_count)")
+
+
+LAUNCHER_RENDEZVOUS = declare("distribution.launcher-rendezvous", "error",
+                              "a multi-node per-node launch lacks, or breaks, the rendezvous every node must join")
 
 
 @rule(LAUNCHER_RENDEZVOUS)
@@ -264,6 +255,10 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
                               if dist.type else "set type: pytorch (or mpi), whose launcher sets them")
 
 
+NODE_RANK_VARIABLE = declare("distribution.node-rank-variable", "error",
+                             "the node rank passed is a variable that is 0 on every node")
+
+
 @rule_for_each("distributions", NODE_RANK_VARIABLE)
 def distribution_node_rank_variable(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     """A per-node launch whose node rank is a variable that only reads like one (frameworks.yaml
@@ -300,6 +295,10 @@ def _script_text(ctx: Context, dist: Distribution, script: str | None) -> str | 
 
 
 _TRAINER_KEYWORD = r"\b{}\s*=\s*(-?\d+|['\"]auto['\"])"
+
+
+LIGHTNING_TRAINER = declare("distribution.lightning-trainer", "error",
+                            "Lightning's num_nodes or devices disagree with the job's nodes or processes")
 
 
 @rule_for_each("distributions", LIGHTNING_TRAINER, GPUS_EXCEEDED, GPUS_UNDERUSED, framework=True)
@@ -356,6 +355,14 @@ def _raise_max_instances(ctx: Context, dist: Distribution, nodes: int) -> str:
     return f" with clusters.{dist.cluster}.max_instances raised to {nodes} (it is {cluster.max_instances})"
 
 
+TENSORFLOW_COUNTS = declare(
+    "distribution.tensorflow-counts", "error",
+    "TensorFlow's worker and parameter server counts do not fit the job (a warning: more servers than workers)",
+    also="warning")
+TENSORFLOW_IDLE_NODES = declare("distribution.tensorflow-idle-nodes", "warning",
+                                "a TensorFlow job has nodes that run no task")
+
+
 @rule_for_each("distributions", TENSORFLOW_COUNTS, TENSORFLOW_IDLE_NODES)
 def distribution_tensorflow(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     base = ("distributions", name)
@@ -396,6 +403,10 @@ def distribution_tensorflow(ctx: Context, name: str, dist: Distribution) -> Iter
                      "use fewer parameter servers than workers (or none with MultiWorkerMirroredStrategy)")
 
 
+TRANSFORMERS_LOCAL_RANK = declare("distribution.transformers-local-rank", "error",
+                                  "transformers under per-process launch without --local_rank in the command")
+
+
 @rule_for_each("distributions", TRANSFORMERS_LOCAL_RANK, framework=True)
 def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     needle = fw.per_process_command_must_contain if fw else None
@@ -411,6 +422,10 @@ def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribu
                           f"append `{needle} $LOCAL_RANK` to the command")
 
 
+INFINIBAND_DISABLED = declare("distribution.infiniband-disabled", "warning",
+                              "a multi-node job disables NCCL's InfiniBand on a size that has it")
+
+
 @rule_for_each("distributions", INFINIBAND_DISABLED)
 def distribution_ib_disabled(ctx: Context, name: str, dist: Distribution) -> Iterator[Diagnostic]:
     sku = ctx.dist_sku(dist)
@@ -420,6 +435,12 @@ def distribution_ib_disabled(ctx: Context, name: str, dist: Distribution) -> Ite
         yield ctx.warning(("distributions", name, "environment_variables"), INFINIBAND_DISABLED.id,
                      f"distribution {name!r} disables NCCL's InfiniBand on {sku.name}, which you pay for",
                      "remove NCCL_IB_DISABLE / NCCL_NET=Socket (keep them only as a deliberate negative control)")
+
+
+LAUNCHER_VARIABLE = declare(
+    "distribution.launcher-variable", "error",
+    "a distribution sets a variable Azure ML's launcher sets itself (a warning for the rendezvous ones)",
+    also="warning")
 
 
 @rule_for_each("distributions", LAUNCHER_VARIABLE)

@@ -19,7 +19,6 @@ def _name_rules() -> list[RuleInfo]:
     return [RuleInfo(r.rule_id, "error", f"a name Azure refuses: {r.what}") for r in name_rules()]
 
 
-# The rules this module's checks report (`infra rules`; a page each under docs/rules/ID.md)
 OUTPUT_RULES = (
     declare("output.sensitive", "error", "an output refers to a sensitive value without `sensitive: true`"),
     declare("output.no-reference", "error", "an output's value refers to no resource attribute"),
@@ -27,17 +26,6 @@ OUTPUT_RULES = (
     declare("output.unknown-address", "error", "an output refers to a resource the stack does not declare"),
     declare("output.unknown-attribute", "error", "an output refers to an attribute its resource type does not have"),
 )
-ADDRESS_INVALID = declare(ADDRESS_RULE, "error", "an import block's id is not a name the address grammar takes")
-IMPORT_NAME_MISMATCH = declare("import.name-mismatch", "error",
-                               "an import block's `to:` name differs from the resource's name in Azure")
-IMPORT_DUPLICATE = declare("import.duplicate", "error", "the same address is imported twice")
-IMPORT_CURATED = declare("import.curated", "error", "an import block names a curated environment (only read)")
-IMPORT_UNDECLARED_RULE = declare("import.undeclared", "error",
-                                 "an import block names a cluster or environment the stack does not declare")
-TAGS_COUNT = declare("tags.count", "error", "a resource has more tags than Azure allows beside infra's own")
-TAGS_NAME = declare("tags.name", "error", "a tag name is empty, too long or has a character Azure refuses")
-TAGS_RESERVED = declare("tags.reserved", "error", "a tag name starts with infra's reserved prefix")
-TAGS_VALUE = declare("tags.value", "error", "a tag value is longer than Azure allows")
 
 
 @rule(read=_name_rules)
@@ -57,6 +45,13 @@ def output_references(ctx: Context) -> Iterator[Diagnostic]:
     yield from check_outputs(ctx.stack, ctx.loaded.source)
 
 
+ADDRESS_INVALID = declare(ADDRESS_RULE, "error", "an import block's id is not a name the address grammar takes")
+IMPORT_NAME_MISMATCH = declare("import.name-mismatch", "error",
+                               "an import block's `to:` name differs from the resource's name in Azure")
+IMPORT_DUPLICATE = declare("import.duplicate", "error", "the same address is imported twice")
+IMPORT_CURATED = declare("import.curated", "error", "an import block names a curated environment (only read)")
+IMPORT_UNDECLARED_RULE = declare("import.undeclared", "error",
+                                 "an import block names a cluster or environment the stack does not declare")
 IMPORT_UNDECLARED = IMPORT_UNDECLARED_RULE.id  # plan --generate-config-out writes the declaration instead
 
 
@@ -94,6 +89,12 @@ def import_blocks(ctx: Context) -> Iterator[Diagnostic]:
                          says("declare it, or let ", NextStep(("infra", "plan"), (ctx.loaded.path.name,
                                                                                "--generate-config-out", "FILE")),
                               " write its declaration from Azure and merge FILE into the stack"))
+
+
+TAGS_COUNT = declare("tags.count", "error", "a resource has more tags than Azure allows beside infra's own")
+TAGS_NAME = declare("tags.name", "error", "a tag name is empty, too long or has a character Azure refuses")
+TAGS_RESERVED = declare("tags.reserved", "error", "a tag name starts with infra's reserved prefix")
+TAGS_VALUE = declare("tags.value", "error", "a tag value is longer than Azure allows")
 
 
 @rule(TAGS_COUNT, TAGS_NAME, TAGS_RESERVED, TAGS_VALUE)
