@@ -34,7 +34,7 @@ from infra_cli.plan.api import (KINDS, Plan, PlanMode, PlanOutcome, ResourceChan
                                 replan_hint, stack_changed_since)
 from infra_cli.stack.addresses import AddressError, check_name, parsed, refused
 from infra_cli.stack.model import Workspace
-from infra_cli.stack.variables import Inputs
+from infra_cli.stack.variables import Inputs, needing
 from infra_cli.state.records import PENDING, SmokeRecord
 from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
@@ -211,7 +211,8 @@ def forget_resource(address: str, stack_path: Path, *, backend: Backend, inputs:
     changing nothing else, under the stack's lock; the serial moves on (plans made before are stale). The plan
     then no longer owns it: a cluster still declared is a same-named resource to adopt (`infra import`)."""
     target = parsed(address, file=str(stack_path))   # the grammar first: nothing is read or written before it
-    loaded, _ = load_for_plan(stack_path, inputs=inputs)
+    # the resource's declaration is read (a cluster's PUT sends its SSH secrets back), nothing else declared
+    loaded, _ = load_for_plan(stack_path, inputs=needing(inputs, (KINDS[target.kind].section, target.name)))
     file, stack = str(loaded.path), loaded.stack.stack
     kind, name = target.kind, target.name
 
@@ -236,7 +237,9 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
         check_name(target.kind, azure_name, what="AZURE_NAME")
     except AddressError as exc:
         raise refused(exc, str(stack_path)) from None
-    loaded, _ = load_for_plan(stack_path, inputs=inputs)  # as plan: an imported cluster exists, the live state judges it
+    # as plan: an imported cluster exists, the live state judges it; of the stack's declarations only the one
+    # adopted is read (its SSH secrets, its desired environment, lifecycle.prevent_destroy)
+    loaded, _ = load_for_plan(stack_path, inputs=needing(inputs, (KINDS[target.kind].section, target.name)))
     file = str(loaded.path)
     kind, name = target.kind, target.name
     section = KINDS[kind].section

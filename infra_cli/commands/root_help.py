@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xde0a014e
+SOURCES_CRC = 0x128bc846
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -41,15 +41,19 @@ def interrupt_leaves(state: str) -> None:
         record.leaves = state
 
 
-# what a read-only command (output, state list, show) reads of a stack: a variable nothing here is built from
-# may stay unset (Terraform's `output` needs no variables)
-READ_ONLY_NEEDS = ("stack", "workspace")
+# what a command that reads or writes only the state (output, state list, show, state rm, import, force-unlock)
+# reads of a stack: its name and workspace (where its state is) and the environments' pinned versions (which
+# version is read live); a variable nothing here is built from may stay unset (Terraform's `output` needs no
+# variables). An engine adds what else it reads (plan/outputs.py output_needs, the resource `state rm` and
+# `import` write: stack/variables.py needing).
+READ_ONLY_NEEDS: tuple[tuple[str, ...], ...] = (("stack",), ("workspace",), ("environments", "*", "version"))
 
 
-def stack_inputs(*, needs: tuple[str, ...] | None = None, unset_unknown: bool = False):
+def stack_inputs(*, needs: tuple[tuple[str, ...] | str, ...] | None = None, unset_unknown: bool = False):
     """The running command's --var / --var-file as the stack loader takes them (stack/variables.py Inputs).
-    `needs`: a read-only command's sections (READ_ONLY_NEEDS): an unset variable none of them is built from is
-    unknown, not an error. `unset_unknown`: every unset variable is unknown, with a warning (offline validate)."""
+    `needs`: the stack paths a command that reads the state is built from (READ_ONLY_NEEDS): an unset variable
+    none of them is built from is unknown, not an error. `unset_unknown`: every unset variable is unknown, with a
+    warning (offline validate)."""
     from infra_cli.stack.variables import Inputs
 
     run = this_run()

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
@@ -122,11 +122,12 @@ def output(
     if raw and name is None:
         raise fail([Diagnostic("error", "output.raw-needs-name", "--raw prints one output: name it", None, None, None,
                                "`infra output STACK NAME --raw`")])
-    try:
-        loaded, values = read_outputs(stack, backend=provider_for(local=local, anchor=stack),
-                                      inputs=stack_inputs(needs=READ_ONLY_NEEDS + ("outputs",)))
+    try:   # what an output is built from beyond the live state, read_outputs adds (output_needs)
+        loaded, values, left_out = read_outputs(stack, backend=provider_for(local=local, anchor=stack),
+                                                inputs=stack_inputs(needs=READ_ONLY_NEEDS), name=name)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
+    print_diagnostics(left_out)   # an output built from an unset variable: named, with how to set it
     if values is None:   # nothing of the stack exists: as Terraform with no state, no outputs (not every one null)
         if name is None:
             if as_json:
@@ -168,11 +169,20 @@ def state_rm(
 ) -> None:
     """Forget a resource: remove the stack's ownership tags from it, changing nothing else (terraform state rm)."""
     from infra_cli.apply.engine import forget_resource
+
+    write_state(forget_resource, address, stack=stack, local=local)
+
+
+def write_state(write: Callable[..., str], *words: str, stack: Path, local: bool) -> None:
+    """`state rm` and `import`: one write of the stack's state under its lock (apply/engine.py forget_resource,
+    import_resource, called with `words` then the stack), its message printed with this run's flags. The stack
+    is read for its name, workspace and the one resource written (the engine adds it), so a variable used only
+    elsewhere (another cluster's admin password) may stay unset, as for `state list`."""
     from infra_cli.commands.backend import provider_for
 
     try:
-        print(rendered(forget_resource(address, stack, backend=provider_for(local=local, anchor=stack),
-                                           inputs=stack_inputs())))
+        print(rendered(write(*words, stack, backend=provider_for(local=local, anchor=stack),
+                             inputs=stack_inputs(needs=READ_ONLY_NEEDS))))
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
 

@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra_cli.arguments import NextStep
-from infra_cli.diagnostics import Diagnostic, says
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.plan.desired import desired_resources
 from infra_cli.plan.live import LiveRead, LiveState, read_live
 from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.model import ResourceChange
 from infra_cli.plan.preflight import LIVE_JUDGED_RULES
 from infra_cli.stack.load import LoadedStack
-from infra_cli.stack.outputs import UNKNOWN, Reference, evaluate
+from infra_cli.stack.outputs import UNKNOWN, Reference, evaluate, references
+from infra_cli.stack.secret import Secret
+from infra_cli.stack.source import needed_unknown
 from infra_cli.state.records import SmokeRecord
 from infra_cli.stack.variables import Inputs
 from infra_cli.validate.engine import load_valid_stack
@@ -62,9 +64,24 @@ def output_values(loaded: LoadedStack, live: LiveState, records: dict[str, Smoke
 
 def _read(loaded: LoadedStack, provider: Any) -> LiveRead:
     stack = loaded.stack
-    curated = {name: env.curated for name, env in stack.environments.items() if env.curated}
+    # a curated reference built from an unset variable (a command that reads the state) is not resolved
+    curated = {name: env.curated for name, env in stack.environments.items()
+               if env.curated and not needed_unknown(loaded.source, (("environments", name),), "")}
     return read_live(provider, desired_resources(loaded), curated=curated, stack=stack.stack,
                      distributions=list(stack.distributions))
+
+
+def output_needs(loaded: LoadedStack, name: str) -> tuple[tuple[str, ...], ...]:
+    """What output `name` is built from in the stack, beyond its name and workspace: its own declaration (a
+    `${var.X}` in its text) and the declaration of each resource it reads whose outputs the stack's declaration
+    gives (an environment's image and curated reference). A cluster's attributes and a smoke's verdict are read
+    live: they need no variable."""
+    output = loaded.stack.outputs[name]
+    text = output.value.reveal() if isinstance(output.value, Secret) else output.value
+    kinds = [(KINDS.get(ref.type), ref.name) for _, ref in (references(text) if isinstance(text, str) else ())
+             if ref is not None]
+    return (("outputs", name), *sorted({(kind.section, resource) for kind, resource in kinds
+                                        if kind is not None and kind.outputs_read_declaration}))
 
 
 def live_outputs(loaded: LoadedStack, provider: Any) -> dict[str, OutputValue]:
@@ -81,17 +98,30 @@ def _anything_live(stack: str, read: LiveRead) -> bool:
         or any(record is not None for record in read.records.values())
 
 
-def read_outputs(stack_path: Path, *, backend: Callable[[Any], Any], inputs: Inputs | None = None
-                 ) -> tuple[LoadedStack, dict[str, OutputValue] | None]:
-    """`infra output`: load the stack, read Azure through the provider `backend` builds, evaluate its outputs;
-    None when nothing of the stack exists in its workspace (Terraform with no state: no outputs to show)."""
+def read_outputs(stack_path: Path, *, backend: Callable[[Any], Any], inputs: Inputs | None = None,
+                 name: str | None = None) -> tuple[LoadedStack, dict[str, OutputValue] | None, list[Diagnostic]]:
+    """`infra output [NAME]`: load the stack, read Azure through the provider `backend` builds, evaluate its
+    outputs; None when nothing of the stack exists in its workspace (Terraform with no state: no outputs to show).
+    Outputs are evaluated from the live state, not recorded at apply, so an output built from a variable left
+    unset (`inputs` needing only the stack's name and workspace) cannot be: output `name` is then refused
+    (variable.missing, before Azure is read), and of all outputs it is left out, with the warning returned."""
     loaded, _ = load_valid_stack(stack_path, judged_live=LIVE_JUDGED_RULES, inputs=inputs)
+    what = inputs.command if inputs is not None and inputs.command else says(NextStep(("infra", "output")))
+    if name is not None and name in loaded.stack.outputs:
+        missing = needed_unknown(loaded.source, output_needs(loaded, name), what)
+        if missing:
+            raise DiagnosticError(missing)
+    left_out = {n: needed_unknown(loaded.source, output_needs(loaded, n), f"output {n!r}")
+                for n in (loaded.stack.outputs if name is None else ())}
+    warnings = [Diagnostic("warning", "output.left-out", f"output {n!r} is left out: {d.message}", d.file, d.line,
+                           d.column, d.hint) for n, missing in left_out.items() for d in missing]
     if not loaded.stack.outputs:
-        return loaded, {}
+        return loaded, {}, warnings
     read = _read(loaded, backend(loaded.stack.workspace))
     if not _anything_live(loaded.stack.stack, read):
-        return loaded, None
-    return loaded, output_values(loaded, read.state, read.records, read.resolved)
+        return loaded, None, warnings
+    values = output_values(loaded, read.state, read.records, read.resolved)
+    return loaded, {n: v for n, v in values.items() if not left_out.get(n)}, warnings
 
 
 def no_outputs(loaded: LoadedStack, stack_path: Path | str, name: str | None = None) -> Diagnostic:

@@ -14,7 +14,7 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -356,24 +356,30 @@ def load_yaml(text: str, file: str, environ: Mapping[str, str] | None = None, *,
     if builder.errors:
         raise DiagnosticError(builder.errors)
     if inputs is not None and inputs.needed:
-        _refuse_needed_unknown(builder.source, inputs)
+        missing = needed_unknown(builder.source, inputs.needed, inputs.command or "this command")
+        if missing:
+            raise DiagnosticError(missing)
     return data, builder.source
 
 
-def _refuse_needed_unknown(source: SourceMap, inputs: "variables.Inputs") -> None:
-    """A read-only command (inputs.needed: the sections it reads, the stack's name and workspace) needs a variable
-    only where one of those is built from it: variable.missing for each such unset variable, at its declaration."""
+def needed_unknown(source: SourceMap, needed: Sequence[tuple[str, ...] | str], what: str) -> list[Diagnostic]:
+    """A command that reads some of the stack (`needed`: its paths, variables.needs_path) needs a variable only
+    where one of those is built from it: variable.missing for each such unset variable, at its declaration,
+    naming `what` needs it and the values built from it."""
     needs: dict[str, list[str]] = {}
     for path, names in source.unknown.items():
-        if path[:1] and path[0] in inputs.needed:
+        if variables.needs_path(needed, path):
             for name in names:
                 needs.setdefault(name, []).append(".".join(str(p) for p in path))
-    if needs:
-        what = inputs.command or "this command"
-        raise DiagnosticError([source.diagnostic(
-            ("variables", name), "variable.missing", f"variable {name!r} has no value, and {what} needs it: "
-            f"{', '.join(sorted(paths))} {'is' if len(paths) == 1 else 'are'} built from it",
-            variables.ways_to_set(name), key=True) for name, paths in sorted(needs.items())])
+    return [source.diagnostic(
+        ("variables", name), "variable.missing", f"variable {name!r} has no value, and {what} needs it: "
+        f"{', '.join(sorted(paths))} {'is' if len(paths) == 1 else 'are'} built from it",
+        variables.ways_to_set(name, _sensitive(source, name)), key=True) for name, paths in sorted(needs.items())]
+
+
+def _sensitive(source: SourceMap, name: str) -> bool:
+    value = source.variables.get(name)
+    return value is not None and value.sensitive
 
 
 def declared_not_sensitive(path: str | os.PathLike, environ: Mapping[str, str] | None = None) -> frozenset[str]:

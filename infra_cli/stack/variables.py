@@ -13,6 +13,7 @@ map given as text (`--var`, INFRA_VAR_) is read under the stack loader's bounds 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hmac
 import json
@@ -45,11 +46,29 @@ class Inputs:
     plan_file: str | None = None
     seal: Callable[[Any], str] | None = None   # how the plan keeps a secret (plan/planfile.py secret_seal)
     # an unset variable is unknown (UNKNOWN_ORIGIN), not an error: offline `validate` (with a warning) and the
-    # read-only commands, which need only what `needed` names (top-level sections: the stack's name, its
-    # workspace) and refuse with variable.missing where one of those is built from an unset variable
+    # commands that read (output, state list, show) or write only the state (state rm, import, force-unlock),
+    # which need only what `needed` names (stack paths: ("stack",), ("workspace",), ("clusters", "a100"); "*"
+    # stands for any key, a plain string for a top-level section) and refuse with variable.missing where one of
+    # those is built from an unset variable
     unset_unknown: bool = False
-    needed: tuple[str, ...] = ()
+    needed: tuple[tuple[str, ...] | str, ...] = ()
     command: str = ""   # the command that needs them, as a message names it ("infra output")
+
+
+def needs_path(needed: Sequence[tuple[str, ...] | str], path: Sequence[Any]) -> bool:
+    """Whether the stack value at `path` is one `needed` names: under one of its paths, or holding one."""
+    for one in needed:   # under a needed path, or holding one (`clusters: ${var.all}` holds clusters.a100)
+        if path and all(p == "*" or p == str(k) for p, k in zip((one,) if isinstance(one, str) else one, path)):
+            return True
+    return False
+
+
+def needing(inputs: Inputs | None, *paths: tuple[str, ...]) -> Inputs | None:
+    """`inputs` needing `paths` too, where it needs only some of the stack (a command reading the state); inputs
+    that need every variable (plan, apply) are returned as they are."""
+    if inputs is None or not inputs.needed:
+        return inputs
+    return dataclasses.replace(inputs, needed=inputs.needed + paths)
 
 
 UNKNOWN_ORIGIN = "unset"   # a Value with this origin is unknown: a placeholder, judged by no rule

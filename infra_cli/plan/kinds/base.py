@@ -56,6 +56,10 @@ class Kind:
     # batch (plan/live.py read_live), so a plan lists the workspace's resources of it once
     keeps_state: bool = False
 
+    # its outputs read the stack's declaration of it (an environment's image and curated reference), not Azure
+    # alone: an output of it needs the variables that declaration is built from (plan/outputs.py output_needs)
+    outputs_read_declaration: bool = False
+
     def declared(self, stack: Stack) -> dict[str, Any]:
         """The stack's declarations of this kind, by name."""
         raise NotImplementedError

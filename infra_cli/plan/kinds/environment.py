@@ -229,6 +229,7 @@ def environment_declaration(values: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 class Environment(Kind):
     name, section, az_noun, imported_noun = "environment", "environments", "environment", "environment"
+    outputs_read_declaration = True
     graph_shape = "folder"
 
     def headline(self, change: ResourceChange, action: str) -> str | None:
