@@ -356,12 +356,37 @@ def test_generate_config_out_writes_while_references_remain(tmp_path):
     assert gpu["ssh_settings"]["admin_password"] == "${var.gpu_admin_password}" and "ADMIN_PASSWORD}" not in text
     assert gpu["infiniband"] == "required"   # Standard_ND96asr_v4 has InfiniBand NCCL uses
     assert "Not-the-generated-one-1" not in text + r.stdout + r.stderr
+    # each remaining error names the declaration at the generated file's line and the step that resolves it
+    lines = text.splitlines()
+    entry = f"{generated}:{lines.index('  gpu:') + 1}:3"
+    placeholder = next(i for i, line in enumerate(lines) if "${var.gpu_admin_password}" in line) + 1
+    for rule in ("output.unknown-address", "distribution.dangling-reference"):
+        [said] = [block for block in r.stderr.split("\n/") if f"error[{rule}]" in block]
+        assert f"{entry} declares it, generated but not merged" in said, said
+        assert f"hint: merge the `gpu:` entry of {generated} into the `clusters:` of {stack}" in said
+        assert "then plan with `--var gpu_admin_password=...`" in said
+    assert f"{generated}:{placeholder}:23: warning[generate-config.placeholder]" in r.stderr
     # merged, the stack plans: the import, with the password given as the variable the file declared
     merged = yaml.safe_load(ADOPTING)
     merged.update(variables=body["variables"], clusters=body["clusters"])
     stack.write_text(yaml.safe_dump(merged, sort_keys=False))
     r = _cli("plan", str(stack), "--local", "--var", "gpu_admin_password=Not-the-generated-one-1", tmp_path=tmp_path)
     assert r.returncode == 0 and "# cluster.gpu will be imported" in r.stdout, r.stdout + r.stderr
+
+
+def test_generate_config_out_placeholder_at_its_line_when_the_plan_succeeds(tmp_path):
+    owner, stack, generated = _stack(tmp_path), tmp_path / "adopt.yaml", tmp_path / "generated.yaml"
+    owner.write_text(ADOPTED)
+    assert _cli("apply", str(owner), "--local", "--auto-approve", "--no-smoke", tmp_path=tmp_path).returncode == 0
+    assert _cli("state", "rm", "cluster.gpu", str(owner), "--local", tmp_path=tmp_path).returncode == 0
+    stack.write_text(ADOPTING.split("environments:")[0])   # nothing references cluster.gpu yet
+    r = _cli("plan", str(stack), "--local", "--json", "--generate-config-out", str(generated), tmp_path=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [d] = [d for d in json.loads(r.stdout)["diagnostics"] if d["rule"] == "generate-config.placeholder"]
+    line = next(i for i, text in enumerate(generated.read_text().splitlines()) if "${var.gpu_admin_password}" in text)
+    assert (d["severity"], d["file"], d["line"], d["column"]) == ("warning", str(generated), line + 1, 23), d
+    assert "--var gpu_admin_password=..." in d["hint"] and str(stack) in d["hint"]
+    assert "--generate-config-out" not in d["hint"] + d["message"]
 
 
 def test_indentation_judged_past_keys_without_values_and_lists(tmp_path):

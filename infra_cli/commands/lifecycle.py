@@ -18,8 +18,7 @@ from infra_cli.arguments import NextStep
 from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, smoke_interrupted
 from infra_cli.commands.hints import rendered, rendered_diagnostic, step, step_words
-from infra_cli.commands.run import READ_ONLY_NEEDS, interrupt_leaves, run_record, stack_inputs, this_run
-from infra_cli.commands.state import write_state
+from infra_cli.commands.run import interrupt_leaves, run_record, stack_inputs, this_run
 from infra_cli.commands.terminal import Progress, colour_for, print_diagnostics, progress_stream
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
@@ -132,7 +131,7 @@ def _generate_despite(errors: list[Diagnostic], stack: Path, path: Path, *, loca
     read, or whose import blocks cannot be, writes nothing: its errors come back as they were."""
     from infra_cli.commands.backend import build_provider
     from infra_cli.commands.views.plan import generated_config_summary
-    from infra_cli.plan.generate import undeclared_imports
+    from infra_cli.plan.generate import about_generated, undeclared_imports
     from infra_cli.stack.load import SchemaErrors, load_stack
 
     try:
@@ -141,29 +140,32 @@ def _generate_despite(errors: list[Diagnostic], stack: Path, path: Path, *, loca
         return errors
     if not undeclared_imports(loaded):
         return errors
-    written = _generate_config(loaded, build_provider(loaded.stack.workspace, local=local, anchor=stack), path,
-                               quiet=quiet)
-    if written and not quiet:
+    written, text = _generate_config(loaded, build_provider(loaded.stack.workspace, local=local, anchor=stack),
+                                     path, quiet=quiet)
+    if not written:
+        return errors
+    if not quiet:
         print(rendered(generated_config_summary(written, str(path), str(stack))) + "\n")
-    return [d for d in errors if d.rule != "import.undeclared"] if written else errors
+    # the references the file answers once merged point at it, and say so
+    return about_generated([d for d in errors if d.rule != "import.undeclared"], text, path, stack)
 
 
-def _generate_config(loaded, provider, path: Path, *, quiet: bool) -> list[str]:
+def _generate_config(loaded, provider, path: Path, *, quiet: bool) -> tuple[list[str], str]:
     """Write the declarations of the import blocks' undeclared targets to `path`; their addresses (the plan's
-    view says what was written and what to do next)."""
+    view says what was written and what to do next) and the text written."""
     from infra_cli.plan.generate import generate_config, write_generated
 
     text, addresses = generate_config(loaded, provider)
     if not addresses:
         if not quiet:
             print("No import block names a resource the stack does not declare: nothing to generate.\n")
-        return []
+        return [], text
     try:
         write_generated(path, text)
     except OSError as exc:
         raise DiagnosticError([Diagnostic("error", "generate-config.write", f"cannot write {path}: {exc.strerror}",
                                           str(path), None, None, "name a new file in a folder you can write")])
-    return addresses
+    return addresses, text
 
 
 def plan(
@@ -218,11 +220,14 @@ def plan(
                 raise
             raise DiagnosticError(_generate_despite(exc.diagnostics, stack, generate_config_out, local=local,
                                                     quiet=as_json)) from None
-        generated = _generate_config(outcome.loaded, outcome.provider, generate_config_out, quiet=as_json) \
-            if generate_config_out is not None else []
+        generated, text = _generate_config(outcome.loaded, outcome.provider, generate_config_out, quiet=as_json) \
+            if generate_config_out is not None else ([], "")
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     p = outcome.plan
+    if generated:   # the placeholders the generated file holds, at its lines
+        from infra_cli.plan.generate import about_generated
+        p.diagnostics.extend(about_generated([], text, generate_config_out, stack))
     document = _plan_document(outcome)
     judged = _policy_diagnostics(document, stack, policy, namespace)
     p.diagnostics.extend(judged)
@@ -334,8 +339,13 @@ def import_(
 ) -> None:
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
+    from infra_cli.commands.backend import provider_for
 
-    write_state(import_resource, address, azure_name, stack=stack, local=local)
+    try:
+        print(rendered(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack),
+                                           inputs=stack_inputs())))
+    except DiagnosticError as exc:
+        raise fail(exc.diagnostics)
 
 
 def force_unlock(
@@ -363,7 +373,7 @@ def force_unlock(
         lock_id, stack = str(stack), Path(lock_id)
     try:
         info = force_unlock_stack(stack, lock_id, force=force, backend=provider_for(local=local, anchor=stack),
-                                  inputs=stack_inputs(needs=READ_ONLY_NEEDS))   # where the lock is, nothing else
+                                  inputs=stack_inputs())
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     print(f"Cleared the lock held by {info.holder} since {info.since} (lock ID {info.lock_id})." if info.held

@@ -6,6 +6,7 @@ variables the file declares."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from infra_cli.diagnostics import Diagnostic, DiagnosticError, as_written, says
 from infra_cli.plan.declaration import SECRET_VARIABLE, one_line
 from infra_cli.plan.kinds import KINDS
 from infra_cli.stack.load import LoadedStack
+from infra_cli.stack.source import load_yaml
+from infra_cli.stack.variables import ENV_PREFIX
+from infra_cli.validate.engine import refers_to
 
 def undeclared_imports(loaded: LoadedStack) -> list[tuple[int, str, str]]:
     """(index, kind, Azure name) of each import block whose target the stack does not declare."""
@@ -81,3 +85,43 @@ def write_generated(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+def _placeholders(value: Any, path: tuple) -> list[tuple[tuple, str]]:
+    """(path, variable) of each `${var.NAME}` a generated entry holds."""
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in _placeholders(v, (*path, k))]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in _placeholders(v, (*path, i))]
+    return [(path, name) for name in SECRET_VARIABLE.findall(value)] if isinstance(value, str) else []
+
+
+def about_generated(diagnostics: list[Diagnostic], text: str, path: Path, stack: Path) -> list[Diagnostic]:
+    """The diagnostics of a plan that generated `text` into `path`, each about a generated declaration at its
+    file:line:column there, with the step that resolves it: a reference the stack makes to a resource only the
+    generated file declares names that declaration and says to merge it into `stack`; each `${var.X}` placeholder
+    of a secret Azure never returns is a warning at its line saying how to give it. Never "run this again": the
+    command that generated the file would only refuse to overwrite it."""
+    try:
+        data, where = load_yaml(text, str(path), {}, interpolate=False)
+    except DiagnosticError:   # past the loader's bounds: the stack will say so once merged; nothing to point at
+        return list(diagnostics)
+    out, placeholders = list(diagnostics), []
+    for kind in KINDS.values():
+        for name, body in (data.get(kind.section) or {}).items():
+            line, column = where.position((kind.section, name), key=True)
+            address, found = f"{kind.name}.{name}", _placeholders(body, (kind.section, name))
+            given = " and ".join(f"`--var {v}=...`" for v in dict.fromkeys(v for _, v in found))
+            step = (f"merge the `{name}:` entry of {path} into the `{kind.section}:` of {stack}"
+                    + (f" (with the `variables:` it declares), then plan with {given}" if given else ""))
+            out = [replace(d, message=f"{d.message}; {path}:{line}:{column} declares it, generated but not merged",
+                           hint=step) if refers_to(d, kind.name, name) else d for d in out]
+            placeholders.extend((address, at, variable) for at, variable in found)
+    for address, at, variable in placeholders:
+        line, column = where.position(at)
+        out.append(Diagnostic(
+            "warning", "generate-config.placeholder", f"{address}: `${{var.{variable}}}` stands for a secret Azure "
+            "never returns; the generated file declares the sensitive variable, not its value", str(path), line,
+            column, f"once {path} is merged into {stack}, give it with `--var {variable}=...`, "
+                        f"{ENV_PREFIX}{variable} or a var file"))
+    return out
