@@ -18,7 +18,8 @@ from infra_cli.arguments import NextStep
 from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, smoke_interrupted
 from infra_cli.commands.hints import rendered, rendered_diagnostic, step, step_words
-from infra_cli.commands.run import interrupt_leaves, run_record, stack_inputs, this_run
+from infra_cli.commands.run import READ_ONLY_NEEDS, interrupt_leaves, run_record, stack_inputs, this_run
+from infra_cli.commands.state import write_state
 from infra_cli.commands.terminal import Progress, colour_for, print_diagnostics, progress_stream
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
@@ -339,13 +340,8 @@ def import_(
 ) -> None:
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
-    from infra_cli.commands.backend import provider_for
 
-    try:
-        print(rendered(import_resource(address, azure_name, stack, backend=provider_for(local=local, anchor=stack),
-                                           inputs=stack_inputs())))
-    except DiagnosticError as exc:
-        raise fail(exc.diagnostics)
+    write_state(import_resource, address, azure_name, stack=stack, local=local)
 
 
 def force_unlock(
@@ -373,7 +369,7 @@ def force_unlock(
         lock_id, stack = str(stack), Path(lock_id)
     try:
         info = force_unlock_stack(stack, lock_id, force=force, backend=provider_for(local=local, anchor=stack),
-                                  inputs=stack_inputs())
+                                  inputs=stack_inputs(needs=READ_ONLY_NEEDS))   # where the lock is, nothing else
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     print(f"Cleared the lock held by {info.holder} since {info.since} (lock ID {info.lock_id})." if info.held
