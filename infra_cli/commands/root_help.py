@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x128bc846
+SOURCES_CRC = 0xd80c263f
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
