@@ -84,6 +84,9 @@ BROKEN = [
     ("frameworks.yaml", _set("smoke_scripts", "ddp_smoke.py", ["torch", "$(id)"]),
      lambda: frameworks.smoke_script_imports("ddp_smoke.py"), "smoke_scripts.ddp_smoke.py: '$(id)' is not a module",
      "ddp_smoke.py"),
+    # a variable's severity becomes a diagnostic's: error or warning, nothing else
+    ("frameworks.yaml", _set("distribution_types", "mpi", "launcher_sets", {"eror": ["OMPI_COMM_WORLD_RANK"]}),
+     frameworks.launcher_variables, "launcher_sets: a severity is error or warning, not 'eror'", "launcher_sets"),
     ("launchers.yaml", _set("launchers", "torchrun", "kind", "sideways"), launchers.launchers,
      "launchers.torchrun", "kind"),
     ("curated_environments.yaml", _set("curated", 0, "pattern", "(unclosed"), lambda: curated.curated_info("x"),

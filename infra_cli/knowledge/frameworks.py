@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from infra_cli.diagnostics import Severity
 from infra_cli.knowledge.reader import at, fault, load, mapping, sequence
 
 FILE = "frameworks.yaml"
@@ -34,7 +35,7 @@ class FrameworkInfo:
 class Frameworks:
     frameworks: dict[str, FrameworkInfo]
     types_needing_mpi: frozenset[str]
-    launcher_variables: dict[str, dict[str, str]]
+    launcher_variables: dict[str, dict[str, Severity]]
     node_rank: dict[str, str]          # distribution type -> the variable that is a node's rank
     not_node_rank: frozenset[str]      # variables that read like the node rank but are not
     smoke_scripts: dict[str, tuple[str, ...]]   # smoke script -> the modules it imports whatever the framework
@@ -77,7 +78,7 @@ def _frameworks(data: Any) -> Frameworks:
             row = mapping(row, "a distribution type")
             if row.get("needs_mpi"):
                 mpi.add(str(kind))
-            variables[str(kind)] = {str(var): str(severity) for severity, names in
+            variables[str(kind)] = {str(var): _severity(severity) for severity, names in
                                     mapping(row.get("launcher_sets") or {}, "launcher_sets").items()
                                     for var in sequence(names, "launcher_sets")}
             if row.get("node_rank"):
@@ -100,7 +101,14 @@ def types_needing_mpi() -> frozenset[str]:
     return _read().types_needing_mpi
 
 
-def launcher_variables() -> dict[str, dict[str, str]]:
+def _severity(value: Any) -> Severity:
+    """A launcher_sets key: the severity of setting one of its variables yourself."""
+    if value not in ("error", "warning"):
+        raise fault(f"a severity is error or warning, not {value!r}", "launcher_sets")
+    return value
+
+
+def launcher_variables() -> dict[str, dict[str, Severity]]:
     """distribution type -> {variable Azure ML's launcher sets: the severity of setting it yourself}."""
     return _read().launcher_variables
 

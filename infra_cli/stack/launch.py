@@ -44,6 +44,13 @@ class Launch:
     script: str | None            # the training script (or `-m module`) the launcher or python runs
     script_args: tuple[str, ...]
 
+    @property
+    def spec(self) -> LauncherSpec:
+        """The launcher of a head-node or per-node step, which always has one (a script or other step has none)."""
+        if self.launcher is None:
+            raise ValueError(f"{self.invoked_as!r} is a {self.kind} step: it starts no launcher")
+        return self.launcher
+
     def role(self, role: str) -> str | None:
         """The value of the launcher flag playing `role` (e.g. nodes -> '2'), or None when not given."""
         if self.launcher is None:

@@ -173,9 +173,9 @@ class _Judge:
             for w in words[words.index("install") + 1:]:
                 if w.startswith("-"):
                     continue
-                package = self.k.apt_packages.get(re.split(r"[=:]", w, maxsplit=1)[0])
-                if package is not None:
-                    state.provided |= package.provides | (package.with_recommends if recommends else frozenset())
+                apt = self.k.apt_packages.get(re.split(r"[=:]", w, maxsplit=1)[0])
+                if apt is not None:
+                    state.provided |= apt.provides | (apt.with_recommends if recommends else frozenset())
         else:
             kinds = self.unreadable(command)
             if kinds:

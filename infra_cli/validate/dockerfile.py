@@ -105,7 +105,8 @@ def shell_words(text: str) -> list[str]:
 
 def _words(arguments: str) -> list[str]:
     """The words of an instruction's arguments: its exec (JSON array) form, else as a shell splits them."""
-    flags_text = _LEADING_FLAGS.match(arguments.strip()).group()   # COPY --chown=x ["a", "b"]: flags before the array
+    flags = _LEADING_FLAGS.match(arguments.strip())   # COPY --chown=x ["a", "b"]: flags before the array
+    flags_text = flags.group() if flags else ""
     text = arguments.strip()[len(flags_text):].lstrip()
     if text.startswith("["):
         try:

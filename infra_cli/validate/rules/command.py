@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterator
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.diagnostics import Diagnostic, Severity
 from infra_cli.knowledge.launchers import launchers
 from infra_cli.stack.launch import CommandSyntaxError, Launch, parse_steps, training_step
 from infra_cli.stack.model import Distribution
@@ -42,5 +42,6 @@ def launched_per_node(dist: Distribution) -> bool:
     return dist.launcher == "per-node" or (step is not None and step.kind == "per-node")
 
 
-def diagnostic_at_command(ctx: Context, name: str, rule_id: str, message: str, hint: str, severity: str = "error") -> Diagnostic:
+def diagnostic_at_command(ctx: Context, name: str, rule_id: str, message: str, hint: str,
+                          severity: Severity = "error") -> Diagnostic:
     return ctx.at(("distributions", name, "command"), rule_id, message, hint, severity)

@@ -84,13 +84,13 @@ def distribution_bindings_unbound(ctx: Context, name: str, dist: Distribution) -
             f"write ${{{{{kind}.{key}}}}} (two pairs of braces; a Python f-string needs ${{{{{{{{{kind}.{key}}}}}}}}} "
             "to write them); in a stack file `${{...}}` is written as is, and `$${...}` is the escape for a literal ${")
     for var, value in dist.environment_variables.items():
-        m = None if isinstance(value, Secret) else _JOB_BINDING.search(str(value))   # a secret is never quoted
-        if m:
+        bound = None if isinstance(value, Secret) else _JOB_BINDING.search(str(value))   # a secret is never quoted
+        if bound:
             yield ctx.at(("distributions", name, "environment_variables", var), BINDING_IN_VARIABLES.id,
-                         f"environment variable {var} of distribution {name!r} is {m.group(0)}: Azure ML binds "
+                         f"environment variable {var} of distribution {name!r} is {bound.group(0)}: Azure ML binds "
                          "inputs and outputs in the command only, so the variable holds that text, not the path",
-                         f"pass it in the command instead: `command: {var}={m.group(0)} python ...` or as an argument "
-                         f"(`--{m.group(2)} {m.group(0)}`)")
+                         f"pass it in the command instead: `command: {var}={bound.group(0)} python ...` or as an argument "
+                         f"(`--{bound.group(2)} {bound.group(0)}`)")
     if not command:
         return
     # named in any form: the two rules above already speak of one named wrongly
@@ -383,7 +383,7 @@ def distribution_packages(ctx: Context, name: str, dist: Distribution, fw: Frame
     """DeepSpeed under MPI needs deepspeed and mpi4py, Horovod needs horovod (frameworks.yaml)."""
     env = ctx.stack.environments.get(dist.environment)
     wanted = (fw.packages_with_type or {}).get(dist.type, ()) if fw else ()
-    if env is None or not wanted:
+    if env is None or fw is None or not wanted:
         return
     carries = environment_carries(env, ctx.loaded.base_dir, project_root(ctx.loaded.path))
     missing = [p for p in wanted if p not in carries.provides]

@@ -122,7 +122,7 @@ TEMPLATE_UNKNOWN = declare("environment.template-unknown", "error",
 def environment_files(ctx: Context, name: str, env: Environment) -> Iterator[Diagnostic]:
     base = ctx.loaded.base_dir
     if env.conda_path:  # conda YAML written inline is no file
-        where = ("environments", name, "conda_file")
+        where: tuple[str, ...] = ("environments", name, "conda_file")
         outside = _outside_project(ctx, where, "conda_file", env.conda_path)
         if outside is not None:
             yield outside

@@ -26,7 +26,7 @@ def tasks_per_node(dist: Distribution) -> int:
 
 def _per_node_processes(step: Launch, dist: Distribution, gpus: int) -> tuple[int | None, str]:
     """How many processes the per-node launcher starts on each node, and the flag that says so."""
-    spec = step.launcher
+    spec = step.spec
     value = step.role("processes_per_node")
     if value is not None:
         flag = next(f for f in spec.flags["processes_per_node"] if f in step.options)
@@ -72,15 +72,15 @@ def distribution_head_node_launcher(ctx: Context) -> Iterator[Diagnostic]:
         nodes, per = dist.instance_count, tasks_per_node(dist)
         started = nodes * per
         script = step.script or "train.py"
-        if step.launcher.kind == "per-node":   # deepspeed --hostfile: it ssh-es into every host itself
-            flag = next(f for f in step.launcher.head_node_flags if f in step.options)
+        if step.spec.kind == "per-node":   # deepspeed --hostfile: it ssh-es into every host itself
+            flag = next(f for f in step.spec.head_node_flags if f in step.options)
             yield diagnostic_at_command(
                 ctx, name, HEAD_NODE_LAUNCHER.id,
                 f"{step.invoked_as} {flag} starts the processes of every host itself (over ssh), but Azure ML runs the "
                 f"command {started} time(s) ({per} on each of {nodes} node(s)): each copy would start the whole job",
-                f"run it once per node: {step.invoked_as} {' '.join(step.launcher.per_node_flags)} --node_rank $NODE_RANK "
+                f"run it once per node: {step.invoked_as} {' '.join(step.spec.per_node_flags)} --node_rank $NODE_RANK "
                 f"--master_addr $MASTER_ADDR --master_port $MASTER_PORT ... with process_count_per_instance: 1 "
-                f"({step.launcher.source.split(' ')[0]})")
+                f"({step.spec.source.split(' ')[0]})")
             continue
         np = count(step.role("processes"))
         result = (f"{started} x {np} = {started * np} processes" if np else
@@ -150,7 +150,7 @@ def distribution_launcher_gpus(ctx: Context) -> Iterator[Diagnostic]:
         if per_node is None:
             continue
         # the launcher's count is per node (torchrun) or across every node (accelerate's --num_processes)
-        flags = step.launcher.flags
+        flags = step.spec.flags
         flag, wanted = ((flags["processes_per_node"][0], sku.gpus) if flags.get("processes_per_node")
                         else (flags.get("processes_total", ("",))[0], sku.gpus * dist.instance_count))
         yield from _gpus_used(
@@ -173,9 +173,8 @@ def _gpus_used(ctx: Context, name: str, used: int, gpus: int, exceeded: tuple[st
 
 def _nodes_range(value: str) -> tuple[int, int] | None:
     low, sep, high = value.partition(":")
-    if count(low) is None or (sep and count(high) is None):
-        return None
-    return count(low), count(high) if sep else count(low)
+    first, last = count(low), count(high) if sep else count(low)
+    return None if first is None or last is None else (first, last)
 
 
 LAUNCHER_NODES = declare("distribution.launcher-nodes", "error",
@@ -185,7 +184,7 @@ LAUNCHER_NODES = declare("distribution.launcher-nodes", "error",
 @rule(LAUNCHER_NODES)
 def distribution_launcher_nodes(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist, step in launches_of(ctx, "per-node"):
-        spec, nodes = step.launcher, dist.instance_count
+        spec, nodes = step.spec, dist.instance_count
         value = step.role("nodes")
         flag = spec.flags.get("nodes", ("--nnodes",))[0]
         if value is None:
@@ -216,7 +215,7 @@ def distribution_launcher_rendezvous(ctx: Context) -> Iterator[Diagnostic]:
     for name, dist, step in launches_of(ctx, "per-node"):
         if dist.instance_count < 2:
             continue
-        spec = step.launcher
+        spec = step.spec
         values = {r: step.role(r) for r in ("node_rank", "master_addr", "master_port", "rendezvous")}
         suggested = {"pytorch": ("$NODE_RANK", "$MASTER_ADDR", "$MASTER_PORT")}.get(dist.type)
         missing = [r for r in ("node_rank", "master_addr", "master_port") if values[r] is None and spec.flags.get(r)]
@@ -267,7 +266,7 @@ def distribution_node_rank_variable(ctx: Context, name: str, dist: Distribution)
     if step is None or dist.instance_count < 2:
         return
     if step.kind == "per-node":
-        flag = next((f for f in step.launcher.flags.get("node_rank", ()) if f in step.options), None)
+        flag = next((f for f in step.spec.flags.get("node_rank", ()) if f in step.options), None)
         value = step.role("node_rank")
     else:   # a script that starts its node's processes itself: its own --node_rank / --node-rank argument
         names = [f for spec in launchers().launchers for f in spec.flags.get("node_rank", ())]
@@ -410,7 +409,7 @@ TRANSFORMERS_LOCAL_RANK = declare("distribution.transformers-local-rank", "error
 @rule_for_each("distributions", TRANSFORMERS_LOCAL_RANK, framework=True)
 def distribution_transformers_local_rank(ctx: Context, name: str, dist: Distribution, fw: FrameworkInfo | None) -> Iterator[Diagnostic]:
     needle = fw.per_process_command_must_contain if fw else None
-    if not (needle and dist.command) or launched_per_node(dist):
+    if fw is None or not (needle and dist.command) or launched_per_node(dist):
         return
     steps, error = parsed_command(dist.command)
     # HF's argument parser accepts --local_rank and --local-rank alike

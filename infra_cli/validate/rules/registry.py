@@ -30,7 +30,7 @@ class Context:
     def stack(self):
         return self.loaded.stack
 
-    def at(self, path: tuple, rule: str, message: str, hint: str, severity: str = "error",
+    def at(self, path: tuple, rule: str, message: str, hint: str, severity: Severity = "error",
            key: bool = False) -> Diagnostic:
         return self.loaded.source.diagnostic(path, rule, message, hint, severity, key=key)
 
