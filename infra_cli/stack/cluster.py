@@ -17,8 +17,8 @@ class SshSettings(Model):
     """SSH access to the nodes (amlCompute ssh_settings). Pass secrets as ${VAR}: they are never written out."""
 
     admin_username = Field(Text | None, None, description="administrator user on each node")
-    admin_password = Field(SECRET | None, None, description="secret: write ${VAR}, never the password itself")
-    ssh_key_value = Field(SECRET | None, None, description="SSH public key; write ${VAR} (e.g. ${SSH_PUBLIC_KEY})")
+    admin_password = Field(SECRET | None, None, description="secret: write ${var.NAME} of a variable declared sensitive, never the password itself")
+    ssh_key_value = Field(SECRET | None, None, description="SSH public key; write it or ${var.NAME} (e.g. ${var.ssh_public_key})")
 
 
 class NetworkSettings(Model):
