@@ -40,7 +40,7 @@ from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.secret import keyed_digest, sealed
 from infra_cli.stack.variables import Inputs, command_words
 from infra_cli.state.serial import StateSerial
-from infra_cli.stack.source import MAX_DEPTH
+from infra_cli.stack.bounded_yaml import MAX_DEPTH
 from infra_cli.validate.engine import load_valid_stack
 
 KIND = "infra-plan"
@@ -207,7 +207,7 @@ def looks_like_plan_file(path: Path) -> bool:
     return head.lstrip().startswith(b"{") or head.startswith(ZIP_MAGIC)
 
 
-# A plan holds the stack's values a few levels down; a stack nests at most stack/source.py's MAX_DEPTH.
+# A plan holds the stack's values a few levels down; a stack nests at most stack/bounded_yaml.py's MAX_DEPTH.
 MAX_PLAN_DEPTH = 2 * MAX_DEPTH
 
 

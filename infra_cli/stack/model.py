@@ -19,8 +19,6 @@ from infra_cli.stack.cluster import Cluster
 from infra_cli.stack.common_kinds import Text
 from infra_cli.stack.distribution import Distribution
 from infra_cli.stack.environment import Environment
-# plan/kinds/environment.py (being reworked by issue 42's kinds step) names it here; its home is stack/environment.py
-from infra_cli.stack.environment import inline_conda_text  # noqa: F401
 from infra_cli.stack.fields import Field, Model
 from infra_cli.stack.rule_switch import RuleSwitch
 from infra_cli.stack.value_kinds import ANY, Bool, DictOf, ListOf, OneOf, Str

@@ -20,8 +20,7 @@ import yaml
 
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, Severity
 from infra_cli.stack import secret as secret_text, variables
-# MAX_DEPTH: plan/planfile.py names it here, beside the loader's other bounds
-from infra_cli.stack.bounded_yaml import MAX_DEPTH, MAX_STACK_BYTES, compose, read_stack_text  # noqa: F401
+from infra_cli.stack.bounded_yaml import MAX_STACK_BYTES, compose, read_stack_text
 
 # `$$` escapes a dollar; `${NAME}` interpolates; a `${` with no closing brace is an error. Azure ML's own
 # expressions (`${{inputs.epochs}}`, `${{outputs.model}}`) pass through untouched, so a pasted command keeps them.

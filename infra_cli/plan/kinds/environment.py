@@ -21,7 +21,8 @@ from infra_cli.plan.kinds.base import REPLACE_REQUESTED, DiffContext, Kind, adop
 from infra_cli.plan.model import CREATE, NO_OP, UPDATE, Action, LiveState, Resource, ResourceChange, content_hash
 from infra_cli.plan.normalise import split_tags
 from infra_cli.stack.load import LoadedStack
-from infra_cli.stack.model import Environment as DeclaredEnvironment, Stack, inline_conda_text
+from infra_cli.stack.environment import Environment as DeclaredEnvironment, inline_conda_text
+from infra_cli.stack.model import Stack
 from infra_cli.stack.outputs import UNKNOWN
 from infra_cli.stack.secret import Secret, contains_secret
 from infra_cli.stack.source import MAX_STACK_BYTES, SourceMap, load_yaml
