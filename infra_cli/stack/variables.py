@@ -320,6 +320,12 @@ class _Resolver:
             self.error(path + ("sensitive",), "stack.invalid", f"variables.{name}.sensitive must be true or false",
                        "write true or false")
             return
+        if sensitive and decl.get("default") not in (None, "") and not contains_secret(decl["default"]):
+            # the secret itself in the stack file, which goes to git (tfsec and checkov flag the same in Terraform)
+            self.out.warnings.append(self.source.diagnostic(
+                path + ("default",), "variable.sensitive-default", f"sensitive variable {name!r} has its value "
+                "written in the stack file (`default:`), which is committed with it", f"remove the `default:`; "
+                f"{ways_to_set(name, True)}", "warning"))
         if contains_secret(decl.get("default")):   # a default built from ${ENV}: the variable's value is a secret
             decl["default"], sensitive = revealed(decl["default"]), True
         allowed = decl.get("allowed")
