@@ -18,6 +18,28 @@ compileall.compile_dir(Path(__file__).resolve().parent.parent / "infra_cli", qui
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+
+def _temp_dir_outside_any_project() -> None:
+    """An `.infra/` above the temporary directory (a user who ran `infra apply --local` in /tmp) makes every test's
+    stack part of that project (paths.py: the nearest folder holding `.infra/` or `.git`), so --local tests share
+    its cloud and tests of a stack's own project fail. Then the tests' temporary files go to a folder with none
+    above it, for this process and the ones it starts."""
+    import tempfile
+
+    def in_a_project(folder: Path) -> bool:
+        return any((d / ".infra").is_dir() for d in (folder, *folder.parents))
+
+    if not in_a_project(Path(tempfile.gettempdir()).resolve()):
+        return
+    for base in ("/var/tmp", "/dev/shm", str(Path.home())):
+        if Path(base).is_dir() and os.access(base, os.W_OK) and not in_a_project(Path(base).resolve()):
+            tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="infra-tests-", dir=base)
+            return
+
+
+_temp_dir_outside_any_project()
+
 # Open MPI refuses to run as root without these; tests launch a real mpirun.
 os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
 os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
