@@ -94,6 +94,7 @@ class Applier:
               first: bool) -> None:
         steps = STEPS[change.type]
         if change.importing is not None:
+            assert desired is not None      # an import block adopts a resource the stack declares
             steps.adopt(self, change, desired, say)
             if change.actions == NO_OP:
                 return

@@ -36,10 +36,15 @@ def read_pool(workers: int) -> Iterator[ThreadPoolExecutor]:
     pool.shutdown(wait=True)
 
 
-class Written(Protocol):   # what a write takes: plan's Resource, or anything with these
-    name: str
-    attributes: dict
-    tags: dict
+class Written(Protocol):   # what a write takes: plan's Resource (frozen: read-only here), or anything with these
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def attributes(self) -> dict: ...
+
+    @property
+    def tags(self) -> dict: ...
 
 
 class RecordVersions(Protocol):

@@ -35,7 +35,7 @@ def _build_files(env, base_dir) -> Callable:
 class EnvironmentSteps(KindSteps):
     def step(self, run: Applying, change: ResourceChange, desired: Resource | None, say: Say, *, first: bool) -> None:
         if change.actions == CREATE:
-            assert desired is not None   # a create is of the stack's declaration
+            assert desired is not None and change.after is not None   # a create is of the stack's declaration
             env = run.loaded.stack.environments[change.name]
             version = dict(desired.attributes, version=change.after["version"])
             resource = Resource(desired.address, desired.type, desired.name, version, desired.tags)
@@ -50,6 +50,7 @@ class EnvironmentSteps(KindSteps):
     def adopt(self, run: Applying, change: ResourceChange, desired: Resource, say: Say) -> None:
         """Its version gets the tags (the content hash only when the content matches: else the stack's content is
         registered as a new version next)."""
+        assert change.before is not None     # what is imported exists: its live version
         say("progress", f"importing {change.importing} version {change.before['version']}")
         tags = desired.tags if change.actions == NO_OP else {k: v for k, v in desired.tags.items() if k != TAG_HASH}
         run.provider.adopt_environment(change.name, change.before["version"], tags)
@@ -90,7 +91,7 @@ class EnvironmentSteps(KindSteps):
 
     def forget(self, loaded: Any, address: str, name: str, provider: Provider, bump_serial: Callable[[], Any],
                error: Callable[[str, str], DiagnosticError]) -> str:
-        stack, file = loaded.stack.stack, str(loaded.path)
+        stack, file = loaded.stack.stack, loaded.file
         env = read_environment(provider, name, None)
         if env is None or env.owner_stack != stack:
             raise error(f"stack {stack!r} owns no {address}", says(NextStep(("infra", "state", "list"), (file,)),
