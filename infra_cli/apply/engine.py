@@ -147,7 +147,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
                 saved = isinstance(outcome, SavedOutcome)
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
-                             "changed)", outcome.file if saved else str(loaded.path), hint)
+                             "changed)", outcome.file if saved else loaded.file, hint)
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(
@@ -155,7 +155,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             _refuse_mismatch(plan.changes, [c for c in derived if c.is_change], outcome.file, hint, values=False)
             if any(d.severity == "error" for d in found):
                 raise DiagnosticError([d for d in found if d.severity == "error"])
-        refuse_unsafe_destroys(plan, live, str(loaded.path), hint)
+        refuse_unsafe_destroys(plan, live, loaded.file, hint)
         if plan.changes:   # every plan made before this write is stale from here on
             store.bump_serial(plan.stack, serial, operation)
         mark_smokes_pending(plan, loaded, provider)
@@ -213,7 +213,7 @@ def forget_resource(address: str, stack_path: Path, *, backend: Backend, inputs:
     target = parsed(address, file=str(stack_path))   # the grammar first: nothing is read or written before it
     # the resource's declaration is read (a cluster's PUT sends its SSH secrets back), nothing else declared
     loaded, _ = load_for_plan(stack_path, inputs=needing(inputs, (KINDS[target.kind].section, target.name)))
-    file, stack = str(loaded.path), loaded.stack.stack
+    file, stack = loaded.file, loaded.stack.stack
     kind, name = target.kind, target.name
 
     def error(message: str, hint: str) -> DiagnosticError:
@@ -240,7 +240,7 @@ def import_resource(address: str, azure_name: str, stack_path: Path, *, backend:
     # as plan: an imported cluster exists, the live state judges it; of the stack's declarations only the one
     # adopted is read (its SSH secrets, its desired environment, lifecycle.prevent_destroy)
     loaded, _ = load_for_plan(stack_path, inputs=needing(inputs, (KINDS[target.kind].section, target.name)))
-    file = str(loaded.path)
+    file = loaded.file
     kind, name = target.kind, target.name
     section = KINDS[kind].section
     if name not in KINDS[kind].declared(loaded.stack):

@@ -266,7 +266,7 @@ def _refuse_overlap(loaded: LoadedStack, out_given: Path, out: Path) -> None:
                    "nothing was written")
         if where is None:
             diagnostics.append(Diagnostic("error", "render.out-overlaps-input", message,
-                                          str(loaded.path) if what == "the stack file" else None, None, None, hint))
+                                          loaded.file if what == "the stack file" else None, None, None, hint))
         else:
             diagnostics.append(loaded.source.diagnostic(where, "render.out-overlaps-input", message, hint))
     raise DiagnosticError(diagnostics)

@@ -142,8 +142,11 @@ _ELSEWHERE = {
 
 
 def no_color_option():
-    """`-no-color` (Terraform's flag on plan, apply, destroy, show and validate): plain text on a terminal too;
-    the run's arguments carry it (RunArgs.no_color), commands/terminal.py colour_for reads it."""
+    """`-no-color`: plain text on a terminal too. Every command that prints a diagnostic takes it, as Terraform's
+    meta.process strips it from every command's arguments
+    (https://github.com/hashicorp/terraform/blob/main/internal/command/meta.go); tests/test_first_week_third_walk.py
+    holds each command to it. The run's arguments carry it (RunArgs.no_color), commands/terminal.py colour_for
+    reads it."""
     return typer.Option(False, "--no-color", help="no colour, even on a terminal (as NO_COLOR=1 or TERM=dumb)")
 
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.cli import Command, Group
+from infra_cli.commands.cli import Command, Group, no_color_option
 from infra_cli.commands.terminal import print_diagnostics
 
 
@@ -23,6 +23,7 @@ def serve(
     lro_failure_rate: float = typer.Option(0.0, "--lro-failure-rate", metavar="R", help="share of long-running operations that fail (0..1)", min=0.0, max=1.0),
     provisioning_delay: float = typer.Option(2.0, "--provisioning-delay", metavar="S", help="seconds a compute create/update/delete takes", min=0.0),
     seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="seed for the injected faults"),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Serve https://127.0.0.1:PORT/ as Azure Resource Manager, Azure ML and blob storage, in the foreground."""
     from infra_cli.emulator.faults import FaultConfig
@@ -53,6 +54,7 @@ def serve(
 
 def reset(
     directory: Optional[Path] = typer.Option(None, "--dir", metavar="DIR", help=STATE_DIR_HELP),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Move the local cloud's state database aside (kept as state.sqlite3.aside-TIME): the next emulator starts empty.
     Refused while any infra process uses the directory: an `infra emulator serve`, or a `--local` command running."""

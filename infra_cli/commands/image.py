@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.cli import Command, Group
+from infra_cli.commands.cli import Command, Group, no_color_option
 from infra_cli.commands.terminal import print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 from infra_cli.image.limits import DEFAULT_TIMEOUT_S
@@ -31,6 +31,7 @@ def check(
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", metavar="S", min=0.001,
                                   help="bound on the whole check in seconds: connects, token requests, redirects, "
                                        "downloads and reading the layers"),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Check that IMAGE carries what MPI/InfiniBand jobs need, from its layers, with no Docker daemon.
 

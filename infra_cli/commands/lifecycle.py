@@ -118,7 +118,7 @@ def plan_file(stack: Path, *, local: bool, generating: bool = False, **options) 
     from infra_cli.plan.engine import check_addresses, load_for_plan, plan_stack
 
     loaded, warnings = load_for_plan(stack, generating=generating, inputs=stack_inputs())
-    check_addresses(str(loaded.path), options.get("targets") or [], options.get("replace") or [])
+    check_addresses(loaded.file, options.get("targets") or [], options.get("replace") or [])
     provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
     return plan_stack(loaded, provider, warnings=warnings, **options)
 
@@ -196,7 +196,7 @@ def plan(
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
-    from infra_cli.commands.views.outputs import plan_outputs
+    from infra_cli.commands.views.outputs import plan_outputs, planned_outputs
     from infra_cli.commands.views.plan import generated_config_summary, render_plan
     from infra_cli.stack.variables import recorded_values
 
@@ -229,6 +229,7 @@ def plan(
     if generated:   # the placeholders the generated file holds, at its lines
         from infra_cli.plan.generate import about_generated
         p.diagnostics.extend(about_generated([], text, generate_config_out, stack))
+    outputs = planned_outputs(p, outcome.outputs)   # none for a plan with errors (before policies, as the JSON's)
     document = _plan_document(outcome)
     judged = _policy_diagnostics(document, stack, policy, namespace)
     p.diagnostics.extend(judged)
@@ -238,12 +239,12 @@ def plan(
     elif markdown:
         from infra_cli.commands.views.plan_markdown import render_markdown
         _print_plan_diagnostics(p)
-        print(render_markdown(p, render_plan(p, colour=False, generated=len(generated)) + plan_outputs(outcome.outputs)))
+        print(render_markdown(p, render_plan(p, colour=False, generated=len(generated)) + plan_outputs(outputs)))
     else:
         _print_plan_diagnostics(p)
         _print_rules_disabled(outcome)
         print(render_plan(p, colour=colour_for(sys.stdout), generated=len(generated)))
-        print(plan_outputs(outcome.outputs), end="")
+        print(plan_outputs(outputs), end="")
         if generated:
             print("\n" + rendered(generated_config_summary(generated, str(generate_config_out), str(stack))))
     if p.has_errors():
@@ -262,12 +263,13 @@ def plan(
 
 def _plan_document(outcome) -> dict:
     """The plan as `plan --json` prints it (and as policies read it)."""
-    from infra_cli.commands.views.outputs import plan_outputs_json
+    from infra_cli.commands.views.outputs import plan_outputs_json, planned_outputs
 
     document = outcome.plan.to_json()
     document["diagnostics"] = [rendered_diagnostic(d).to_json() for d in outcome.plan.diagnostics]
-    if outcome.outputs:
-        document["output_changes"] = plan_outputs_json(outcome.outputs)
+    outputs = planned_outputs(outcome.plan, outcome.outputs)
+    if outputs:
+        document["output_changes"] = plan_outputs_json(outputs)
     disabled = _rules_disabled(outcome)
     if disabled:   # only where the stack switches rules off: any other plan's JSON is as it was
         document["rules_disabled"] = disabled
@@ -335,6 +337,7 @@ def import_(
     azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -349,6 +352,7 @@ def force_unlock(
     stack: Optional[Path] = typer.Argument(None, metavar="STACK"),
     force: bool = typer.Option(False, "--force", help="clear it even though its holder still runs on this machine"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -434,7 +438,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
             print("Destroy cancelled." if destroy else "Apply cancelled.")
             raise typer.Exit(EXIT_ERROR)
         result = None
-        stack = outcome.loaded.source.file if not is_plan_file(source) else str(outcome.loaded.path)
+        stack = outcome.loaded.file   # as given; a saved plan's, the stack it recorded
         if outcome.plan.changes:  # only pending smoke jobs: nothing to lock or change, just run them
             # said after the command (root.py), with --local but not the run's --var, as it always was
             shows = step(NextStep(("infra", "plan"), (stack,)), this_run().without_variables())

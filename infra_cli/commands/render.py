@@ -6,7 +6,7 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import fail
 from infra_cli.commands.run import stack_inputs
 from infra_cli.commands.terminal import print_diagnostics
@@ -15,6 +15,7 @@ from infra_cli.diagnostics import DiagnosticError
 
 def graph(
     stack: Path = typer.Argument(..., metavar="STACK"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -34,6 +35,7 @@ def render(
     write_secrets: bool = typer.Option(False, "--write-secrets", help="write sensitive values (a sensitive map "
                                        "given whole, ${VAR} in a command, a SAS URL) in clear into job files of mode "
                                        "0600, with a warning, instead of refusing them"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0xd80c263f
+SOURCES_CRC = 0x3d01da99
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -5,7 +5,7 @@ import json
 
 import typer
 
-from infra_cli.commands.cli import Command
+from infra_cli.commands.cli import Command, no_color_option
 from infra_cli.commands.errors import fail
 from infra_cli.diagnostics import DiagnosticError
 
@@ -13,6 +13,7 @@ from infra_cli.diagnostics import DiagnosticError
 def rules(
     as_json: bool = typer.Option(False, "--json", help="print the rules as JSON: [{id, severity, summary, doc, "
                                  "switchable}]"),
+    no_color: bool = no_color_option(),
 ) -> None:
     """List the rules validate and plan judge stacks by: id, severity, summary and its page (docs/rules/ID.md)."""
     from infra_cli.validate.rules import catalogue

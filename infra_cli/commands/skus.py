@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from infra_cli.commands.cli import Command
+from infra_cli.commands.cli import Command, no_color_option
 from infra_cli.commands.errors import fail
 from infra_cli.commands.terminal import print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
@@ -16,6 +16,7 @@ def skus(
     infiniband: bool = typer.Option(False, "--infiniband", help="only sizes whose InfiniBand NCCL/MPI can use"),
     as_json: bool = typer.Option(False, "--json", help="print the sizes as JSON"),
     local: bool = typer.Option(False, "--local", help="ask the local emulator for availability in --location"),
+    no_color: bool = no_color_option(),
 ) -> None:
     """List VM sizes for distributed training from the catalog (validators/skus.yaml)."""
     from infra_cli.commands.views.skus import skus_table

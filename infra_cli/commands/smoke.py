@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.cli import Command, var_file_option, var_option
+from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
 from infra_cli.commands.errors import EXIT_ERROR, EXIT_OK, fail, smoke_interrupted
 from infra_cli.commands.run import stack_inputs
 from infra_cli.commands.terminal import print_diagnostics, progress_stream
@@ -22,6 +22,7 @@ def smoke(
     as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON on stdout"),
     report: Optional[Path] = typer.Option(
         None, "--report", metavar="DIR", help="write report.html (busbw chart per distribution) and smoke.json here"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:

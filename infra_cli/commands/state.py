@@ -95,6 +95,7 @@ def show(
 def state_list(
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -109,6 +110,7 @@ def output(
     as_json: bool = typer.Option(False, "--json", "-json", help="as JSON: {NAME: {value, type, sensitive}}"),
     raw: bool = typer.Option(False, "--raw", "-raw", help="NAME's value bare (a string, number or bool), for scripts"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:
@@ -164,6 +166,7 @@ def state_rm(
     address: str = typer.Argument(..., metavar="ADDR"),
     stack: Path = typer.Argument(..., metavar="STACK"),
     local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
+    no_color: bool = no_color_option(),
     var: List[str] = var_option(),
     var_file: List[str] = var_file_option(),
 ) -> None:

@@ -55,12 +55,12 @@ def check_addresses(file: str, targets: list[str] = (), replace: list[str] = ())
 
 
 def check_targets(loaded: LoadedStack, desired: list[Resource], targets: list[str]) -> None:
-    check_addresses(str(loaded.path), targets=targets)   # the grammar first, then whether the stack has it
+    check_addresses(loaded.file, targets=targets)   # the grammar first, then whether the stack has it
     known = {r.address for r in desired} | {f"smoke.{d}" for d in loaded.stack.distributions}
     bad = [t for t in targets if t not in known]
     if bad:
         raise DiagnosticError([Diagnostic("error", "plan.unknown-target", f"--target {t} is not an address of this stack",
-                                          str(loaded.path), None, None, f"addresses: {', '.join(sorted(known))}")
+                                          loaded.file, None, None, f"addresses: {', '.join(sorted(known))}")
                                for t in bad])
 
 
@@ -250,13 +250,13 @@ def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveStat
 
 def check_replace(loaded: LoadedStack, desired: list[Resource], replace: list[str]) -> None:
     """--replace names a cluster or an environment of the stack."""
-    check_addresses(str(loaded.path), replace=replace)   # the grammar first, then whether the stack has it
+    check_addresses(loaded.file, replace=replace)   # the grammar first, then whether the stack has it
     known = sorted(r.address for r in desired if KINDS[r.type].managed(r))
     bad = [a for a in replace if a not in known]
     if bad:
         raise DiagnosticError([Diagnostic("error", "plan.unknown-replace", f"--replace {a} is not a cluster or "
                                           "environment this stack creates (a curated one is only read)",
-                                          str(loaded.path), None, None,
+                                          loaded.file, None, None,
                                           f"addresses: {', '.join(known) or 'none'}") for a in bad])
 
 
@@ -282,7 +282,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     live, facts, resolved, records = read.state, read.facts, read.resolved, read.records
     changes, found = planned_changes(loaded, desired, live, mode=mode, targets=targets, replace=replace)
     deps = distribution_dependencies(stack)
-    diagnostics = list(warnings or []) + ([targeting_warning(str(loaded.path))] if targets else []) + found + \
+    diagnostics = list(warnings or []) + ([targeting_warning(loaded.file)] if targets else []) + found + \
         image_diagnostics + (
         cpu_transports(loaded) + template_build_diagnostics(loaded) if normal else [])
     if facts is not None:

@@ -184,7 +184,7 @@ def _common(loaded: LoadedStack, name: str, catalog: Catalog) -> tuple[Distribut
     if name not in stack.distributions:
         known = ", ".join(sorted(stack.distributions)) or "(none)"
         raise DiagnosticError([Diagnostic("error", "smoke.unknown-distribution",
-                                          f"no distribution {name!r} in stack {stack.stack}", str(loaded.path),
+                                          f"no distribution {name!r} in stack {stack.stack}", loaded.file,
                                           None, None, f"pick one of: {known}")])
     dist = stack.distributions[name]
     if (dist.cluster is not None and dist.cluster not in stack.clusters) or dist.environment not in stack.environments:

@@ -84,6 +84,12 @@ class LoadedStack:
         return self.path.parent
 
     @property
+    def file(self) -> str:
+        """The stack as the command line gave it (`stacks/train.yaml`): the file every diagnostic names, as the
+        loader's and validate's do (the source map's). `path` is resolved, for reading what lies beside it."""
+        return self.source.file
+
+    @property
     def variables(self) -> dict:
         """name -> variables.Value: the value each declared variable had for this load."""
         return self.source.variables

@@ -68,17 +68,17 @@ class KindSteps:
 
 
 def import_error(loaded: Any, message: str, hint: str, rule: str = "import.invalid") -> DiagnosticError:
-    return DiagnosticError([Diagnostic("error", rule, message, str(loaded.path), None, None, hint)])
+    return DiagnosticError([Diagnostic("error", rule, message, loaded.file, None, None, hint)])
 
 
 def already_managed(loaded: Any, address: str, what: str) -> DiagnosticError:
     # Terraform: "Resource already managed by Terraform". Importing again would overwrite the hash of what the
     # stack last applied with the live values, hiding from the next plan a drift it should show.
-    file = loaded.path
+    file = loaded.file
     return import_error(loaded, f"{address} is already managed by stack {loaded.stack.stack!r}: {what} carries "
-                        "its ownership tags", says("nothing to import: ", NextStep(("infra", "plan"), (str(file),)),
+                        "its ownership tags", says("nothing to import: ", NextStep(("infra", "plan"), (file,)),
                                                      " shows how it differs from the stack. To adopt it again, run ",
-                                                     NextStep(("infra", "state", "rm"), (address, str(file))), " first"),
+                                                     NextStep(("infra", "state", "rm"), (address, file)), " first"),
                         "import.already-managed")
 
 

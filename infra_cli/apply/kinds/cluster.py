@@ -144,7 +144,7 @@ class ClusterSteps(KindSteps):
 
     def forget(self, loaded: Any, address: str, name: str, provider: Provider, bump_serial: Callable[[], Any],
                error: Callable[[str, str], DiagnosticError]) -> str:
-        stack, file = loaded.stack.stack, str(loaded.path)
+        stack, file = loaded.stack.stack, loaded.file
         live = read_cluster(provider, name)
         if live is None or live.owner_stack != stack or is_other_compute(live):
             raise error(f"stack {stack!r} owns no {address}", says(NextStep(("infra", "state", "list"), (file,)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra_cli.plan.model import Plan
 from infra_cli.plan.outputs import OutputValue
 from infra_cli.stack.outputs import shown
 from infra_cli.stack.variables import type_name
@@ -40,6 +41,14 @@ def raw_refusal(value: Any) -> str | None:
     if isinstance(value, (str, int, float, bool)):
         return None
     return f"is a {type_name(value) if isinstance(value, (list, dict)) else type(value).__name__}"
+
+
+def planned_outputs(plan: Plan, values: dict[str, OutputValue]) -> dict[str, OutputValue]:
+    """The outputs a plan shows (text, Markdown and JSON's output_changes alike): none for a plan with errors, as
+    Terraform shows none for a plan that failed; they would be those of an apply that will not run (`null` for a
+    cluster the plan refuses). Judged before policies: a policy judges the plan, outputs included, and its denial
+    leaves the plan as made."""
+    return {} if plan.has_errors() else values
 
 
 def plan_outputs(values: dict[str, OutputValue]) -> str:
