@@ -110,6 +110,7 @@ def prepare_from_plan_file(path: Path, *, backend: Backend, key: bytes | None, l
     if derived.live_fingerprint != saved.plan.live_fingerprint:
         raise _stale("the live state changed since the plan was made (someone else applied, or Azure changed)",
                      str(path), hint)
+    assert saved.seal is not None   # read strictly: a file keyed with a key this run lacks was refused
     _refuse_mismatch(saved.plan.changes, as_saved(derived.changes, saved.seal), str(path), hint, values=True)
     errors = [d for d in derived.diagnostics if d.severity == "error"]
     if errors:   # what plan would have refused (prevent_destroy, ownership, quota...), whatever the file says
@@ -132,9 +133,8 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
     checked against the live state (apply/kinds/__init__.py refuse_unsafe_destroys) before anything is written,
     and the next serial is registered before the first write."""
     plan, loaded, provider = outcome.plan, outcome.loaded, outcome.provider
-    saved = isinstance(outcome, SavedOutcome)
-    hint = _saved_plan_hint(outcome.replan, outcome.file) if saved and outcome.replan else \
-        replan_hint(loaded.source.file)
+    hint = _saved_plan_hint(outcome.replan, outcome.file) if isinstance(outcome, SavedOutcome) and outcome.replan \
+        else replan_hint(loaded.source.file)
     store = StateStore(provider)
     with store.lock(plan.stack, operation) as lock:
         live = refresh(provider, plan.desired)
@@ -145,9 +145,9 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
             again = (plan_stack(loaded, provider, mode=plan.mode, replace=outcome.replace, targets=outcome.targets)
                      if outcome.live is not None else None)
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):
-                saved = isinstance(outcome, SavedOutcome)
                 raise _stale("the live state changed since the plan was made (someone else applied, or Azure "
-                             "changed)", outcome.file if saved else loaded.file, hint)
+                             "changed)", outcome.file if isinstance(outcome, SavedOutcome) else loaded.file, hint)
+            assert again.live is not None   # plan_stack reads the live state
             plan, live = again.plan, again.live
         if isinstance(outcome, SavedOutcome):
             derived, found = ([], []) if plan.mode == PlanMode.REFRESH_ONLY else planned_changes(

@@ -52,7 +52,7 @@ from infra_cli.paths import local_project, project_root, templates_dir, user_sta
 from infra_cli.private_state import private_key_file
 from infra_cli.safe_files import OutputFile, link_on_the_way, read_beneath, remove_beneath, write_beneath
 from infra_cli.smoke.api import distribution_job_files
-from infra_cli.stack.cluster_fields import RENDER, path_value, rows
+from infra_cli.stack.cluster_fields import RENDER, ClusterField, path_value, rows
 from infra_cli.stack.load import LoadedStack
 from infra_cli.stack.variables import Inputs
 from infra_cli.stack.cluster import Cluster
@@ -70,20 +70,26 @@ COMPUTE_SCHEMA = "https://azuremlschemas.azureedge.net/latest/amlCompute.schema.
 SECRET_SSH_FIELDS = ("admin_password", "ssh_key_value")
 
 
+def _stack_path(field: ClusterField) -> str:
+    """A rendered field's stack path: render writes each under its stack path (stack/cluster_fields.py)."""
+    assert field.stack is not None
+    return field.stack
+
+
 def compute_document(name: str, cluster: Cluster) -> dict[str, Any]:
     """The Azure ML CLI v2 amlCompute document of a cluster, without secrets or our own additions: the fields
     stack/cluster_fields.py renders, in its order, each under its stack path."""
     doc: dict[str, Any] = {"$schema": COMPUTE_SCHEMA, "name": name, "type": "amlcompute"}
     for field in rows(RENDER):
         if field.render == "section":  # e.g. network_settings, identity: the section as written
-            section = field.stack.split(".")[0]
+            section = _stack_path(field).split(".")[0]
             value = getattr(cluster, section)
             if value is not None and section not in doc:
                 doc[section] = value.model_dump(exclude_none=True)
             continue
-        value = path_value(cluster, field.stack)
+        value = path_value(cluster, _stack_path(field))
         if field.render == "always" or (value if field.render == "if_set" else value is not None):
-            *parents, leaf = field.stack.split(".")
+            *parents, leaf = _stack_path(field).split(".")
             target = doc
             for parent in parents:
                 target = target.setdefault(parent, {})
@@ -103,7 +109,7 @@ def _holding(loaded: LoadedStack, base: tuple, *fields: tuple) -> tuple[tuple, .
 
 # What of a cluster its file writes: the fields stack/cluster_fields.py renders (a section whole)
 _CLUSTER_FILE_FIELDS = tuple(dict.fromkeys(
-    tuple(f.stack.split(".")[:1] if f.render == "section" else f.stack.split(".")) for f in rows(RENDER)))
+    tuple(_stack_path(f).split(".")[:1] if f.render == "section" else _stack_path(f).split(".")) for f in rows(RENDER)))
 
 
 def _cluster_file(loaded: LoadedStack, name: str, cluster: Cluster) -> OutputFile:
@@ -189,7 +195,11 @@ def _show_command(reference: str) -> str:
     ref = parse_environment_reference(reference)
     q = shlex.quote  # a command to paste: each value one shell word
     where = f"--registry-name {q(ref.registry)}" if ref.registry else "--resource-group RG --workspace-name WS"
-    which = f"--version {q(ref.version)}" if ref.version else f"--label {q(ref.label)}"
+    if ref.version:
+        which = f"--version {q(ref.version)}"
+    else:
+        assert ref.label is not None     # a reference names a version or a label
+        which = f"--label {q(ref.label)}"
     return f"az ml environment show --name {q(ref.name)} {which} {where}"
 
 

@@ -26,6 +26,7 @@ def force_unlock_stack(stack_path: Path, lock_id: str | None, *, force: bool, ba
     info = store.read_lock(stack)
     if not info.held:
         return info
+    assert info.lock_id is not None     # a held lock has one
     run = NextStep(("infra", "force-unlock"), (info.lock_id, file))
     held = (f"stack {stack!r} is locked by {info.holder} since {info.since} ({info.operation}), "
             f"lock ID {info.lock_id}")
