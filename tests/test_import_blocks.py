@@ -54,7 +54,8 @@ def test_sdk_made_cluster_and_environment_imported_through_generated_config(tmp_
 
     undeclared = cli("plan", str(stack), "--local", emulator=emulator, state=state)
     assert undeclared.returncode == 1 and "stack.yaml:8:10: error[import.undeclared]" in undeclared.stderr
-    assert "--generate-config-out FILE" in undeclared.stderr
+    # the stack as typed, so the hint runs from where the user is (it named `stack.yaml` alone)
+    assert f"`infra plan {stack} --generate-config-out FILE" in undeclared.stderr, undeclared.stderr
 
     made = cli("plan", str(stack), "--local", "--generate-config-out", str(generated), emulator=emulator, state=state)
     assert made.returncode == 0, made.stdout + made.stderr

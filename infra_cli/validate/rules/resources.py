@@ -86,7 +86,7 @@ def import_blocks(ctx: Context) -> Iterator[Diagnostic]:
         if declared is None:
             yield ctx.at(("import", i, "to"), IMPORT_UNDECLARED,
                          f"import of {block.to}: the stack declares no {section}.{name}",
-                         says("declare it, or let ", NextStep(("infra", "plan"), (ctx.loaded.path.name,
+                         says("declare it, or let ", NextStep(("infra", "plan"), (ctx.loaded.file,
                                                                                "--generate-config-out", "FILE")),
                               " write its declaration from Azure and merge FILE into the stack"))
 
