@@ -7,6 +7,7 @@ Colour only when the stream is a terminal.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from infra_cli.arguments import NextStep
@@ -52,7 +53,7 @@ def _headline(change: ResourceChange, kind: str) -> str:
         return f"# {change.address} is tainted, so must be replaced"
     if kind == "update" and (change.action_reason or "").startswith(_UNREPORTED):
         state = (change.before or {}).get("provisioning_state")
-        doing = {"Creating": "being created", "Updating": "being updated"}.get(state, f"{state}" if state else "")
+        doing = {"Creating": "being created", "Updating": "being updated"}.get(state or "", f"{state}" if state else "")
         return (f"# {change.address} is still {doing}: apply waits for it" if doing else
                 f"# {change.address} will be updated in-place (Azure reported no settings for it)")
     if kind == "replace" and (change.action_reason or "").startswith(_REQUESTED):
@@ -99,7 +100,7 @@ def legend(changes: list[ResourceChange]) -> list[str]:
     return ["Resource actions are indicated with the following symbols:", *rows, ""] if rows else []
 
 
-def render_change(change: ResourceChange, paint: _Painter, cost: list[str] = ()) -> list[str]:
+def render_change(change: ResourceChange, paint: _Painter, cost: Sequence[str] = ()) -> list[str]:
     """The change's block; `cost` lines (plan/cost.py) go under it, as Infracost's breakdown does."""
     kind = _kind(change)
     if kind is None and change.importing is None:
@@ -117,7 +118,9 @@ def render_change(change: ResourceChange, paint: _Painter, cost: list[str] = ())
         lines.append(f"  # ({reason})")
     lines.append(f"  {paint(symbol, code)} resource \"{change.type}\" \"{change.name}\" {{")
     before, after = change.before or {}, change.after or {}
-    shown_before, shown_after = masked(before, change.sensitive), masked(after, change.sensitive)  # compared raw
+    # masked() is None only for None, and before/after are dicts here; compared raw, shown masked
+    shown_before = masked(before, change.sensitive) or {}
+    shown_after = masked(after, change.sensitive) or {}
     forcing = {p[0] for p in change.replace_paths}
     keys = sorted(set(before) | set(after))
     width = max((len(k) for k in keys), default=0)
@@ -162,7 +165,9 @@ def render_plan(plan: Plan, *, colour: bool = False, generated: int = 0) -> str:
                 out.append(f"  # ({change.action_reason})")
                 if change.before is not None:
                     before, after = change.before, change.after or {}
-                    shown_before, shown_after = masked(before, change.sensitive), masked(after, change.sensitive)
+                    # masked() is None only for None: both are dicts here
+                    shown_before = masked(before, change.sensitive) or {}
+                    shown_after = masked(after, change.sensitive) or {}
                     for key in sorted(after):
                         if before.get(key) != after.get(key):
                             out.append(f"      {paint('~', '33')} {key} = {_value(shown_before.get(key))} -> "
