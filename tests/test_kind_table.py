@@ -87,12 +87,9 @@ def test_every_kind_is_planned_and_applied():
 # kind has (an environment's batch of version reads, the tags put on one version) is no such method.
 PER_KIND = {"list_computes", "read_compute", "put_cluster", "delete_cluster", "listed_environments",
             "create_environment_version", "archive_environment"}
-# (module, method) -> why it still calls one by its kind's name
-PER_KIND_ALLOWED = {
-    ("plan/engine.py", "read_compute"): "computes a stack names without managing them (referenced_computes, smoke's "
-                                        "check that what a distribution runs on exists) are read one by one, as "
-                                        "plain values, before any kind is involved",
-}
+# (module, method) -> why it still calls one by its kind's name. None left: a compute a stack names without managing
+# it (plan/referenced.py, smoke's check that what a distribution runs on exists) is read as the cluster kind reads one.
+PER_KIND_ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _per_kind_calls(tree: ast.AST) -> list[tuple[str, int]]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import Any, Callable
 
 from infra_cli.arguments import NextStep
 from infra_cli.knowledge.skus import load_catalog
@@ -190,6 +192,12 @@ def cpu_transports(loaded: LoadedStack) -> list[Diagnostic]:
     return out
 
 
+def compute_reader(provider: Provider) -> Callable[[str], dict[str, Any] | None]:
+    """A workspace compute by name, as plain values (None: none): read by the cluster kind's codec (azure/kinds.py
+    Computes), which reads any of the workspace's computes, managed by the stack or not (a Kubernetes one too)."""
+    return partial(provider.read, "cluster")
+
+
 def with_resolved_environments(changes: list[ResourceChange], resolved: dict[str, str | None]) -> list[ResourceChange]:
     """Curated environments are only read: their change shows what the reference resolves to now."""
     # by name: `resolved` holds environment references only (a cluster of the same name is none of them)
@@ -288,7 +296,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     if facts is not None:
         diagnostics += preflight(changes, desired, facts, load_catalog(), loaded.source, stack.workspace.name)
         diagnostics += serverless_preflight(loaded, facts, load_catalog()) if normal else []
-    diagnostics += referenced_computes(loaded, provider.read_compute, load_catalog()) + \
+    diagnostics += referenced_computes(loaded, compute_reader(provider), load_catalog()) + \
         serverless_costs(loaded, load_catalog()) if normal else []
     diagnostics += unresolved_environments(loaded, curated, resolved, provider)
     diagnostics = without_switched_off(stack, diagnostics)   # the stack's `rules:` (preflight judges rules again)
@@ -332,7 +340,7 @@ def smoke_preflight(loaded: LoadedStack, provider: Provider, distributions: list
               for n in sorted({dists[d].environment for d in chosen})
               if n in envs and not envs[n].curated and f"environment.{n}" in desired}
     with read_pool(len(clusters)) as pool:
-        live_clusters = dict(zip(clusters, pool.map(provider.read_compute, clusters)))
+        live_clusters = dict(zip(clusters, pool.map(compute_reader(provider), clusters)))
     live_envs = provider.read_environments(wanted) if wanted else {}
     hint = says("run ", NextStep(("infra", "apply"), (loaded.source.file,)), " first: a smoke job runs on the cluster "
                 "and environment apply creates (", NextStep(("infra", "plan"), (loaded.source.file,)),
