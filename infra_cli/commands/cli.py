@@ -59,8 +59,9 @@ def close_options(typed: str, options: list[Any]) -> list[str]:
     return out
 
 
-# click's UsageError, as typer carries its own copy of click (found through the public BadParameter)
-_USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+# click's UsageError, as typer carries its own copy of click (found through the public BadParameter); typed
+# Any: its attributes (option_name, possibilities, exit_code) are click's, read and set as click defines them
+USAGE_ERROR: type[Any] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
 def _parse(command: Any, parse: Any, ctx: Any, args: list[str], *, group: bool) -> list[str]:
@@ -70,7 +71,7 @@ def _parse(command: Any, parse: Any, ctx: Any, args: list[str], *, group: bool) 
     params.install(options)
     try:
         return parse(ctx, terraform_spellings(options, list(args), group=group))
-    except _USAGE_ERROR as exc:
+    except USAGE_ERROR as exc:
         if type(exc).__name__ == "NoSuchOption":
             # `-bogus` is read by click as the short option -b: name the word as it was typed
             typed = next((a.split("=", 1)[0] for a in args if len(exc.option_name) == 2 and

@@ -10,6 +10,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
@@ -31,9 +32,9 @@ def _print_plan_diagnostics(plan, *, summary: bool = True) -> None:
     from infra_cli.commands.views.plan import error_summary
 
     print_diagnostics(plan.diagnostics)
-    summary = summary and error_summary(plan)
-    if summary:   # beside the errors, on their stream
-        print(summary, file=sys.stderr)
+    said = error_summary(plan) if summary else None
+    if said:   # beside the errors, on their stream
+        print(said, file=sys.stderr)
 
 
 def _confirm(question: str, auto_approve: bool) -> bool:
@@ -226,7 +227,7 @@ def plan(
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
     p = outcome.plan
-    if generated:   # the placeholders the generated file holds, at its lines
+    if generated and generate_config_out is not None:   # the placeholders the generated file holds, at its lines
         from infra_cli.plan.generate import about_generated
         p.diagnostics.extend(about_generated([], text, generate_config_out, stack))
     outputs = planned_outputs(p, outcome.outputs)   # none for a plan with errors (before policies, as the JSON's)
@@ -363,16 +364,17 @@ def force_unlock(
     from infra_cli.apply.unlock import force_unlock_stack
     from infra_cli.commands.backend import provider_for
 
+    wanted: str | None = lock_id   # None: `infra force-unlock STACK` clears nothing, it says the lock's ID
     if stack is None:          # `infra force-unlock STACK`, as before lock IDs: the stack alone
         if not Path(lock_id).exists() and Path(lock_id).suffix not in (".yaml", ".yml"):
             raise fail([Diagnostic("error", "lock.stack-required", f"force-unlock {lock_id[:80]!r}: which stack's "
                                    "lock? (no such stack file)", None, None, None, "name the stack after the ID: "
                                    f"`infra force-unlock {shlex.quote(lock_id[:80])} STACK`")])
-        lock_id, stack = None, Path(lock_id)
+        wanted, stack = None, Path(lock_id)
     elif Path(lock_id).is_file() and not stack.is_file():   # `infra force-unlock STACK LOCK_ID`: as meant
-        lock_id, stack = str(stack), Path(lock_id)
+        wanted, stack = str(stack), Path(lock_id)
     try:
-        info = force_unlock_stack(stack, lock_id, force=force, backend=provider_for(local=local, anchor=stack),
+        info = force_unlock_stack(stack, wanted, force=force, backend=provider_for(local=local, anchor=stack),
                                   inputs=stack_inputs(needs=READ_ONLY_NEEDS))   # where the lock is, nothing else
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
@@ -381,7 +383,7 @@ def force_unlock(
 
 
 def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smoke: bool, local: bool,
-                      *, destroy: bool, replace: list[str] = (), targets: tuple[str, ...] | list[str] = ()) -> None:
+                      *, destroy: bool, replace: Sequence[str] = (), targets: tuple[str, ...] | list[str] = ()) -> None:
     from infra_cli.apply.engine import apply_outcome, prepare_from_plan_file
     from infra_cli.commands.backend import provider_for
     from infra_cli.plan.planfile import is_plan_file, made_locally, plan_key, saved_stack_path
@@ -413,7 +415,7 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
                 if record is not None:
                     record.args = dataclasses.replace(record.args, local=True)
             backend = provider_for(local=local, anchor=saved_stack_path(source) or source)
-            outcome = prepare_from_plan_file(source, backend=backend, key=plan_key(os.environ), local=local)
+            outcome: PlanOutcome = prepare_from_plan_file(source, backend=backend, key=plan_key(os.environ), local=local)
             approved = True
         else:
             outcome = plan_file(source, local=local, mode="destroy" if destroy else "normal", replace=list(replace),

@@ -34,13 +34,11 @@ def main() -> None:
         forget_inherited_emulator_cloud()
     if root_help.answered(sys.argv[1:]):
         return
-    from infra_cli.commands.root import _COMPLETE_VARIABLE, app, completion_init, typer
+    from infra_cli.commands.root import _COMPLETE_VARIABLE, USAGE_ERROR, app, completion_init
 
     # Usage errors exit 1, as Terraform's do: click's default 2 would read as "changes present" to a CI
     # job running `infra plan --detailed-exitcode` with a mistyped option.
-    # (Typer carries its own copy of click, so the class is found through the public BadParameter.)
-    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-    usage_error.exit_code = 1
+    USAGE_ERROR.exit_code = 1
     if _COMPLETE_VARIABLE in os.environ:   # the shell asks for completions: typer's classes answer its scripts
         completion_init()
     try:
@@ -61,6 +59,7 @@ def run() -> None:
     the interpreter's teardown. Freeing every module and object of a short-lived process costs 0.05-0.07 s
     here (a sixth of `infra validate`), and nothing needs it once the exit handlers have run and the
     output is flushed. A process with non-daemon threads still running exits as usual (they are joined)."""
+    code: str | int | None   # SystemExit's code: an int, None, or a message printed as sys.exit prints it
     try:
         main()
         code = 0

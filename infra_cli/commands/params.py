@@ -18,8 +18,9 @@ from typing import Any, get_args, get_origin
 try:   # typer 0.29's coercion internals; with another typer every parameter keeps typer's own coercion
     from typer._coercion import build_runtime_param
     from typer._param_types import coerce_cli_path   # typer's own path checks (exists, file_okay, readable...)
+    _TYPER_COERCION = True
 except ImportError:
-    build_runtime_param = coerce_cli_path = None
+    _TYPER_COERCION = False
 
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")   # within 64 bits; longer text is typer's to refuse or read
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -91,7 +92,7 @@ def _bounded(number: int | float, info: Any) -> Any:
 
 def install(params: list[Any]) -> None:
     """Put a PlainParam where typer would build its pydantic coercion, for each parameter not yet coerced."""
-    if build_runtime_param is None:
+    if not _TYPER_COERCION:
         return
     for param in params:
         if getattr(param, "_runtime_param", UNDECIDED) is not None or not hasattr(param, "type_descriptor"):

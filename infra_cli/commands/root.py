@@ -17,7 +17,7 @@ from typer._completion_shared import _get_shell_name, get_completion_script, ins
 
 from infra_cli import __version__
 from infra_cli.commands import emulator, image, lifecycle, render, rules, skus, smoke, state, validate
-from infra_cli.commands.cli import Group
+from infra_cli.commands.cli import USAGE_ERROR, Group  # noqa: F401  (main() sets USAGE_ERROR's exit code)
 from infra_cli.commands.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, interrupted_message, report_error
 from infra_cli.commands.run import RunRecord, run_record
 

@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x3d01da99
+SOURCES_CRC = 0x75ebda23
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 
@@ -70,7 +70,8 @@ def terminal_columns() -> int:
         columns = 0
     if columns <= 0:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+            stdout = sys.__stdout__   # None when Python started without a standard output
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
         except (AttributeError, ValueError, OSError):
             columns = 0
     return columns or 80
