@@ -262,7 +262,7 @@ def read_plan_file(path: Path, *, key: bytes | None, strict: bool = True) -> Sav
             smoke_reasons={k: v for k, v in (data.get("smoke_reasons") or {}).items() if v},
             drift=[ResourceChange.from_json(c) for c in data.get("resource_drift") or []],
             workspace=_workspace(data["workspace"]), state=StateSerial.from_json(data["state"]),
-            configuration=data.get("configuration") if isinstance(data.get("configuration"), dict) else {},
+            configuration=configuration if isinstance(configuration := data.get("configuration"), dict) else {},
         )
         for change in plan.resource_changes + plan.drift:
             change.action   # an action list infra does not know is a ValueError here, not in show or apply

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.diagnostics import Diagnostic, Severity
 from infra_cli.paths import project_root
 from infra_cli.stack.secret import json_default
 
@@ -291,7 +291,7 @@ def evaluate(document: dict, policies: list[PolicyFile], namespaces: list[str], 
             file, line = _located(declaring, "")
             missing = re.search(r"Function not found: ([\w.]+)", why)
             for policy in declaring if missing else ():   # the call's line, where the source shows it
-                at = re.search(rf"(?<![\w.]){re.escape(missing.group(1))}\(", policy.source)
+                at = re.search(rf"(?<![\w.]){re.escape(missing.group(1))}\(", policy.source) if missing else None
                 if at:
                     file, line = policy.shown, policy.source.count("\n", 0, at.start()) + 1
                     break
@@ -308,7 +308,7 @@ def evaluate(document: dict, policies: list[PolicyFile], namespaces: list[str], 
         for rule, rule_value in sorted((value or {}).items()) if isinstance(value, dict) else ():
             if not RULE.match(rule):
                 continue
-            severity = "warning" if rule.startswith("warn") else "error"
+            severity: Severity = "warning" if rule.startswith("warn") else "error"
             file, line = _located(declaring, rule)
             for message in _messages(rule_value):
                 count += 1

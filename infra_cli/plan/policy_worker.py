@@ -17,8 +17,9 @@ import sys
 
 try:
     import resource
+    _RLIMITS = True
 except ImportError:   # not on Windows: the parent's timeout still bounds the policies
-    resource = None
+    _RLIMITS = False
 try:
     from regopy import Interpreter, RegoError
     from regopy.rego_shared import rego_output_ok, rego_output_string, rego_query
@@ -29,7 +30,7 @@ except ImportError:   # said to the parent, which names the extra to install
 def _limit_memory(megabytes: int) -> None:
     """At most `megabytes` more address space than the interpreter holds now: regopy's allocator (snmalloc)
     reserves a large range when it starts, so an absolute RLIMIT_AS would stop it before any policy runs."""
-    if resource is None:
+    if not _RLIMITS:
         return
     try:
         with open("/proc/self/status", encoding="ascii") as status:
@@ -41,6 +42,13 @@ def _limit_memory(megabytes: int) -> None:
 
 
 _BLANKS = re.compile(r"\s*")
+
+
+def _blanks_end(text: str, start: int) -> int:
+    """Where the blanks from `start` end."""
+    blanks = _BLANKS.match(text, start)
+    assert blanks is not None   # `\s*` matches at every position, if only the empty string
+    return blanks.end()
 
 
 def _loads(text: str):
@@ -61,7 +69,7 @@ def _loads(text: str):
         if c == '"':
             if not inside:
                 inside = True
-            elif text[_BLANKS.match(text, i + 1).end():][:1] in ("", ",", ":", "]", "}"):
+            elif text[_blanks_end(text, i + 1):][:1] in ("", ",", ":", "]", "}"):
                 inside = False
             else:
                 c = '\\"'
@@ -87,7 +95,7 @@ def main() -> int:
             json.dump({"module_error": str(exc)}, answer)
             return 0
     interpreter.set_input_term(request["input"])
-    results = {}
+    results: dict[str, dict[str, object]] = {}
     for namespace in request["namespaces"]:
         output = rego_query(interpreter._impl, f"data.{namespace}")
         text = rego_output_string(output) if rego_output_ok(output) else ""

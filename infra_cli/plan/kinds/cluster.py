@@ -208,9 +208,8 @@ def unreadable_diagnostics(values: dict[str, Any]) -> list[Diagnostic]:
     """One error per value of a compute whose shape the provider could not read (compute_values' `unreadable`),
     naming the compute and the field as Azure's answer spells it."""
     name = values.get("name")
-    named = isinstance(name, str) and bool(name)
-    what, show = (f"cluster.{name}", NextStep(SHOW_COMPUTE, ("--name", name), LIST_INSTEAD)) if named else \
-        ("a compute of the workspace", NextStep(LIST_COMPUTES, (), LIST_INSTEAD))
+    what, show = (f"cluster.{name}", NextStep(SHOW_COMPUTE, ("--name", name), LIST_INSTEAD)) \
+        if isinstance(name, str) and name else ("a compute of the workspace", NextStep(LIST_COMPUTES, (), LIST_INSTEAD))
     return [Diagnostic(
         "error", "plan.live-unreadable",
         f"{what}: Azure answered {p['path'] or 'the compute'} as {p['value']}, which infra cannot read (it reads "
@@ -273,7 +272,8 @@ def _import_replaces(change: ResourceChange, imports: dict[str, str], source: So
     fields = [p[0] for p in change.replace_paths if p[0] != "provisioning_state"]
     if not fields:   # replaced only because its last operation failed: nothing of the declaration forces it
         return None
-    live = ", ".join(f"{f} = {change.before.get(f)!r}" for f in fields)
+    before = change.before or {}   # a replacement always has the live cluster it replaces
+    live = ", ".join(f"{f} = {before.get(f)!r}" for f in fields)
     return source.diagnostic(
         import_at(imports, change.address), "import.forces-replacement",
         f"import of {change.address}: the stack declares it with another {', '.join(fields)} than the cluster "
@@ -472,7 +472,7 @@ class Cluster(Kind):
         if c.actions not in (NO_OP, UPDATE, REPLACE):
             return None
         protected = c.actions != REPLACE and _protection(   # a forced replacement: diff already refused it
-            c.name, c.after, c.before, source, f"would be replaced (--replace {c.address})",
+            c.name, c.after, c.before or {}, source, f"would be replaced (--replace {c.address})",   # live: not a create
             f"leave out --replace {c.address}, or set clusters.{c.name}.lifecycle.prevent_destroy: false and "
             "apply that first")
         return [replace_change(c)], [protected] if protected else []

@@ -305,7 +305,8 @@ class Environment(Kind):
                 ("environments", c.name, "version"), "plan.replace-pinned",
                 f"--replace {c.address}: its version is pinned, and Azure ML environment versions are immutable",
                 f"bump environments.{c.name}.version instead (or remove it to let infra number versions)")]
-        after = {**c.after, "version": c.before.get("next_version") or next_version(c.before.get("version"))}
+        before = c.before or {}   # a no-op's: the live version it has
+        after = {**c.after, "version": before.get("next_version") or next_version(before.get("version"))}
         return [ResourceChange(c.address, c.type, c.name, CREATE, c.before, after, [],
                                f"new version {after['version']} ({REPLACE_REQUESTED})")], []
 
