@@ -52,7 +52,7 @@ def node_cost(attributes: dict | None, catalog: Catalog) -> NodeCost | None:
     count = int(attributes.get("max_instances") or 0)
     price = catalog.price(size, region)
     per_node = price.per_node_hour(tier) if price else None
-    if per_node is None:
+    if price is None or per_node is None:
         return NodeCost(size, tier, region, count, None)
     return NodeCost(size, tier, region, count, per_node, price.as_of.isoformat(), price.source,
                     tier in price.unconfirmed)
@@ -93,7 +93,8 @@ def cluster_costs(changes: Iterable[Any], catalog: Catalog | None = None) -> lis
 
 
 def _total(sides: list[NodeCost | None]) -> tuple[float, int]:
-    known = [s.at_max_instances_hour for s in sides if s is not None and s.per_node_hour is not None]
+    # at_max_instances_hour is None exactly where per_node_hour is
+    known = [hour for s in sides if s is not None and (hour := s.at_max_instances_hour) is not None]
     return round(sum(known), 4), sum(1 for s in sides if s is not None and s.per_node_hour is None)
 
 

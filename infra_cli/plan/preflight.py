@@ -15,7 +15,7 @@ from typing import Any
 
 from infra_cli.arguments import NextStep
 from infra_cli.knowledge.skus import Catalog, Sku
-from infra_cli.diagnostics import Diagnostic, says
+from infra_cli.diagnostics import Diagnostic, Severity, says
 from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import LiveFacts, LiveQuota, LiveSku
 from infra_cli.plan.diff import settings_unreported
@@ -61,7 +61,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
     """`source`: where each key of the stack file is, so each finding points at the value that causes it."""
     out: list[Diagnostic] = []
 
-    def error(at: tuple, rule: str, message: str, hint: str, severity: str = "error") -> None:
+    def error(at: tuple, rule: str, message: str, hint: str, severity: Severity = "error") -> None:
         out.append(source.diagnostic(at, rule, message, hint, severity))
 
     if facts.workspace_location is None:
