@@ -14,6 +14,10 @@ from infra_cli.azure.kinds import AZURE_KINDS, AzureKind
 from infra_cli.azure.protocol import Provider
 from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.kinds.base import Kind
+from infra_cli.plan.live import live_fingerprint
+from infra_cli.plan.model import LiveState, Resource
+from infra_cli.conventions import TAG_STACK
+from infra_cli.stack.secret import Secret
 
 ROOT = Path(__file__).resolve().parent.parent / "infra_cli"
 SCANNED = ("plan", "apply", "commands/views")
@@ -74,7 +78,7 @@ def test_every_kind_is_planned_and_applied():
     assert set(KINDS) == set(STEPS), (set(KINDS), set(STEPS))
     for name, kind in KINDS.items():
         assert kind.name == name and kind.section and kind.az_noun and kind.imported_noun
-        for method in ("live", "judge", "declared", "output", "read_imported", "declaration",
+        for method in ("judge", "declared", "output", "read_imported", "declaration",
                        "desired", "read_live", "normalise"):
             assert getattr(type(kind), method) is not getattr(Kind, method), f"{name} does not define {method}"
     for name, steps in STEPS.items():
@@ -126,3 +130,32 @@ def test_the_provider_interface_has_no_way_around_it_to_the_sdk_clients():
     for part in ("state", "smoke", "plan", "apply"):
         for path in (ROOT / part).rglob("*.py"):
             assert ".clients" not in path.read_text("utf-8"), path
+
+
+# Fingerprints taken with the live state's one field per kind (clusters=, environments=) before LiveState was keyed
+# by kind: a saved plan records one, and apply compares it with the live state read again, so the same live state
+# must give the same string, or every plan saved before an upgrade would be refused as stale.
+_CLUSTER = Resource("cluster.gpu", "cluster", "gpu", {"size": "Standard_NC24ads_A100_v4", "max_instances": 2,
+                                                      "description": Secret("team token 42")}, {TAG_STACK: "demo"})
+_ENVIRONMENT = Resource("environment.train", "environment", "train",
+                        {"version": "3", "image": "mcr.microsoft.com/a:1", "next_version": 4}, {TAG_STACK: "demo"})
+FINGERPRINTS_BEFORE = [
+    ({}, "ba01e5148d5ddfe731f1b04f1757b27e"),
+    ({"cluster": {"gpu": _CLUSTER}}, "0e9adf95e6aad8dc7cec4b17335e20c7"),
+    ({"cluster": {"gpu": _CLUSTER}, "environment": {"train": _ENVIRONMENT}}, "b797d140943d2fb3a599b367881157f7"),
+]
+
+
+def test_a_live_states_fingerprint_is_the_string_plan_files_recorded_before_it_was_keyed_by_kind():
+    for resources, before in FINGERPRINTS_BEFORE:
+        assert live_fingerprint(LiveState(dict(resources))) == before, resources
+    changed = Resource(_CLUSTER.address, "cluster", "gpu", {**_CLUSTER.attributes, "max_instances": 3}, _CLUSTER.tags)
+    assert live_fingerprint(LiveState({"cluster": {"gpu": changed}})) != FINGERPRINTS_BEFORE[1][1]
+
+
+def test_each_kind_reads_its_own_entry_of_the_live_state():
+    live = LiveState()
+    for name, kind in KINDS.items():
+        kind.live(live)["x"] = Resource(f"{name}.x", name, "x", {})
+    assert {name: list(resources) for name, resources in live.resources.items()} == {n: ["x"] for n in KINDS}
+    assert all(kind.live(live)["x"].type == name for name, kind in KINDS.items())

@@ -223,7 +223,7 @@ def test_an_unclassified_attribute_forces_a_replacement(validators, tmp_path):
     live = LiveState()
     for r in before:
         if r.type == "cluster":
-            live.clusters[r.name] = r
+            live.of("cluster")[r.name] = r
     path.write_text(STACK.replace("tier: low_priority", "tier: dedicated"), encoding="utf-8")
     loaded = load_stack(path)
     result = diff(desired_resources(loaded), live, stack="t", source=loaded.source, mode="normal")

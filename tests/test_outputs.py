@@ -61,7 +61,7 @@ def test_values_come_from_the_live_state_and_the_smoke_record():
     env = Resource("environment.train", "environment", "train", {"version": "3"}, {"infra.stack": "s"})
     tags = record_tags("s", SmokeRecord("ddp", "passed", None, "job-1", "2026-01-01T00:00:00Z", busbw_gbps=181.5))
     record = record_from_tags("s", "ddp", tags)
-    values = output_values(stack, LiveState(clusters={"a100": cluster}, environments={"train": env}), {"ddp": record})
+    values = output_values(stack, LiveState({"cluster": {"a100": cluster}, "environment": {"train": env}}), {"ddp": record})
     assert values["id"].value.endswith("/resourceGroups/rg/providers/Microsoft.MachineLearningServices/workspaces/mlw"
                                        "/computes/a100")
     assert values["env"].value == "azureml:train:3" and values["busbw"].value == 181.5

@@ -49,10 +49,10 @@ def applied(desired: list[Resource]) -> LiveState:
     live = LiveState()
     for r in desired:
         if r.type == "cluster":
-            live.clusters[r.name] = r
+            live.of("cluster")[r.name] = r
         elif r.attributes["kind"] != "curated":
             attrs = dict(r.attributes, version="1", next_version="2")
-            live.environments[r.name] = Resource(r.address, r.type, r.name, attrs, r.tags)
+            live.of("environment")[r.name] = Resource(r.address, r.type, r.name, attrs, r.tags)
     return live
 
 
@@ -109,9 +109,9 @@ def test_removed_cluster_is_deleted_only_if_owned(tmp_path):
     loaded = load(tmp_path)
     live = applied(desired_resources(loaded))
     other = Resource("cluster.cpu", "cluster", "cpu", {"size": "Standard_D4_v3"}, {})
-    live.clusters["cpu"] = other  # no tag: not ours
+    live.of("cluster")["cpu"] = other  # no tag: not ours
     ours = Resource("cluster.old", "cluster", "old", {"size": "Standard_ND96asr_v4"}, {TAG_STACK: "demo"})
-    live.clusters["old"] = ours
+    live.of("cluster")["old"] = ours
     result = run(loaded, live)
     deletes = [c.address for c in result.changes if c.actions == ["delete"]]
     assert deletes == ["cluster.old"]
@@ -120,7 +120,7 @@ def test_removed_cluster_is_deleted_only_if_owned(tmp_path):
 def test_untagged_same_name_is_an_error_not_a_delete(tmp_path):
     loaded = load(tmp_path)
     live = LiveState()
-    live.clusters["gpu"] = Resource("cluster.gpu", "cluster", "gpu", {"size": "Standard_ND96asr_v4"}, {})
+    live.of("cluster")["gpu"] = Resource("cluster.gpu", "cluster", "gpu", {"size": "Standard_ND96asr_v4"}, {})
     result = run(loaded, live)
     assert [d.rule for d in result.diagnostics] == ["plan.unmanaged-resource"]
     assert "infra import cluster.gpu gpu" in result.diagnostics[0].hint
@@ -130,7 +130,7 @@ def test_untagged_same_name_is_an_error_not_a_delete(tmp_path):
 def test_prevent_destroy_blocks_delete(tmp_path):
     loaded = load(tmp_path)
     live = applied(desired_resources(loaded))
-    live.clusters["old"] = Resource("cluster.old", "cluster", "old", {"prevent_destroy": True}, {TAG_STACK: "demo"})
+    live.of("cluster")["old"] = Resource("cluster.old", "cluster", "old", {"prevent_destroy": True}, {TAG_STACK: "demo"})
     result = run(loaded, live)
     [d] = [d for d in result.diagnostics if d.rule == "plan.prevent-destroy"]
     # Not in the stack any more: no line to point at; the hint says how to get it back.
@@ -169,7 +169,7 @@ def test_a_replace_of_a_cluster_applied_with_prevent_destroy_points_at_it(tmp_pa
 def test_ownership_errors_point_at_the_resource(tmp_path):
     loaded = load(tmp_path)
     live = LiveState()
-    live.clusters["gpu"] = Resource("cluster.gpu", "cluster", "gpu", {"size": "Standard_ND96asr_v4"},
+    live.of("cluster")["gpu"] = Resource("cluster.gpu", "cluster", "gpu", {"size": "Standard_ND96asr_v4"},
                                     {TAG_STACK: "someone-else"})
     [d] = run(loaded, live).diagnostics
     assert d.rule == "plan.owned-by-other-stack" and (d.line, d.column) == (line_of(STACK, "  gpu:"), 3)
@@ -208,8 +208,8 @@ def test_drift_reports_out_of_band_change(tmp_path):
     desired = desired_resources(loaded)
     live = applied(desired)
     assert drift(desired, live, stack="demo") == []
-    gpu = live.clusters["gpu"]
-    live.clusters["gpu"] = Resource(gpu.address, gpu.type, gpu.name, dict(gpu.attributes, max_instances=5), gpu.tags)
+    gpu = live.of("cluster")["gpu"]
+    live.of("cluster")["gpu"] = Resource(gpu.address, gpu.type, gpu.name, dict(gpu.attributes, max_instances=5), gpu.tags)
     (d,) = drift(desired, live, stack="demo")
     assert d.before["max_instances"] == 2 and d.after["max_instances"] == 5
     assert "max_instances" in d.action_reason
@@ -246,8 +246,8 @@ def test_render_names_why_a_resource_goes_or_is_tainted(tmp_path):
     gone = run(load(tmp_path, STACK.split("clusters:")[0] + "clusters: {}\nenvironments: {}\ndistributions: {}\n"), live)
     text = render_plan(Plan("demo", "normal", gone.changes, [], [], "x"))
     assert "  - destroy\n" in text and "# cluster.gpu will be destroyed\n  # (because cluster.gpu is not in the stack)" in text
-    gpu = live.clusters["gpu"]
-    live.clusters["gpu"] = Resource(gpu.address, gpu.type, gpu.name, {**gpu.attributes, "provisioning_state": "Failed"},
+    gpu = live.of("cluster")["gpu"]
+    live.of("cluster")["gpu"] = Resource(gpu.address, gpu.type, gpu.name, {**gpu.attributes, "provisioning_state": "Failed"},
                                     gpu.tags)
     text = render_plan(Plan("demo", "normal", run(load(tmp_path), live).changes, [], [], "x"))
     assert "# cluster.gpu is tainted, so must be replaced\n  # (provisioningState is Failed" in text

@@ -29,9 +29,9 @@ from infra_cli.apply.kinds import STEPS, import_error, refuse_unsafe_destroys
 from infra_cli.azure.protocol import Provider
 from infra_cli.diagnostics import Diagnostic, DiagnosticError, Text, says
 from infra_cli.plan.api import (KINDS, Plan, PlanMode, PlanOutcome, ResourceChange, as_saved, canonical_json,
-                                changed_smokes, distribution_dependencies, load_for_plan, load_planned_stack,
-                                other_workspace, plan_stack, planned_changes, read_plan_file, refresh, replan_step,
-                                replan_hint, stack_changed_since)
+                                changed_smokes, distribution_dependencies, live_fingerprint, load_for_plan,
+                                load_planned_stack, other_workspace, plan_stack, planned_changes, read_plan_file,
+                                refresh, replan_step, replan_hint, stack_changed_since)
 from infra_cli.stack.addresses import AddressError, check_name, parsed, refused
 from infra_cli.stack.model import Workspace
 from infra_cli.stack.variables import Inputs, needing
@@ -141,7 +141,7 @@ def apply_outcome(outcome: PlanOutcome, *, parallelism: int = DEFAULT_PARALLELIS
         serial = store.serial(plan.stack)
         if isinstance(outcome, SavedOutcome) and serial != plan.state:
             raise _stale_state(plan.state, serial, plan.stack, outcome.file, hint)
-        if live.fingerprint() != plan.live_fingerprint or serial != plan.state:
+        if live_fingerprint(live) != plan.live_fingerprint or serial != plan.state:
             again = (plan_stack(loaded, provider, mode=plan.mode, replace=outcome.replace, targets=outcome.targets)
                      if outcome.live is not None else None)
             if again is None or again.plan.has_errors() or _differences(plan.changes, again.plan.changes, values=True):

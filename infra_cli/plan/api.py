@@ -12,7 +12,7 @@ from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.kinds.cluster import (ClusterSecrets, cluster_secrets, is_other_compute, live_comparable,
                                           read_cluster, ssh_credentials_hash)
 from infra_cli.plan.kinds.environment import read_environment
-from infra_cli.plan.live import refresh
+from infra_cli.plan.live import live_fingerprint, refresh
 from infra_cli.plan.model import (CREATE, DELETE, NO_OP, REPLACE, UPDATE, LiveState, Plan, PlanMode, Resource,
                                   ResourceChange, canonical_json, content_hash)
 from infra_cli.plan.planfile import (REPLAN_HINT, as_saved, load_planned_stack, other_workspace, read_plan_file,
@@ -30,7 +30,7 @@ __all__ = [
     "other_workspace", "replan_step",
     # the desired state, the live reads and the judgements apply repeats as plan makes them
     "ClusterSecrets", "cluster_secrets", "desired_resources", "distribution_dependencies", "live_comparable", "ssh_credentials_hash",
-    "LiveState", "read_cluster", "read_environment", "refresh", "provisioning_problem", "settings_unreported",
+    "LiveState", "live_fingerprint", "read_cluster", "read_environment", "refresh", "provisioning_problem", "settings_unreported",
     "is_other_compute",
     # the Dockerfiles template environments render to, judged before anything is written or built
     "template_build_diagnostics",

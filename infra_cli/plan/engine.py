@@ -17,7 +17,7 @@ from infra_cli.plan.diff import diff, drift, force_replace, select_targets
 from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider, read_pool
 from infra_cli.plan.kinds import KINDS
-from infra_cli.plan.live import DEFAULT_READS, LiveState, read_live
+from infra_cli.plan.live import DEFAULT_READS, LiveState, live_fingerprint, read_live
 from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.outputs import OutputValue, output_values
 from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
@@ -309,7 +309,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
         resource_changes=[] if mode == "refresh-only" else changes,
         smoke_jobs=sorted(reasons),   # changed_smokes' and pending ones (empty unless a normal plan)
         diagnostics=list(diagnostics),
-        live_fingerprint=live.fingerprint(), desired=desired, drift=drifted, smoke_reasons=reasons,
+        live_fingerprint=live_fingerprint(live), desired=desired, drift=drifted, smoke_reasons=reasons,
         workspace=workspace_identity(stack.workspace), state=read.serial, configuration=configuration(stack),
     )
     outputs = output_values(loaded, live, records, resolved, changes=changes, pending=reasons) if normal else {}

@@ -17,7 +17,7 @@ from typing import Any
 
 from infra_cli.azure.protocol import Provider, read_pool
 from infra_cli.plan.kinds import KINDS
-from infra_cli.plan.model import LiveState, Resource
+from infra_cli.plan.model import LiveState, Resource, fingerprint_of
 from infra_cli.state.records import SmokeRecord
 from infra_cli.state.serial import StateSerial
 from infra_cli.state.store import StateStore
@@ -175,6 +175,12 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
     if serial_of:
         out.serial = StateStore.serial_from(serial_of, environments.get(StateStore.serial_name(serial_of)))
     return out
+
+
+def live_fingerprint(live: LiveState) -> str:
+    """The fingerprint a plan records of `live` and apply compares under the lock: every kind's live resources,
+    under its stack section (an empty map for a kind with none), as plan files have always recorded them."""
+    return fingerprint_of({kind.section: kind.live(live) for kind in KINDS.values()})
 
 
 def refresh(provider: Provider, desired: list[Resource]) -> LiveState:

@@ -128,20 +128,26 @@ class Resource:
 
 @dataclass
 class LiveState:
-    """Normalised live resources by Azure name, one map per kind (plan/kinds/ Kind.live names its own). An
-    environment's attributes describe one live version (the pinned one, or the latest) plus `next_version`."""
+    """Normalised live resources by kind (plan/kinds/ KINDS' names: "cluster", "environment"), then by Azure name:
+    each kind reads and fills its own entry (Kind.live), so a new kind needs no field here. An environment's
+    attributes describe one live version (the pinned one, or the latest) plus `next_version`. Its fingerprint is
+    plan/live.py live_fingerprint, taken over every kind of KINDS, which this module cannot name."""
 
-    clusters: dict[str, Resource] = field(default_factory=dict)
-    environments: dict[str, Resource] = field(default_factory=dict)
+    resources: dict[str, dict[str, Resource]] = field(default_factory=dict)
 
-    def fingerprint(self) -> str:
-        """What tells this live state from another (a plan records it; apply compares). The live attributes hold
-        secrets in clear (a description from a sensitive variable), and plan JSON and plan files show the
-        fingerprint, so it is scrypt (memory-hard, ~30 ms a guess), never a fast hash a short secret is found from."""
-        return secret_digest("infra-live-fingerprint", [canonical_json(revealed({
-            "clusters": {n: [r.attributes, r.tags] for n, r in sorted(self.clusters.items())},
-            "environments": {n: [r.attributes, r.tags] for n, r in sorted(self.environments.items())},
-        }))])
+    def of(self, kind: str) -> dict[str, Resource]:
+        """The live resources of `kind` (a Resource.type), by Azure name: an empty map, kept, where none is read."""
+        return self.resources.setdefault(kind, {})
+
+
+def fingerprint_of(sections: dict[str, dict[str, Resource]]) -> str:
+    """What tells one live state from another (a plan records it; apply compares), over each kind's resources by
+    the kind's stack section ("clusters", the key plan files have always recorded it under). The live attributes
+    hold secrets in clear (a description from a sensitive variable), and plan JSON and plan files show the
+    fingerprint, so it is scrypt (memory-hard, ~30 ms a guess), never a fast hash a short secret is found from."""
+    return secret_digest("infra-live-fingerprint", [canonical_json(revealed({
+        section: {n: [r.attributes, r.tags] for n, r in sorted(resources.items())}
+        for section, resources in sections.items()}))])
 
 
 # Attributes derived from secrets: compared and stored (hardened, in tags and 0600 plan files), never shown.

@@ -78,7 +78,7 @@ def stack_state(stack: str, live: LiveState, sensitive: dict[str, tuple] | None 
 
 def sensitive_paths(loaded: Any, live: LiveState) -> dict[str, tuple]:
     """address -> the attribute paths the stack fills from ${VAR}, as the plan computes them."""
-    resources = [*live.clusters.values(), *live.environments.values()]
+    resources = [r for kind in KINDS.values() for r in kind.live(live).values()]
     changes = [ResourceChange(r.address, r.type, r.name, NO_OP, r.attributes, r.attributes) for r in resources]
     return {c.address: c.sensitive for c in with_sensitive(changes, loaded.source) if c.sensitive}
 

@@ -146,7 +146,7 @@ def test_no_subnet_in_any_shape_is_no_subnet(tmp_path, monkeypatch, no_subnet):
     body["properties"]["properties"]["subnet"] = no_subnet
     text = stack_text("2025-12-01").replace(f"    network_settings: {{subnet: {PLACEHOLDER}}}\n", "")
     result, _, live = plan_against(tmp_path, monkeypatch, "2025-12-01", text, body)
-    assert live.clusters["compute123"].attributes["subnet"] is None
+    assert live.of("cluster")["compute123"].attributes["subnet"] is None
     (change,) = result.changes
     assert change.actions == NO_OP, change.changed_paths()
 

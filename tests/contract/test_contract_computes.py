@@ -118,7 +118,7 @@ def test_a_size_the_catalog_does_not_know_is_the_same_size_in_any_case(tmp_path,
             live = refresh(AzureProvider(clients), resources)
         (change,) = plan(loaded, resources, live).changes
         assert change.actions == NO_OP, (spelled, change.before["size"], change.after["size"])
-        assert live.clusters["compute123"].attributes["size"] == "Standard_NC6"
+        assert live.of("cluster")["compute123"].attributes["size"] == "Standard_NC6"
 
 
 def test_subnet_name_with_vnet_matches_the_id_azure_reports(tmp_path, clients):
@@ -269,7 +269,7 @@ def test_scale_change_is_an_update_sent_as_the_recorded_update(tmp_path, clients
     recorded["properties"]["properties"]["subnet"] = {"id": SUBNET_ID}
     with replay() as mock:
         mock.get(COMPUTE, json=owned(recorded, applied))
-        live.clusters["compute123"] = read_cluster(AzureProvider(clients), "compute123")
+        live.of("cluster")["compute123"] = read_cluster(AzureProvider(clients), "compute123")
     (change,) = plan(loaded, [cluster], live).changes
     assert change.actions == UPDATE and change.replace_paths == []
     assert change.action_reason == "update_in_place: min_instances, max_instances"

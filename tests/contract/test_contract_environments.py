@@ -168,7 +168,7 @@ def test_new_content_is_a_new_version_never_the_recorded_one(tmp_path, clients):
     live = LiveState()
     with replay() as mock:
         mock.get(VERSIONS, json=latest_page(ours))
-        live.environments[NAME] = read(clients)
+        live.of("environment")[NAME] = read(clients)
     (change,) = diff(resources, live, stack="contract", source=loaded.source).changes
     assert change.actions == CREATE
     assert change.before["version"] == "string" and change.after["version"] not in (None, "string")
@@ -221,7 +221,7 @@ def test_only_environments_the_workspace_lists_are_read(tmp_path, clients):
         mock.get(VERSIONS, json=latest_page())
         mock.get(f"{W}/computes", json={"value": []})
         live = refresh(AzureProvider(clients), resources)
-    assert sorted(live.environments) == [NAME]
+    assert sorted(live.of("environment")) == [NAME]
     gets = [r.url.split("?")[0] for r in sent(mock, "GET")]
     assert gets.count(f"{W}/environments") == 2 and f"{W}/environments/absent/versions" not in gets
     assert len(gets) == 4

@@ -59,7 +59,7 @@ def _plan_while_first_is_creating(tmp_path: Path):
     outcome = plan_stack(loaded, provider)
     by_address = {c.address: c for c in outcome.plan.resource_changes}
     assert by_address["cluster.first"].actions == NO_OP and by_address["cluster.second"].actions == ["create"]
-    assert outcome.live.clusters["first"].attributes.get("provisioning_state") == "Creating", "the plan saw it settle"
+    assert outcome.live.of("cluster")["first"].attributes.get("provisioning_state") == "Creating", "the plan saw it settle"
     started.join()   # `first` has now finished provisioning: the live state differs from what the plan saw
     assert "provisioning_state" not in read_cluster(provider, "first").attributes   # kept only when not Succeeded
     return server, outcome

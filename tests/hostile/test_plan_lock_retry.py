@@ -228,7 +228,7 @@ def test_cluster_stuck_creating_past_the_bound_plans_as_replacement(tmp_path):
         loaded = load_stack(path)
         desired = desired_resources(loaded)
         live = refresh(AzureProvider(clients), desired)
-        assert live.clusters["nc0"].attributes["provisioning_state"] == "Creating"
+        assert live.of("cluster")["nc0"].attributes["provisioning_state"] == "Creating"
         bound = provisioning_rules().stuck_after_s["Creating"]
 
         def nc0(now):

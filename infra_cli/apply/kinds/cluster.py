@@ -94,7 +94,7 @@ class ClusterSteps(KindSteps):
                         ) -> Diagnostic | None:
         """The cluster exists, carries this stack's ownership tag, and neither the stack (plan.desired) nor its live
         tag (the last apply) sets lifecycle.prevent_destroy."""
-        current = live.clusters.get(change.name)
+        current = live.of(change.type).get(change.name)
         in_stack = any(r.type == "cluster" and r.name == change.name and r.attributes.get("prevent_destroy")
                        for r in plan.desired)
         if current is None:

@@ -65,8 +65,8 @@ class Kind:
         raise NotImplementedError
 
     def live(self, live: LiveState) -> dict[str, Resource]:
-        """The live resources of this kind, by Azure name."""
-        raise NotImplementedError
+        """The live resources of this kind, by Azure name: its own entry of LiveState, under its name."""
+        return live.of(self.name)
 
     # ---- desired state (plan/desired.py) and live state (plan/live.py) ---------------------------------------
 

@@ -409,9 +409,6 @@ class Cluster(Kind):
     def declared(self, stack: Stack) -> dict[str, Any]:
         return stack.clusters
 
-    def live(self, live: LiveState) -> dict[str, Resource]:
-        return live.clusters
-
     def desired(self, loaded: LoadedStack) -> list[Resource]:
         return desired_clusters(loaded.stack)
 
@@ -453,7 +450,7 @@ class Cluster(Kind):
         """Each of this stack's clusters the stack no longer declares (every one, on destroy) is deleted."""
         declared_by_name = {r.name: r for r in desired if r.type == self.name}
         changes, diagnostics = [], []
-        for name, current in sorted(live.clusters.items()):
+        for name, current in sorted(self.live(live).items()):
             if current.owner_stack != ctx.stack or (ctx.mode != "destroy" and name in declared_by_name):
                 continue
             declared = declared_by_name.get(name)
@@ -483,7 +480,7 @@ class Cluster(Kind):
         otherwise `before` is unknown and only the fact of drift is reported."""
         by_name = {r.name: r for r in desired if r.type == self.name}
         out = []
-        for name, current in sorted(live.clusters.items()):
+        for name, current in sorted(self.live(live).items()):
             if current.owner_stack != stack or settings_unreported(current.attributes):
                 continue  # not the stack's, or Azure has not reported its settings yet: nothing to say changed
             written = current.tags.get(TAG_HASH)
@@ -510,7 +507,7 @@ class Cluster(Kind):
         if change is not None and change.action in (Action.CREATE, Action.REPLACE):
             # created or replaced: what the stack sets is known, Azure's state is not
             return values(change.after or {}, UNKNOWN).get(attribute)
-        r = live.clusters.get(name)
+        r = self.live(live).get(name)
         if r is None or r.owner_stack != stack.stack:
             return None
         a = change.after if change is not None and change.action is Action.UPDATE and change.after else r.attributes

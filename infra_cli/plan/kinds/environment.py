@@ -242,9 +242,6 @@ class Environment(Kind):
     def declared(self, stack: Stack) -> dict[str, Any]:
         return stack.environments
 
-    def live(self, live: LiveState) -> dict[str, Resource]:
-        return live.environments
-
     # infra's lock, serial and smoke records are environment versions (state/): read in the same batch
     keeps_state = True
 
@@ -287,7 +284,7 @@ class Environment(Kind):
             return [], []
         out = []
         for res in desired:
-            current = live.environments.get(res.name) if res.type == self.name else None
+            current = self.live(live).get(res.name) if res.type == self.name else None
             if current is None or current.attributes.get("version") is None or current.owner_stack != ctx.stack:
                 continue
             out.append(ResourceChange(current.address, "environment", res.name, UPDATE, current.attributes,
@@ -324,7 +321,7 @@ class Environment(Kind):
             version = (change.after or {}).get("version") or UNKNOWN   # a new version: the one the plan assigns
             asset = f"azureml:{name}:{version}" if version is not UNKNOWN else UNKNOWN
         else:
-            r = live.environments.get(name)
+            r = self.live(live).get(name)
             version = r.attributes.get("version") if r is not None else None
             if version is None:
                 return None
