@@ -78,12 +78,13 @@ def _action(actions: list[str]) -> str:
 
 
 def cluster_costs(changes: Iterable[Any], catalog: Catalog | None = None) -> list[ClusterCost]:
-    """Each cluster change priced (ResourceChange-like: address, type, actions, before, after)."""
+    """Each change that carries a VM size priced (ResourceChange-like: address, type, actions, before, after)."""
     out = []
     for change in changes:
-        # by name, not plan/kinds' `sized`: plan/model.py reads this module, and the kinds read plan/model.py
-        if change.type != "cluster" or not ((change.after or {}).get("size") or (change.before or {}).get("size")):
-            continue  # not an AmlCompute cluster of this stack (another kind of compute has no size)
+        # by its `size`, which only a `sized` kind's changes carry (plan/kinds/, held by tests/test_kind_table.py):
+        # this module cannot look the kind up, as plan/model.py reads it and the kinds read plan/model.py
+        if not ((change.after or {}).get("size") or (change.before or {}).get("size")):
+            continue  # not a sized kind's (a cluster's), nor another kind of compute, which has no size
         catalog = catalog or load_catalog()
         action = _action(list(change.actions))
         before = node_cost(change.before, catalog) if action != "create" else None

@@ -200,9 +200,9 @@ def compute_reader(provider: Provider) -> Callable[[str], dict[str, Any] | None]
 
 def with_resolved_environments(changes: list[ResourceChange], resolved: dict[str, str | None]) -> list[ResourceChange]:
     """Curated environments are only read: their change shows what the reference resolves to now."""
-    # by name: `resolved` holds environment references only (a cluster of the same name is none of them)
+    # by name: `resolved` holds curated references only (another kind's resource of the same name is none of them)
     return [replace(c, after={**(c.after or {}), "resolved": resolved[c.name]})
-            if c.type == "environment" and resolved.get(c.name) else c for c in changes]
+            if KINDS[c.type].resolves_curated and resolved.get(c.name) else c for c in changes]
 
 
 # A stack field -> the plan attribute that carries it, where the names differ (plan/desired.py).

@@ -226,15 +226,15 @@ def public_ip_without_subnet(changes: list[ResourceChange], facts: LiveFacts, so
     out: list[Diagnostic] = []
     for change in changes:
         after = change.after or {}
-        # a network the workspace's isolation refuses: only a kind that runs nodes (a cluster) has one
-        if change.type != "cluster" or change.actions not in (CREATE, REPLACE):
-            continue
+        kind = KINDS[change.type]
+        if not kind.public_ip_needs_subnet or change.actions not in (CREATE, REPLACE):
+            continue   # no nodes of its own, or one that exists (accepted already)
         if after.get("enable_node_public_ip", True) or after.get("subnet"):
             continue
         mode = facts.isolation_mode
         if mode is not None and mode.lower() in MANAGED_NETWORK_MODES:
             continue
-        at = ("clusters", change.name, "enable_node_public_ip")
+        at = (kind.section, change.name, "enable_node_public_ip")
         if mode is None:
             out.append(source.diagnostic(
                 at, "cluster.public-ip-without-subnet",

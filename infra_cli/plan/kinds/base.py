@@ -49,8 +49,15 @@ class Kind:
         return NextStep(("az", "ml", self.az_noun, "list"), local_instead=LIST_INSTEAD)
     imported_noun: str = ""  # what an import block of it names in Azure: "AmlCompute cluster"
     graph_shape: str = "box"  # its node's shape in `infra graph` (Graphviz)
-    # its changes carry a VM size, which the region's sizes and quota (plan/preflight.py) and prices judge
+    # its changes carry a VM size (attribute `size`), which the region's sizes and quota (plan/preflight.py) and
+    # prices (plan/cost.py) judge
     sized: bool = False
+    # its nodes may be made without public IPs, which needs a subnet unless the workspace has a managed network: a
+    # create or replace of it is judged against the workspace's isolation (plan/preflight.py public_ip_without_subnet)
+    public_ip_needs_subnet: bool = False
+    # a declaration of it may be a curated one (a registry's, only read), whose reference a plan resolves to a
+    # version: `resolved`, by name, shown in its change (plan/engine.py with_resolved_environments)
+    resolves_curated: bool = False
 
     # its own records (lock, serial, smoke verdicts: state/) are kept as resources of this kind, and read in its
     # batch (plan/live.py read_live), so a plan lists the workspace's resources of it once

@@ -404,7 +404,7 @@ def cluster_declaration(attributes: dict[str, Any], name: str) -> dict[str, Any]
 
 class Cluster(Kind):
     name, section, az_noun, imported_noun = "cluster", "clusters", "compute", "AmlCompute cluster"
-    graph_shape, sized = "box3d", True
+    graph_shape, sized, public_ip_needs_subnet = "box3d", True, True
 
     def declared(self, stack: Stack) -> dict[str, Any]:
         return stack.clusters

@@ -232,6 +232,7 @@ class Environment(Kind):
     name, section, az_noun, imported_noun = "environment", "environments", "environment", "environment"
     outputs_read_declaration = True
     graph_shape = "folder"
+    resolves_curated = True
 
     def headline(self, change: ResourceChange, action: str) -> str | None:
         if action != "create":
