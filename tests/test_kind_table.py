@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from types import SimpleNamespace
 
 from infra_cli.apply.kinds import STEPS
 from infra_cli.apply.kinds.base import KindSteps
@@ -17,6 +18,7 @@ from infra_cli.plan.kinds.base import Kind
 from infra_cli.knowledge.skus import load_catalog
 from infra_cli.plan.cost import cluster_costs
 from infra_cli.plan.desired import desired_resources
+from infra_cli.plan.engine import with_sensitive
 from infra_cli.plan.live import live_fingerprint
 from infra_cli.plan.model import CREATE, LiveState, Resource, ResourceChange
 from infra_cli.stack.load import load_stack
@@ -175,3 +177,11 @@ def test_plan_prices_the_changes_of_a_sized_kind_and_no_other():
         assert priced == {r.address for r in desired if KINDS[r.type].sized}, path
         priced_somewhere |= {a.split(".", 1)[0] for a in priced}
     assert priced_somewhere == {name for name, kind in KINDS.items() if kind.sized}
+
+
+def test_a_value_from_a_variable_is_shown_sensitive_in_every_kinds_changes():
+    """plan/engine.py with_sensitive finds a change by its kind's stack section, so a new kind's ${VAR} values are
+    masked without a line of it naming the kind."""
+    source = SimpleNamespace(interpolated={(kind.section, "x", "description") for kind in KINDS.values()})
+    changes = [ResourceChange(f"{name}.x", name, "x", CREATE, None, {"description": "s"}) for name in KINDS]
+    assert [c.sensitive for c in with_sensitive(changes, source)] == [(("description",),)] * len(KINDS)

@@ -213,15 +213,17 @@ _ATTRIBUTE_OF_FIELD = {"network_settings": "subnet", "ssh_settings": "ssh_admin_
 def with_sensitive(changes: list[ResourceChange], source) -> list[ResourceChange]:
     """Values interpolated from ${VAR} are sensitive (as Terraform's `sensitive`): shown "(sensitive value)"."""
     paths: dict[str, set] = {}
+    kind_of = {kind.section: kind.name for kind in KINDS.values()}   # a stack section -> its kind's name
     for p in source.interpolated:
-        if len(p) >= 3 and p[0] in ("clusters", "environments"):
+        if len(p) >= 3 and p[0] in kind_of:
             if p[2] == "ssh_settings" and p[3:4] != ("admin_username",):
                 continue  # the key and password are shown as their (already masked) credentials hash
             key = _ATTRIBUTE_OF_FIELD.get(p[2], p[2])
             sensitive = (key, p[3]) if key == "tags" and len(p) >= 4 else (key,)
-            paths.setdefault(f"{p[0][:-1]}.{p[1]}", set()).add(sensitive)
+            address = f"{kind_of[p[0]]}.{p[1]}"
+            paths.setdefault(address, set()).add(sensitive)
             if key == "curated":   # what a sensitive reference resolves to names the same registry
-                paths[f"{p[0][:-1]}.{p[1]}"].add(("resolved",))
+                paths[address].add(("resolved",))
     return [replace(c, sensitive=tuple(sorted(paths[c.address]))) if c.address in paths else c for c in changes]
 
 

@@ -28,6 +28,11 @@ from infra_cli.stack.source import SourceMap
 LIVE_JUDGED_RULES = frozenset({"cluster.size-retired", "cluster.public-ip-without-subnet"})
 
 
+def _at(change: ResourceChange, *field: str) -> tuple[str, ...]:
+    """Where the stack declares what `change` makes (its kind's section, its name, a field): what a finding names."""
+    return (KINDS[change.type].section, change.name, *field)
+
+
 def _size(size: Any, facts: LiveFacts, catalog: Catalog) -> LiveSku | Sku | None:
     """A size's family and vCPUs: as the region's SKUs say, or as the catalog knows it when they were unread."""
     live = facts.skus.get(str(size or "").lower())
@@ -74,7 +79,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
     for change in clusters:
         after = change.after or {}
         size, location = after.get("size", ""), after.get("location") or facts.location
-        at = ("clusters", change.name)
+        at = _at(change)
         if location != facts.location:
             elsewhere.add(change.name)
             _other_region(error, change, location, facts, catalog, workspace_name)
@@ -118,7 +123,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
     out += public_ip_without_subnet(changes, facts, source, workspace_name)
     for what in facts.unread if clusters else ():
         checks, permission = _UNREAD[what]
-        error(("clusters", clusters[0].name), f"preflight.{what}-unread",
+        error(_at(clusters[0]), f"preflight.{what}-unread",
               f"this identity may not read {checks[0]} in {facts.location} (Azure answered 403): {checks[1]} "
               "not checked, and apply may still fail on them",
               f"grant a role with {permission} at the subscription (Reader has it), or check in the portal", "warning")
@@ -126,7 +131,7 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
     # family's pool and the workspace's share of it, wherever Azure sets a limit.
     needed: dict[LiveQuota, int] = defaultdict(int)
     sizes: dict[LiveQuota, set[str]] = defaultdict(set)
-    first_cluster: dict[LiveQuota, str] = {}
+    first_cluster: dict[LiveQuota, ResourceChange] = {}
     for change in clusters:
         if change.name in elsewhere:
             continue  # another region's quota, not the one read here
@@ -137,12 +142,12 @@ def preflight(changes: list[ResourceChange], desired: list[Resource], facts: Liv
         for pool in facts.quota.pools(family, tier, workspace_name):
             needed[pool] += extra
             sizes[pool].add((change.after or {}).get("size", ""))
-            first_cluster.setdefault(pool, change.name)
+            first_cluster.setdefault(pool, change)
     for pool, extra in sorted(needed.items(), key=lambda item: (item[0].workspace or "", item[0].name)):
         available = pool.limit - pool.current
         if extra > available:
             share = f" in workspace {pool.workspace!r}" if pool.workspace else ""
-            error(("clusters", first_cluster[pool], "max_instances"), "preflight.quota",
+            error(_at(first_cluster[pool], "max_instances"), "preflight.quota",
                   f"not enough Azure ML quota for {', '.join(sorted(sizes[pool]))} in {facts.location}: the plan needs "
                   f"{extra} more vCPUs of '{pool.name}'{share} at max_instances, {max(available, 0)} are available "
                   f"({pool.current} used of {pool.limit})",
@@ -160,7 +165,7 @@ CROSS_REGION_SOURCE = "https://learn.microsoft.com/azure/machine-learning/how-to
 
 def _other_region(error, change: ResourceChange, location: str, facts: LiveFacts, catalog: Catalog,
                   workspace_name: str) -> None:
-    at = ("clusters", change.name, "location")
+    at = _at(change, "location")
     if not catalog.knows_region(location):
         error(at, "preflight.location-unknown", f"{change.address}: {location!r} is not an Azure region",
               "use a region's programmatic name (az account list-locations), e.g. eastus, or remove `location` to "
@@ -200,7 +205,7 @@ def retired_sizes(changes: list[ResourceChange], catalog: Catalog, source: Sourc
             continue
         new = change.actions in (CREATE, REPLACE)
         out.append(source.diagnostic(
-            ("clusters", change.name, "size"), "cluster.size-retired",
+            _at(change, "size"), "cluster.size-retired",
             f"{change.address}: {sku.name} is retired by Azure"
             + (": the plan would create a cluster of it, which Azure refuses" if new else
                "; the cluster exists and keeps running until Azure deallocates its nodes"),
@@ -226,15 +231,14 @@ def public_ip_without_subnet(changes: list[ResourceChange], facts: LiveFacts, so
     out: list[Diagnostic] = []
     for change in changes:
         after = change.after or {}
-        kind = KINDS[change.type]
-        if not kind.public_ip_needs_subnet or change.actions not in (CREATE, REPLACE):
+        if not KINDS[change.type].public_ip_needs_subnet or change.actions not in (CREATE, REPLACE):
             continue   # no nodes of its own, or one that exists (accepted already)
         if after.get("enable_node_public_ip", True) or after.get("subnet"):
             continue
         mode = facts.isolation_mode
         if mode is not None and mode.lower() in MANAGED_NETWORK_MODES:
             continue
-        at = (kind.section, change.name, "enable_node_public_ip")
+        at = _at(change, "enable_node_public_ip")
         if mode is None:
             out.append(source.diagnostic(
                 at, "cluster.public-ip-without-subnet",
