@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from infra_cli.arguments import NextStep
@@ -18,7 +19,7 @@ from infra_cli.plan.image_requirements import image_requirement_diagnostics
 from infra_cli.azure.protocol import Provider, read_pool
 from infra_cli.plan.kinds import KINDS
 from infra_cli.plan.live import DEFAULT_READS, LiveState, live_fingerprint, read_live
-from infra_cli.plan.model import Plan, Resource, ResourceChange, workspace_identity
+from infra_cli.plan.model import Plan, PlanMode, Resource, ResourceChange, workspace_identity
 from infra_cli.plan.outputs import OutputValue, output_values
 from infra_cli.plan.smoke_pending import changed_smokes, pending_smokes, smoke_inputs
 from infra_cli.stack.addresses import EVERY_KIND, parsed
@@ -47,7 +48,7 @@ class PlanOutcome:
     targets: list[str] = field(default_factory=list)   # --target ADDR: likewise
 
 
-def check_addresses(file: str, targets: list[str] = (), replace: list[str] = ()) -> None:
+def check_addresses(file: str, targets: Sequence[str] = (), replace: Sequence[str] = ()) -> None:
     """--target and --replace held to the address grammar (stack/addresses.py): called before the provider is
     built, so text that is not an address never reaches Azure, nor anything read from it."""
     for t in targets:
@@ -147,7 +148,9 @@ def unresolved_environments(loaded: LoadedStack, references: dict[str, str],
         if versions:   # the name is there, the version is not: say the ones there are
             message = (f"environment {name!r}: {reference} does not exist ({where} has {_versions_said(versions)} "
                        f"of {ref.name!r}; label latest is {versions[0]})")
-            hint = _pin_instead(reference, ref.version, versions[0]) or says("check the version with ", listing)
+            # versions are read only for a reference with a version
+            hint = (_pin_instead(reference, ref.version, versions[0]) if ref.version else None) or \
+                says("check the version with ", listing)
         else:
             message = f"environment {name!r}: {reference} does not exist ({ref.name!r} with {what} is not in {where})"
             close = _did_you_mean(provider, reference, listed) if provider is not None else ""
@@ -242,7 +245,7 @@ def smoke_reasons(loaded: LoadedStack, inputs: dict[str, SmokeInputs], changes: 
 
 
 def planned_changes(loaded: LoadedStack, desired: list[Resource], live: LiveState, *, mode: str,
-                    targets: list[str], replace: list[str] = ()) -> tuple[list[ResourceChange], list[Diagnostic]]:
+                    targets: list[str], replace: Sequence[str] = ()) -> tuple[list[ResourceChange], list[Diagnostic]]:
     """The changes (and the diff's diagnostics) that take `live` to `desired`: what plan records, and what apply
     derives again under the lock to check a plan file against. Pure. `replace`: --replace ADDR."""
     imports = {b.to: b.id for b in loaded.stack.imports} if mode == "normal" else {}  # in the file's order
@@ -307,7 +310,7 @@ def plan_stack(loaded: LoadedStack, provider: Provider, *, mode: str = "normal",
     inputs = smoke_inputs(loaded, desired, resolved.get) if normal else {}
     reasons = smoke_reasons(loaded, inputs, changes, deps, records, targets) if normal else {}
     plan = Plan(
-        stack=stack.stack, mode=mode,
+        stack=stack.stack, mode=PlanMode(mode),
         resource_changes=[] if mode == "refresh-only" else changes,
         smoke_jobs=sorted(reasons),   # changed_smokes' and pending ones (empty unless a normal plan)
         diagnostics=list(diagnostics),

@@ -111,7 +111,8 @@ def live_quota(usages: list[dict[str, Any]]) -> AmlQuota:
     for u in usages:
         kind, name, row_id = str(u.get("type") or "").lower(), str(u.get("name") or ""), str(u.get("id") or "")
         workspace = _WORKSPACE_USAGE.search(row_id)
-        pool = LiveQuota(name, int(u.get("current") or 0), int(u.get("limit") if u.get("limit") is not None else -1),
+        limit = u.get("limit")
+        pool = LiveQuota(name, int(u.get("current") or 0), int(limit if limit is not None else -1),
                          workspace.group(1) if workspace else None)
         tier = "low_priority" if "lowpriority" in name.lower().replace(" ", "") else "dedicated"
         if kind.endswith("/dedicatedcores/usages"):
@@ -155,9 +156,8 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
     with read_pool(parallelism) as pool:
         reads = {name: pool.submit(kind.read_live, provider, {**wanted[name], **kept} if kind.keeps_state else
                                    wanted[name]) for name, kind in KINDS.items()}
-        ws_f = pool.submit(provider.read_workspace) if location else None
-        skus_f = pool.submit(provider.sku_offers, location) if location else None
-        quota_f = pool.submit(provider.usages, location) if location else None
+        regional = (pool.submit(provider.read_workspace), pool.submit(provider.sku_offers, location),
+                    pool.submit(provider.usages, location)) if location else None
         resolved_f = pool.submit(provider.resolve_environments, curated or {})
         # the kind keeping infra's records answers first (as the records' read always did), then the others
         read = {name: reads[name].result() for name in sorted(KINDS, key=lambda n: not KINDS[n].keeps_state)}
@@ -167,7 +167,8 @@ def read_live(provider: Provider, desired: list[Resource], *, location: str | No
             if kind.keeps_state:
                 environments = read[name]
         out = LiveRead(state, resolved=resolved_f.result())
-        if location:
+        if location and regional is not None:   # read together: the workspace, its region's offers and quota
+            ws_f, skus_f, quota_f = regional
             workspace = ws_f.result() or {}
             out.facts = region_facts(location, workspace.get("location"), skus_f.result(), quota_f.result(),
                                      workspace.get("isolation_mode"))

@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, overload
 
 from infra_cli.conventions import TAG_STACK
 from infra_cli.diagnostics import Diagnostic
@@ -155,6 +155,10 @@ SENSITIVE_ATTRIBUTES = frozenset({"ssh_credentials_hash"})
 SENSITIVE_MARK = "(sensitive value)"
 
 
+@overload
+def masked(attributes: dict, sensitive: tuple = ()) -> dict: ...
+@overload
+def masked(attributes: dict | None, sensitive: tuple = ()) -> dict | None: ...
 def masked(attributes: dict | None, sensitive: tuple = ()) -> dict | None:
     """Attributes as shown: secrets' hashes, and values the stack interpolated from ${VAR} (`sensitive`:
     attribute keys, or (key, map key) pairs such as ("tags", "owner")), read "(sensitive value)"."""
@@ -229,7 +233,7 @@ class ResourceChange:
             return masked(attributes, self.sensitive) if mask_sensitive else with_secret_paths(attributes,
                                                                                                self.sensitive)
 
-        out = {
+        out: dict[str, Any] = {
             "address": self.address, "type": self.type, "name": self.name,
             "change": {"actions": list(self.actions), "before": show(self.before), "after": show(self.after)},
             "replace_paths": self.replace_paths, "action_reason": self.action_reason,
