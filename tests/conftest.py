@@ -34,7 +34,11 @@ def _temp_dir_outside_any_project() -> None:
         return
     for base in ("/var/tmp", "/dev/shm", str(Path.home())):
         if Path(base).is_dir() and os.access(base, os.W_OK) and not in_a_project(Path(base).resolve()):
-            tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="infra-tests-", dir=base)
+            # short (Open MPI's session directory must stay under its path limit: tests/test_emulator_jobs.py) and
+            # open as /tmp is (a test runs infra as another user: tests/test_smoke_frameworks.py)
+            folder = tempfile.mkdtemp(prefix="it", dir=base)
+            os.chmod(folder, 0o1777)
+            tempfile.tempdir = os.environ["TMPDIR"] = folder
             return
 
 
