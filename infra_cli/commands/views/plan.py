@@ -118,9 +118,7 @@ def render_change(change: ResourceChange, paint: _Painter, cost: Sequence[str] =
         lines.append(f"  # ({reason})")
     lines.append(f"  {paint(symbol, code)} resource \"{change.type}\" \"{change.name}\" {{")
     before, after = change.before or {}, change.after or {}
-    # masked() is None only for None, and before/after are dicts here; compared raw, shown masked
-    shown_before = masked(before, change.sensitive) or {}
-    shown_after = masked(after, change.sensitive) or {}
+    shown_before, shown_after = masked(before, change.sensitive), masked(after, change.sensitive)  # compared raw
     forcing = {p[0] for p in change.replace_paths}
     keys = sorted(set(before) | set(after))
     width = max((len(k) for k in keys), default=0)
@@ -165,9 +163,7 @@ def render_plan(plan: Plan, *, colour: bool = False, generated: int = 0) -> str:
                 out.append(f"  # ({change.action_reason})")
                 if change.before is not None:
                     before, after = change.before, change.after or {}
-                    # masked() is None only for None: both are dicts here
-                    shown_before = masked(before, change.sensitive) or {}
-                    shown_after = masked(after, change.sensitive) or {}
+                    shown_before, shown_after = masked(before, change.sensitive), masked(after, change.sensitive)
                     for key in sorted(after):
                         if before.get(key) != after.get(key):
                             out.append(f"      {paint('~', '33')} {key} = {_value(shown_before.get(key))} -> "
