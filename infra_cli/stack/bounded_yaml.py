@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Bounds on hostile input (a stack is a few KiB nested about six levels): the file read, and the nesting the
@@ -53,8 +54,8 @@ def _folder_hint(folder: str) -> str:
     if not names:
         return "pass the path of a stack YAML file: a stack is one file, not a folder (as Terraform's *.tf)"
     shown = ", ".join(os.path.join(folder, n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
-    return (f"a stack is one file, not a folder (as Terraform's *.tf): pass one of the YAML files here ({shown}); "
-            "`infra validate` takes several")
+    return says(f"a stack is one file, not a folder (as Terraform's *.tf): pass one of the YAML files here ({shown}); ",
+                NextStep(("infra", "validate")), " takes several")
 
 
 def read_stack_text(path: str | os.PathLike) -> str:

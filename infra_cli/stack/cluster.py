@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import says
 from infra_cli.stack.common_kinds import INT32_MAX, Count, Secretive, SecretiveText, Text, filled
 from infra_cli.stack.fields import Field, Model
 from infra_cli.stack.value_kinds import SECRET, Bool, DictOf, ListOf, OneOf, Str
@@ -63,8 +65,8 @@ class Cluster(Model):
                  description="only amlcompute clusters are managed (any case: AmlCompute)")
     # checked against the catalog by validate (cluster.size-unknown), control characters included
     size = Field(Str(after=filled, grammar_checked=True), AML_DEFAULT_SIZE,
-                 description="VM size, e.g. Standard_ND96asr_v4 (see `infra skus "
-                 f"--infiniband`); default {AML_DEFAULT_SIZE}, Azure ML's default for a compute YAML without size")
+                 description=says("VM size, e.g. Standard_ND96asr_v4 (see ", NextStep(("infra", "skus"), ("--infiniband",)),
+                                  f"); default {AML_DEFAULT_SIZE}, Azure ML's default for a compute YAML without size"))
     tier = Field(OneOf("dedicated", "low_priority", aliases={"lowpriority": "low_priority"}), "dedicated",
                  description="VM priority, any case (Dedicated, low_priority, LowPriority); changing it "
                  "replaces the cluster")

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.stack.field_errors import ValidationError
 from infra_cli.stack.fields import Model
 from infra_cli.stack.distribution import flatten_distribution
@@ -164,7 +165,7 @@ def _type_hint(kind: str, loc: tuple) -> str:
                 "description keeps its line breaks and tabs); Azure ML refuses NUL, ESC, U+0085, U+2028 and the like")
     if kind.startswith("string"):
         return "write text (quote it if YAML reads it as something else)"
-    return "fix the value here (see `infra schema`)"
+    return says("fix the value here (see ", NextStep(("infra", "schema")), ")")
 
 
 def _read_pasted_blocks(data: dict, source: SourceMap) -> dict:

@@ -14,6 +14,8 @@ import difflib
 import re
 from typing import Any
 
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import says
 from infra_cli.stack.addresses import AddressError, parse_address
 from infra_cli.stack.cluster import Cluster
 from infra_cli.stack.common_kinds import Text
@@ -122,12 +124,12 @@ class Stack(Model):
     variables = Field(DictOf(Variable), factory=dict, before=_empty_section,
                       description="input variables by name, used as ${var.NAME}")
     outputs = Field(DictOf(Output), factory=dict, before=_empty_section,
-                    description="output values by name (`infra output STACK`)")
+                    description=says("output values by name (", NextStep(("infra", "output"), ("STACK",)), ")"))
     imports = Field(ListOf(Import), factory=list, before=_empty_list, alias="import",
                     description="existing clusters and environments to adopt: [{to: cluster.NAME, id: NAME}]")
     rules = Field(DictOf(RuleSwitch), factory=dict, before=_empty_section,
-                  description="rules of `infra rules` switched for this stack: {ID: {enabled: false, reason: WHY}}; "
-                              "a rule's warnings are switched off, never its errors")
+                  description=says("rules of ", NextStep(("infra", "rules")), " switched for this stack: {ID: {enabled: "
+                                   "false, reason: WHY}}; a rule's warnings are switched off, never its errors"))
 
     def size_of(self, dist: Distribution) -> str | None:
         """The size the distribution runs on, the one place validate, render and plan read it from: its cluster's

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from infra_cli.diagnostics import Diagnostic
+from infra_cli.arguments import NextStep
+from infra_cli.diagnostics import Diagnostic, says
 from infra_cli.stack.secret import Secret, contains_secret
 from infra_cli.stack.variables import as_text
 
@@ -72,12 +73,14 @@ def check_outputs(stack: Any, source: Any) -> list[Diagnostic]:
             written = source.written.get(path) or "a sensitive value"
             out.append(source.diagnostic(path, "output.sensitive", f"output {name!r} refers to sensitive values: "
                                          f"{short_text(written)} holds a sensitive variable or a ${{ENV}} value",
-                                         "add `sensitive: true` to the output (it is then shown only when asked for "
-                                         "by name: `infra output STACK NAME`), or leave the sensitive value out"))
+                                         says("add `sensitive: true` to the output (it is then shown only when "
+                                              "asked for by name: ", NextStep(("infra", "output"), ("STACK", "NAME")),
+                                              "), or leave the sensitive value out")))
         texts = [value] if isinstance(value, str) else []
         if not texts or not any(True for _ in references(texts[0])):
             out.append(source.diagnostic(path, "output.no-reference", f"output {name!r} refers to no resource",
-                                         "write a reference such as \"${cluster.NAME.id}\" (see `infra schema`)"))
+                                         says("write a reference such as \"${cluster.NAME.id}\" (see ",
+                                              NextStep(("infra", "schema")), ")")))
             continue
         for written, ref in references(texts[0]):
             if ref is None or ref.type not in ATTRIBUTES:

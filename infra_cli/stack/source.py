@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from infra_cli.diagnostics import Diagnostic, DiagnosticError, Severity
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, Severity, says
 from infra_cli.stack import secret as secret_text, variables
 from infra_cli.stack.bounded_yaml import MAX_STACK_BYTES, compose, read_stack_text
 
@@ -371,8 +371,9 @@ def needed_unknown(source: SourceMap, needed: Sequence[tuple[str, ...] | str], w
             for name in names:
                 needs.setdefault(name, []).append(".".join(str(p) for p in path))
     return [source.diagnostic(
-        ("variables", name), "variable.missing", f"variable {name!r} has no value, and {what} needs it: "
-        f"{', '.join(sorted(paths))} {'is' if len(paths) == 1 else 'are'} built from it",
+        ("variables", name), "variable.missing", says(f"variable {name!r} has no value, and ", what, " needs it: "
+                                                      f"{', '.join(sorted(paths))} {'is' if len(paths) == 1 else 'are'} "
+                                                      "built from it"),
         variables.ways_to_set(name, _sensitive(source, name)), key=True) for name, paths in sorted(needs.items())]
 
 

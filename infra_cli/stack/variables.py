@@ -24,8 +24,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 import yaml
 
-from infra_cli.arguments import VarInput
-from infra_cli.diagnostics import Diagnostic, DiagnosticError
+from infra_cli.arguments import NextStep, VarInput
+from infra_cli.diagnostics import Diagnostic, DiagnosticError, says
 from infra_cli.stack.secret import SHOWN as SENSITIVE_SHOWN, Secret, contains_secret, revealed
 
 ENV_PREFIX = "INFRA_VAR_"
@@ -395,7 +395,8 @@ class _Resolver:
     def _plan_fail(self, name: str):
         def fail(rule: str, message: str, hint: str) -> None:
             self.out.errors.append(Diagnostic("error", rule, f"the saved plan's value: {message}", self.inputs.plan_file,
-                                              None, None, "make a new plan: `infra plan STACK --out FILE`"))
+                                              None, None, says("make a new plan: ",
+                                                               NextStep(("infra", "plan"), ("STACK", "--out", "FILE")))))
         return fail
 
     def from_environment(self, chosen: dict) -> None:
