@@ -86,6 +86,8 @@ def test_every_shipped_stack_applies_and_destroys_in_turn_after_the_quick_start(
             assert out.count("is not importable") <= 1 and out.count("not installed where the job ran") == 1, out
             plan = _infra(env, "plan", rel)
             assert "last smoke incomplete" in plan.stdout, plan.stdout   # pending until it passes
+            # and says how to stop a -detailed-exitcode gate exiting 2 for ever (it named only the cause)
+            assert "`smoke: {enabled: false}`" in plan.stdout, plan.stdout
             if stack.name == RESMOKED:
                 smoke = _infra(env, "smoke", rel)
                 assert smoke.returncode == 1 and "1 incomplete" in smoke.stdout + smoke.stderr

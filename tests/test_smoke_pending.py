@@ -16,7 +16,7 @@ import pytest
 from test_registry_environments import WORKSPACE
 
 from infra_cli.plan.smoke_pending import LAST_FAILED, NEVER_RAN, pending_smokes
-from infra_cli.state.records import FAILED, PASSED, PENDING, SmokeInputs, SmokeRecord
+from infra_cli.state.records import FAILED, INCOMPLETE, PASSED, PENDING, SmokeInputs, SmokeRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +33,10 @@ NOW = SmokeInputs("c1", "e1", "d1")
     (SmokeRecord("ddp", PASSED, SmokeInputs("c1", "e0", "d0")),
      "environment changed and distribution changed since the last passing smoke"),
     (SmokeRecord("ddp", PASSED, NOW), None),
+    # pending until it passes, so -detailed-exitcode exits 2 each time: the way out is said, not only the cause
+    (SmokeRecord("ddp", INCOMPLETE, NOW, reason="deepspeed is not installed where the job ran"),
+     "last smoke incomplete: deepspeed is not installed where the job ran; install what it lacks where its job "
+     "runs, or set `smoke: {enabled: false}` on distributions.ddp to plan without it"),
 ])
 def test_why_a_smoke_is_pending(record, expected):
     pending = pending_smokes({"ddp": NOW}, {"ddp": record}, {"ddp"})

@@ -104,7 +104,11 @@ def pending_smokes(inputs: dict[str, SmokeInputs], records: dict[str, SmokeRecor
         elif record.result == FAILED:
             out[f"smoke.{name}"] = LAST_FAILED + (f": job {record.job}" if record.job else "")
         elif record.result == INCOMPLETE:
-            out[f"smoke.{name}"] = LAST_INCOMPLETE + (f": {record.reason}" if record.reason else "")
+            # pending until it passes, so -detailed-exitcode says 2 each time: the line names the way out (apply
+            # and `infra smoke` name the package; plan holds only the record's reason)
+            out[f"smoke.{name}"] = (LAST_INCOMPLETE + (f": {record.reason}" if record.reason else "") +
+                                    f"; install what it lacks where its job runs, or set `smoke: {{enabled: false}}` "
+                                    f"on distributions.{name} to plan without it")
         elif record.result == PENDING:
             out[f"smoke.{name}"] = f"{record.reason}, never ran since" if record.reason else NEVER_RAN
         elif record.result != PASSED or record.inputs is None:
