@@ -5,8 +5,9 @@ an unknown option, usage lines as POSIX writes them, and the run's arguments par
 from __future__ import annotations
 
 import difflib
+import functools
 import re
-from typing import Any
+from typing import Any, List
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -84,7 +85,8 @@ def _parse(command: Any, parse: Any, ctx: Any, args: list[str], *, group: bool) 
 
 class Command(TyperCommand):
     """Usage lines as Terraform and POSIX utilities write them: `infra plan [OPTIONS] STACK`, where typer
-    writes `{STACK}` for a required argument. Every command registers with `app.command(cls=Command)`."""
+    writes `{STACK}` for a required argument. Every command registers with `app.command(cls=Command)` (a command
+    that loads a stack with StackCommand or VariablesCommand, which add the shared options)."""
 
     def invoke(self, ctx):
         """The run's arguments, parsed once (run_args), on the run's record: the views render next steps with them."""
@@ -148,7 +150,55 @@ def no_color_option():
     (https://github.com/hashicorp/terraform/blob/main/internal/command/meta.go); tests/test_first_week_third_walk.py
     holds each command to it. The run's arguments carry it (RunArgs.no_color), commands/terminal.py colour_for
     reads it."""
-    return typer.Option(False, "--no-color", help="no colour, even on a terminal (as NO_COLOR=1 or TERM=dumb)")
+    return typer.Option(False, "--no-color", expose_value=False, callback=_keep,
+                        help="no colour, even on a terminal (as NO_COLOR=1 or TERM=dumb)")
+
+
+LOCAL_HELP = "use the local emulator instead of Azure"
+_SHARED = "infra.shared_options"
+
+
+def _keep(ctx: typer.Context, param: typer.CallbackParam, value: bool) -> bool:
+    """Keep a shared flag's value for run_args: the command reads it from the run (this_run()), not a parameter."""
+    ctx.meta.setdefault(_SHARED, {})[param.name] = value
+    return value
+
+
+def local_option(help: str = LOCAL_HELP):
+    return typer.Option(False, "--local", expose_value=False, callback=_keep, help=help)
+
+
+@functools.cache
+def shared_options(local_help: str | None) -> tuple[Any, ...]:
+    """The one declaration of the options every command that loads a stack takes, in --help's order: --local
+    (unless `local_help` is None), -no-color, --var, --var-file, as click parameters typer builds (so they read
+    and print as any typer option). StackCommand appends them to each such command; the objects are shared."""
+    def declared(local: bool = local_option(local_help or LOCAL_HELP), no_color: bool = no_color_option(),
+                 var: List[str] = var_option(), var_file: List[str] = var_file_option()) -> None:
+        """The template the shared options are read from."""
+
+    template = typer.Typer(add_completion=False)
+    template.command()(declared)
+    made = typer.main.get_command(template).params
+    return tuple(p for p in made if local_help is not None or p.name != "local")
+
+
+class StackCommand(Command):
+    """A command that loads a stack: it takes the shared options (shared_options) without declaring them; it reads
+    them from the run (commands/run.py this_run(): .local, .no_color, .variables). `local_help`: --local's help
+    for this command, None for a command with no --local (subclass to change it)."""
+
+    local_help: str | None = LOCAL_HELP
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.params.extend(shared_options(self.local_help))
+
+
+class VariablesCommand(StackCommand):
+    """A command that reads a stack file but no cloud (validate, graph, render): -no-color, --var, --var-file."""
+
+    local_help = None
 
 
 class Group(TyperGroup):
@@ -173,11 +223,16 @@ def _plain_usage(piece: str) -> str:
     return name + ("..." if repeated and not name.endswith("...") else "")
 
 
+def command_line(ctx) -> dict[str, Any]:
+    """What the command line said, by parameter name: the command's own parameters and the shared options'."""
+    return {**ctx.meta.get(_SHARED, {}), **ctx.params}   # skus's own --local is a parameter
+
+
 def run_args(ctx) -> RunArgs:
     """The typed value of this command line: what its options and arguments said, --var/--var-file in order.
     The stack is the command's STACK (`source` for apply's STACK|PLANFILE, `target` for show's PLANFILE|STACK);
     `target` as a list is plan's --target."""
-    params = ctx.params
+    params = command_line(ctx)
     target = params.get("target")
     many = isinstance(target, (list, tuple))
     given = params.get("stack") or params.get("source") or (None if many else target)
@@ -188,7 +243,7 @@ def run_args(ctx) -> RunArgs:
         stack=str(given) if given is not None else None,
         local=bool(params.get("local")),
         variables=tuple(VarInput(kind, text) for kind, text in ctx.meta.get(_VARIABLE_INPUTS, ())),
-        targets=tuple(target) if many else (),
+        targets=tuple(target) if isinstance(target, (list, tuple)) else (),
         replace=tuple(params.get("replace") or ()),
         parallelism=parallelism if isinstance(parallelism, int) else None,
         output=output,

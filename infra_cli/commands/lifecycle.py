@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from infra_cli.arguments import NextStep
-from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
+from infra_cli.commands.cli import StackCommand
 from infra_cli.commands.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, smoke_interrupted
 from infra_cli.commands.hints import rendered, rendered_diagnostic, step, step_words
 from infra_cli.commands.run import READ_ONLY_NEEDS, interrupt_leaves, run_record, stack_inputs, this_run
@@ -180,8 +180,6 @@ def plan(
                                       help="replace this cluster (-/+), or give this environment a new version"),
     refresh_only: bool = typer.Option(False, "--refresh-only", help="report drift: changes made outside infra"),
     destroy: bool = typer.Option(False, "--destroy", help="plan to destroy everything the stack owns"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
     check_images: bool = typer.Option(False, "--check-images",
                                       help="read custom images' layers and check their `requires:`"),
     generate_config_out: Optional[Path] = typer.Option(
@@ -192,14 +190,13 @@ def plan(
                                      "judging the plan; default: the stack's policy/ folder; `none`: no policies"),
     namespace: List[str] = typer.Option([], "--namespace", metavar="PACKAGE", help="the policies' package (main)"),
     markdown: bool = typer.Option(False, "--markdown", help="print the plan as Markdown, for a pull request"),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Show what apply would change, and whether it can succeed (size, region, quota)."""
     from infra_cli.plan.planfile import plan_key, write_plan_file
     from infra_cli.commands.views.outputs import plan_outputs, planned_outputs
     from infra_cli.commands.views.plan import generated_config_summary, render_plan
     from infra_cli.stack.variables import recorded_values
+    local = this_run().local
 
     if refresh_only and destroy:
         raise typer.BadParameter("--refresh-only reports drift and --destroy plans deletions: use one of them",
@@ -309,13 +306,9 @@ def apply(
     target: List[str] = target_option(),
     replace: List[str] = typer.Option([], "--replace", "-replace", metavar="ADDR",
                                       help="replace this cluster (-/+), or give this environment a new version"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Make Azure match the stack (or exactly a saved plan), then prove it with smoke jobs."""
-    _apply_or_destroy(source, auto_approve, parallelism, no_smoke, local, destroy=False, replace=list(replace),
+    _apply_or_destroy(source, auto_approve, parallelism, no_smoke, this_run().local, destroy=False, replace=list(replace),
                       targets=list(target))
 
 
@@ -324,38 +317,26 @@ def destroy(
     auto_approve: bool = typer.Option(False, "--auto-approve", help="destroy without asking"),
     parallelism: int = parallelism_option(),
     target: List[str] = target_option(),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Delete everything that carries this stack's tag (respecting lifecycle.prevent_destroy)."""
-    _apply_or_destroy(stack, auto_approve, parallelism, True, local, destroy=True, targets=list(target))
+    _apply_or_destroy(stack, auto_approve, parallelism, True, this_run().local, destroy=True, targets=list(target))
 
 
 def import_(
     address: str = typer.Argument(..., metavar="ADDR"),
     azure_name: str = typer.Argument(..., metavar="AZURE_NAME"),
     stack: Path = typer.Argument(..., metavar="STACK"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Adopt an existing Azure resource into the stack (tags it; changes nothing else)."""
     from infra_cli.apply.engine import import_resource
 
-    write_state(import_resource, address, azure_name, stack=stack, local=local)
+    write_state(import_resource, address, azure_name, stack=stack, local=this_run().local)
 
 
 def force_unlock(
     lock_id: str = typer.Argument(..., metavar="LOCK_ID"),
     stack: Optional[Path] = typer.Argument(None, metavar="STACK"),
     force: bool = typer.Option(False, "--force", help="clear it even though its holder still runs on this machine"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Clear a stale stack lock (left by a killed apply).
 
@@ -374,7 +355,7 @@ def force_unlock(
     elif Path(lock_id).is_file() and not stack.is_file():   # `infra force-unlock STACK LOCK_ID`: as meant
         wanted, stack = str(stack), Path(lock_id)
     try:
-        info = force_unlock_stack(stack, wanted, force=force, backend=provider_for(local=local, anchor=stack),
+        info = force_unlock_stack(stack, wanted, force=force, backend=provider_for(local=this_run().local, anchor=stack),
                                   inputs=stack_inputs(needs=READ_ONLY_NEEDS))   # where the lock is, nothing else
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
@@ -460,8 +441,8 @@ def _apply_or_destroy(source: Path, auto_approve: bool, parallelism: int, no_smo
 
 
 def register(app: typer.Typer) -> None:
-    app.command(cls=Command)(plan)
-    app.command(cls=Command)(apply)
-    app.command(cls=Command)(destroy)
-    app.command("import", cls=Command)(import_)
-    app.command("force-unlock", cls=Command)(force_unlock)
+    app.command(cls=StackCommand)(plan)
+    app.command(cls=StackCommand)(apply)
+    app.command(cls=StackCommand)(destroy)
+    app.command("import", cls=StackCommand)(import_)
+    app.command("force-unlock", cls=StackCommand)(force_unlock)

@@ -2,11 +2,10 @@
 
 import os
 from pathlib import Path
-from typing import List
 
 import typer
 
-from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
+from infra_cli.commands.cli import VariablesCommand
 from infra_cli.commands.errors import fail
 from infra_cli.commands.run import stack_inputs
 from infra_cli.commands.terminal import print_diagnostics
@@ -15,9 +14,6 @@ from infra_cli.diagnostics import DiagnosticError
 
 def graph(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Print the stack's resources and dependencies as Graphviz DOT (`infra graph S | dot -Tsvg > g.svg`)."""
     from infra_cli.plan.graph import stack_graph
@@ -35,9 +31,6 @@ def render(
     write_secrets: bool = typer.Option(False, "--write-secrets", help="write sensitive values (a sensitive map "
                                        "given whole, ${VAR} in a command, a SAS URL) in clear into job files of mode "
                                        "0600, with a warning, instead of refusing them"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Write Azure ML CLI v2 YAML (az ml ... create -f) for each cluster, environment and smoke job.
 
@@ -58,5 +51,5 @@ def render(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(cls=Command)(graph)
-    app.command(cls=Command)(render)
+    app.command(cls=VariablesCommand)(graph)
+    app.command(cls=VariablesCommand)(render)

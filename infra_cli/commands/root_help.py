@@ -13,7 +13,7 @@ import os
 import sys
 import zlib
 
-SOURCES_CRC = 0x75ebda23
+SOURCES_CRC = 0x5140b710
 TEXT = """\
 Usage: infra [OPTIONS] COMMAND [ARGS]...
 

@@ -7,9 +7,9 @@ from typing import List, Optional
 
 import typer
 
-from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
+from infra_cli.commands.cli import StackCommand
 from infra_cli.commands.errors import EXIT_ERROR, EXIT_OK, fail, smoke_interrupted
-from infra_cli.commands.run import stack_inputs
+from infra_cli.commands.run import stack_inputs, this_run
 from infra_cli.commands.terminal import print_diagnostics, progress_stream
 from infra_cli.diagnostics import DiagnosticError
 
@@ -18,13 +18,9 @@ def smoke(
     stack: Path = typer.Argument(..., metavar="STACK"),
     distribution: Optional[List[str]] = typer.Option(
         None, "--distribution", metavar="NAME", help="only this distribution's smoke job (repeatable)"),
-    local: bool = typer.Option(False, "--local", help="run on the local emulator instead of Azure"),
     as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON on stdout"),
     report: Optional[Path] = typer.Option(
         None, "--report", metavar="DIR", help="write report.html (busbw chart per distribution) and smoke.json here"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Run the stack's smoke-test jobs (ranks, DDP replicas, all_reduce busbw, NCCL transport) and judge them."""
     from infra_cli.validate.engine import load_valid_stack
@@ -42,7 +38,7 @@ def smoke(
         from infra_cli.commands.views.smoke_progress import smoke_progress
         from infra_cli.smoke.run import SmokeInterrupted, run_smoke
 
-        provider = build_provider(loaded.stack.workspace, local=local, anchor=stack)
+        provider = build_provider(loaded.stack.workspace, local=this_run().local, anchor=stack)
         chosen = list(distribution or loaded.stack.distributions)
         missing = smoke_preflight(loaded, provider, chosen)
         if missing:   # nothing to run on: say what to apply, before any job is submitted
@@ -73,5 +69,9 @@ def smoke(
     raise typer.Exit(EXIT_OK if passed == len(verdicts) else EXIT_ERROR)
 
 
+class _SmokeCommand(StackCommand):
+    local_help = "run on the local emulator instead of Azure"
+
+
 def register(app: typer.Typer) -> None:
-    app.command(cls=Command)(smoke)
+    app.command(cls=_SmokeCommand)(smoke)

@@ -8,14 +8,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Optional
 
 import typer
 
-from infra_cli.commands.cli import Command, Group, no_color_option, var_file_option, var_option
+from infra_cli.commands.cli import Group, StackCommand
 from infra_cli.commands.errors import EXIT_OK, fail
 from infra_cli.commands.hints import rendered
-from infra_cli.commands.run import READ_ONLY_NEEDS, stack_inputs
+from infra_cli.commands.run import READ_ONLY_NEEDS, stack_inputs, this_run
 from infra_cli.commands.terminal import colour_for, print_diagnostics
 from infra_cli.diagnostics import Diagnostic, DiagnosticError
 
@@ -60,11 +60,7 @@ def show(
     target: Optional[Path] = typer.Argument(None, metavar="PLANFILE|STACK",
                                             help="a plan saved by `infra plan --out`, or a stack file"),
     as_json: bool = typer.Option(False, "--json", help="the plan JSON, or the state as `terraform show -json`"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure (STACK only)"),
     markdown: bool = typer.Option(False, "--markdown", help="a saved plan as Markdown, for a pull request"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Show a saved plan, or what a stack owns in Azure now (read live from its tags)."""
     from infra_cli.plan.planfile import looks_like_plan_file
@@ -88,19 +84,15 @@ def show(
                                "--out FILE` then `infra show FILE --markdown`")])
     from infra_cli.commands.views.state import render_state, state_json
 
-    state = _read_state(target, local)
+    state = _read_state(target, this_run().local)
     print(json.dumps(state_json(state), indent=2) if as_json else render_state(state))
 
 
 def state_list(
     stack: Path = typer.Argument(..., metavar="STACK"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """List the addresses of the resources the stack owns in Azure (from their tags), one a line."""
-    for address in _read_state(stack, local).addresses():
+    for address in _read_state(stack, this_run().local).addresses():
         print(address)
 
 
@@ -109,10 +101,6 @@ def output(
     name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="only this output (shown even if sensitive)"),
     as_json: bool = typer.Option(False, "--json", "-json", help="as JSON: {NAME: {value, type, sensitive}}"),
     raw: bool = typer.Option(False, "--raw", "-raw", help="NAME's value bare (a string, number or bool), for scripts"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Print the stack's output values, read live from Azure (as `terraform output`)."""
     from infra_cli.commands.backend import provider_for
@@ -125,7 +113,7 @@ def output(
         raise fail([Diagnostic("error", "output.raw-needs-name", "--raw prints one output: name it", None, None, None,
                                "`infra output STACK NAME --raw`")])
     try:   # what an output is built from beyond the live state, read_outputs adds (output_needs)
-        loaded, values, left_out = read_outputs(stack, backend=provider_for(local=local, anchor=stack),
+        loaded, values, left_out = read_outputs(stack, backend=provider_for(local=this_run().local, anchor=stack),
                                                 inputs=stack_inputs(needs=READ_ONLY_NEEDS), name=name)
     except DiagnosticError as exc:
         raise fail(exc.diagnostics)
@@ -165,15 +153,11 @@ def output(
 def state_rm(
     address: str = typer.Argument(..., metavar="ADDR"),
     stack: Path = typer.Argument(..., metavar="STACK"),
-    local: bool = typer.Option(False, "--local", help="use the local emulator instead of Azure"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Forget a resource: remove the stack's ownership tags from it, changing nothing else (terraform state rm)."""
     from infra_cli.apply.engine import forget_resource
 
-    write_state(forget_resource, address, stack=stack, local=local)
+    write_state(forget_resource, address, stack=stack, local=this_run().local)
 
 
 def write_state(write: Callable[..., str], *words: str, stack: Path, local: bool) -> None:
@@ -190,12 +174,16 @@ def write_state(write: Callable[..., str], *words: str, stack: Path, local: bool
         raise fail(exc.diagnostics)
 
 
+class _ShowCommand(StackCommand):
+    local_help = "use the local emulator instead of Azure (STACK only)"   # a saved plan is read as it is
+
+
 def register(app: typer.Typer) -> None:
-    app.command(cls=Command)(show)
-    app.command(cls=Command)(output)
+    app.command(cls=_ShowCommand)(show)
+    app.command(cls=StackCommand)(output)
     state_app = typer.Typer(cls=Group, help="Read what a stack owns in Azure (infra's state is the tags it writes).",
                             no_args_is_help=True)
-    state_app.command("list", cls=Command)(state_list)
-    state_app.command("rm", cls=Command)(state_rm)
+    state_app.command("list", cls=StackCommand)(state_list)
+    state_app.command("rm", cls=StackCommand)(state_rm)
     app.add_typer(state_app, name="state")
 

@@ -7,7 +7,7 @@ from typing import List
 
 import typer
 
-from infra_cli.commands.cli import Command, no_color_option, var_file_option, var_option
+from infra_cli.commands.cli import Command, VariablesCommand
 from infra_cli.commands.errors import EXIT_ERROR, EXIT_OK
 from infra_cli.commands.run import stack_inputs
 from infra_cli.commands.terminal import print_diagnostics
@@ -24,9 +24,6 @@ def validate(
     stacks: List[Path] = typer.Argument(..., help="stack files", metavar="STACK..."),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON: {format_version, valid, "
                                  "error_count, warning_count, stack_count, variables_file_count, diagnostics}"),
-    no_color: bool = no_color_option(),
-    var: List[str] = var_option(),
-    var_file: List[str] = var_file_option(),
 ) -> None:
     """Check stack files offline: schema, references, InfiniBand eligibility, GPUs, MPI, launchers."""
     from infra_cli.validate.engine import validate_each
@@ -63,5 +60,5 @@ def schema() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command(cls=Command)(validate)
+    app.command(cls=VariablesCommand)(validate)
     app.command(cls=Command)(schema)
